@@ -1,0 +1,73 @@
+"""tracekit: convert and analyze GPU/ML profiler traces.
+
+The public API, re-exported from the modules that implement it.
+"""
+
+from __future__ import annotations
+
+from tracekit.builder import TraceBuilder
+from tracekit.errors import (
+    AnalysisError,
+    FormatDetectionError,
+    LossyConversionWarning,
+    OptionError,
+    PluginConflictError,
+    PluginContractError,
+    PluginError,
+    PluginLoadError,
+    TracekitError,
+    TracekitWarning,
+    TraceReadError,
+    TraceWriteError,
+    UnknownFormatError,
+    UsageError,
+)
+from tracekit.hookspecs import hookimpl
+from tracekit.inputs import Source
+from tracekit.interfaces import Analyzer, NoOptions, Reader, Writer, WriteResult
+from tracekit.model import CATEGORIES, EVENTS_SCHEMA, SCHEMA_VERSION, SCHEMAS, ReadLog, Trace
+from tracekit.pipeline import analyze, detect_format, read, write
+from tracekit.registry import Registry, load_registry
+from tracekit.report import Finding, Report
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CATEGORIES",
+    "EVENTS_SCHEMA",
+    "SCHEMAS",
+    "SCHEMA_VERSION",
+    "AnalysisError",
+    "Analyzer",
+    "Finding",
+    "FormatDetectionError",
+    "LossyConversionWarning",
+    "NoOptions",
+    "OptionError",
+    "PluginConflictError",
+    "PluginContractError",
+    "PluginError",
+    "PluginLoadError",
+    "ReadLog",
+    "Reader",
+    "Registry",
+    "Report",
+    "Source",
+    "Trace",
+    "TraceBuilder",
+    "TraceReadError",
+    "TraceWriteError",
+    "TracekitError",
+    "TracekitWarning",
+    "UnknownFormatError",
+    "UsageError",
+    "WriteResult",
+    "Writer",
+    "__version__",
+    "analyze",
+    "detect_format",
+    "hookimpl",
+    "load_registry",
+    "read",
+    "write",
+]

@@ -1,0 +1,147 @@
+"""TraceBuilder: what a reader fills, column-wise, and what core checks against the schema."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from tracekit.errors import PluginContractError
+from tracekit.model import EVENTS_SCHEMA, SCHEMA_VERSION, SCHEMAS, ReadLog, Trace
+
+ColumnData = pa.Array | pa.ChunkedArray | np.ndarray | Sequence[Any]
+
+
+class TraceBuilder:
+    """Collects what a reader produces for one input (its ``source``).
+
+    Readers add events in column batches with :meth:`add_events` (never one Python object per
+    event through the pipeline), side tables with :meth:`add_process` and friends, facts about
+    the run in :attr:`metadata`, and account for every input record with :meth:`note`.
+    """
+
+    def __init__(self, source: str, reader: str = "?") -> None:
+        self.source = source
+        self.reader = reader
+        self.metadata: dict[str, Any] = {}
+        self.log = ReadLog()
+        self._batches: list[pa.RecordBatch] = []
+        self._rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
+            "processes": {}, "threads": {}, "devices": {}, "stacks": {}, "frames": {},
+        }
+
+    # -- events -------------------------------------------------------------------------
+    def add_events(self, columns: Mapping[str, ColumnData] | pa.RecordBatch | pa.Table) -> None:
+        """Add event rows given as columns; absent columns are null, ``source`` is filled in.
+
+        Raises PluginContractError naming the reader when a column is not in the schema or
+        cannot be converted to its type.
+        """
+        if isinstance(columns, pa.Table):
+            for batch in columns.to_batches():
+                self.add_events(batch)
+            return
+        if isinstance(columns, pa.RecordBatch):
+            columns = {name: columns.column(name) for name in columns.schema.names}
+        unknown = set(columns) - set(EVENTS_SCHEMA.names)
+        if unknown:
+            raise PluginContractError(
+                f"reader '{self.reader}' produced columns not in the event schema: "
+                f"{', '.join(sorted(unknown))}")
+        lengths = {len(v) for v in columns.values()}
+        if len(lengths) > 1:
+            raise PluginContractError(f"reader '{self.reader}' produced columns of unequal length")
+        n = lengths.pop() if lengths else 0
+        if n == 0:
+            return
+        arrays = []
+        for f in EVENTS_SCHEMA:
+            if f.name == "source":
+                arrays.append(pa.DictionaryArray.from_arrays(
+                    pa.array(np.zeros(n, dtype=np.int32)), pa.array([self.source])))
+                continue
+            data = columns.get(f.name)
+            arrays.append(self._column(f, data, n))
+        self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=EVENTS_SCHEMA))
+
+    def _column(self, f: pa.Field, data: ColumnData | None, n: int) -> pa.Array:
+        if data is None:
+            return pa.nulls(n, f.type)
+        try:
+            if isinstance(data, pa.ChunkedArray):
+                data = data.combine_chunks()
+            arr = data if isinstance(data, pa.Array) else pa.array(data, from_pandas=True)
+            if pa.types.is_dictionary(f.type) and not pa.types.is_dictionary(arr.type):
+                arr = arr.cast(pa.string()).dictionary_encode()
+            if arr.type != f.type:
+                arr = arr.cast(f.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise PluginContractError(
+                f"reader '{self.reader}': column '{f.name}' does not fit {f.type}: {exc}") from exc
+        if not f.nullable and arr.null_count:
+            raise PluginContractError(
+                f"reader '{self.reader}': column '{f.name}' has {arr.null_count} nulls")
+        return arr
+
+    # -- side tables ----------------------------------------------------------------------
+    def add_process(self, pid: int, *, name: str | None = None, host: str | None = None,
+                    rank: int | None = None) -> None:
+        """Add or complete the row of process ``pid`` (later non-null values win)."""
+        self._upsert("processes", (pid,), {"pid": pid, "name": name, "host": host, "rank": rank})
+
+    def add_thread(self, pid: int, tid: int, *, name: str | None = None) -> None:
+        """Add or complete the row of thread ``tid`` of process ``pid``."""
+        self._upsert("threads", (pid, tid), {"pid": pid, "tid": tid, "name": name})
+
+    def add_device(self, device: int, **fields: Any) -> None:
+        """Add or complete the row of ``device``; fields are the devices table's columns."""
+        self._upsert("devices", (device,), {"device": device, **fields})
+
+    def add_frame(self, frame_id: int, name: str, **fields: Any) -> None:
+        """Add a frame (see the frames table)."""
+        self._upsert("frames", (frame_id,), {"frame_id": frame_id, "name": name, **fields})
+
+    def add_stack(self, stack_id: int, frame_id: int, parent_id: int | None) -> None:
+        """Add a call site: ``frame_id`` called from stack ``parent_id``."""
+        self._upsert("stacks", (stack_id,),
+                     {"stack_id": stack_id, "parent_id": parent_id, "frame_id": frame_id})
+
+    def _upsert(self, table: str, key: tuple[Any, ...], values: dict[str, Any]) -> None:
+        allowed = set(SCHEMAS[table].names)
+        bad = set(values) - allowed
+        if bad:
+            raise PluginContractError(
+                f"reader '{self.reader}': {table} has no column {', '.join(sorted(bad))}")
+        row = self._rows[table].setdefault(key, {})
+        for k, v in values.items():
+            if v is not None or k not in row:
+                row[k] = v
+
+    # -- accounting ------------------------------------------------------------------------
+    def note(self, input_kind: str, outcome: str, count: int = 1) -> None:
+        """Account for ``count`` input records of ``input_kind`` (see ReadLog)."""
+        self.log.note(self.source, input_kind, outcome, count)
+
+    # -- result ----------------------------------------------------------------------------
+    def build(self) -> Trace:
+        """Return the Trace of everything added so far."""
+        if self._batches:
+            events = pa.Table.from_batches(self._batches, schema=EVENTS_SCHEMA)
+            events = events.unify_dictionaries().combine_chunks()
+        else:
+            events = EVENTS_SCHEMA.empty_table()
+        tables = {}
+        for name, rows in self._rows.items():
+            schema = SCHEMAS[name]
+            records = list(rows.values())
+            if "source" in schema.names:
+                for r in records:
+                    r["source"] = self.source
+            try:
+                tables[name] = pa.Table.from_pylist(records, schema=schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise PluginContractError(f"reader '{self.reader}': bad {name} row: {exc}") from exc
+        metadata = {"schema_version": SCHEMA_VERSION,
+                    "sources": {self.source: {"reader": self.reader, **self.metadata}}}
+        return Trace(events=events, metadata=metadata, log=self.log, **tables)

@@ -1,0 +1,83 @@
+"""The component interfaces plugins implement: Reader, Writer and Analyzer."""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from tracekit.builder import TraceBuilder
+    from tracekit.inputs import Source
+    from tracekit.model import Trace
+    from tracekit.report import Report
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """Options of a component that takes none."""
+
+
+class Component(ABC):
+    """What every reader, writer and analyzer has: a kebab-case name, a description, Options."""
+
+    kind: ClassVar[str] = "component"
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, options: Any = None) -> None:
+        self.options = options if options is not None else self.Options()
+        if not dataclasses.is_dataclass(self.options):
+            raise TypeError(f"{type(self).__name__}.Options must be a dataclass")
+
+
+class Reader(Component):
+    """Reads one input format into the event model.
+
+    ``sniff`` looks at the start of an input and says how sure it is (0..1) that the input is
+    its format; the highest weight wins. ``read`` fills a TraceBuilder column-wise.
+    """
+
+    kind = "reader"
+    extensions: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    @abstractmethod
+    def sniff(cls, source: Source) -> float:
+        """Return 0..1: how likely ``source`` is in this reader's format."""
+
+    @abstractmethod
+    def read(self, source: Source, out: TraceBuilder) -> None:
+        """Read ``source`` into ``out``; raise TraceReadError on bad input."""
+
+
+@dataclass
+class WriteResult:
+    """What a writer wrote, and what it could not represent (``skipped[reason] = count``)."""
+
+    written: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+class Writer(Component):
+    """Writes a Trace to a byte stream in one output format."""
+
+    kind = "writer"
+    extensions: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def write(self, trace: Trace, stream: IO[bytes]) -> WriteResult:
+        """Write ``trace`` to ``stream``; count everything it cannot represent."""
+
+
+class Analyzer(Component):
+    """Computes a Report (tables and findings) from a Trace."""
+
+    kind = "analyzer"
+
+    @abstractmethod
+    def analyze(self, trace: Trace) -> Report:
+        """Return the analysis of ``trace``."""

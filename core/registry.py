@@ -1,0 +1,234 @@
+"""Plugin discovery over the ``tracekit`` entry-point group, and the registry of components.
+
+Built-in plugins are found exactly like third-party ones: through entry points in the
+installed distributions' metadata. A plugin that fails to import or register is isolated:
+it is recorded with its error and everything else keeps working.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import pluggy
+from tracekit import hookspecs
+from tracekit.errors import (
+    PluginConflictError,
+    PluginContractError,
+    PluginLoadError,
+    UnknownFormatError,
+)
+from tracekit.interfaces import Analyzer, Component, Reader, Writer
+
+ENTRY_POINT_GROUP = "tracekit"
+BUILTIN_DIST = "tracekit"
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+KINDS: dict[str, tuple[str, type[Component]]] = {
+    "reader": ("register_readers", Reader),
+    "writer": ("register_writers", Writer),
+    "analyzer": ("register_analyzers", Analyzer),
+}
+
+
+@dataclass
+class PluginInfo:
+    """One discovered plugin (an entry point) and what became of it."""
+
+    name: str
+    dist: str
+    version: str
+    value: str
+    error: str | None = None
+    disabled: bool = False
+    components: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def builtin(self) -> bool:
+        """Whether the plugin ships with tracekit itself."""
+        return self.dist == BUILTIN_DIST
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``disabled`` or ``broken``."""
+        return "disabled" if self.disabled else ("broken" if self.error else "ok")
+
+
+class Registry:
+    """The components every loaded plugin registered, by kind and name."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.plugins: list[PluginInfo] = []
+        self.components: dict[str, dict[str, type[Component]]] = {k: {} for k in KINDS}
+        self.owners: dict[tuple[str, str], str] = {}
+        self.conflicts: dict[tuple[str, str], list[str]] = {}
+
+    # -- lookup --------------------------------------------------------------------------
+    def get(self, kind: str, name: str) -> type[Any]:
+        """Return the component class of ``kind`` called ``name``."""
+        if (kind, name) in self.conflicts:
+            a, b = self.conflicts[(kind, name)][:2]
+            raise PluginConflictError(f"{kind} '{name}' is registered by both '{a}' and '{b}'; "
+                                      f"disable one with TRACEKIT_DISABLE_PLUGINS")
+        try:
+            return self.components[kind][name]
+        except KeyError:
+            known = ", ".join(sorted(self.components[kind])) or "none"
+            raise UnknownFormatError(f"no {kind} named '{name}' (known: {known})") from None
+
+    @property
+    def readers(self) -> dict[str, type[Reader]]:
+        """Registered readers by name."""
+        return self.components["reader"]  # type: ignore[return-value]
+
+    @property
+    def writers(self) -> dict[str, type[Writer]]:
+        """Registered writers by name."""
+        return self.components["writer"]  # type: ignore[return-value]
+
+    @property
+    def analyzers(self) -> dict[str, type[Analyzer]]:
+        """Registered analyzers by name."""
+        return self.components["analyzer"]  # type: ignore[return-value]
+
+    def owner(self, kind: str, name: str) -> str:
+        """Name of the plugin that registered a component."""
+        return self.owners[(kind, name)]
+
+    # -- loading -------------------------------------------------------------------------
+    def add_plugin(self, info: PluginInfo, obj: object | None) -> None:
+        """Register a loaded plugin object (module or instance) and its components."""
+        self.plugins.append(info)
+        if obj is None:
+            return
+        try:
+            self.pm.register(obj, name=info.name)
+            unknown = [impl for impl in _hookimpl_names(obj) if not hasattr(self.pm.hook, impl)]
+            if unknown:
+                raise PluginContractError(f"unknown hook '{unknown[0]}' (hooks: "
+                                          f"{', '.join(n for n, _ in KINDS.values())}, "
+                                          "register_commands)")
+            for kind, (hook, _) in KINDS.items():
+                for impl in getattr(self.pm.hook, hook).get_hookimpls():
+                    if impl.plugin is obj:
+                        impl.function(register=self._register_callback(kind, info))
+        except Exception as exc:  # a broken plugin must never break tracekit
+            if self.pm.is_registered(obj):
+                self.pm.unregister(obj)
+            self._forget(info)
+            info.error = f"{type(exc).__name__}: {exc}" if not isinstance(
+                exc, PluginContractError) else str(exc)
+
+    def _register_callback(self, kind: str, info: PluginInfo) -> Callable[[type[Any]], None]:
+        _, base = KINDS[kind]
+
+        def register(cls: type[Any]) -> None:
+            if not (isinstance(cls, type) and issubclass(cls, base)):
+                raise PluginContractError(f"plugin '{info.name}' registered {cls!r} as a {kind}, "
+                                          f"but it is not a subclass of tracekit.{base.__name__}")
+            name = getattr(cls, "name", None)
+            if not isinstance(name, str) or not NAME_RE.match(name):
+                raise PluginContractError(f"plugin '{info.name}': {kind} {cls.__name__} has name "
+                                          f"{name!r}; names are kebab-case like 'chrome-json'")
+            key = (kind, name)
+            if key in self.owners:
+                self.conflicts.setdefault(key, [self.owners[key]]).append(info.name)
+                raise PluginConflictError(f"{kind} '{name}' is registered by both "
+                                          f"'{self.owners[key]}' and '{info.name}'")
+            self.components[kind][name] = cls
+            self.owners[key] = info.name
+            info.components.append(key)
+
+        return register
+
+    def _forget(self, info: PluginInfo) -> None:
+        for kind, name in info.components:
+            self.components[kind].pop(name, None)
+            self.owners.pop((kind, name), None)
+        info.components.clear()
+
+    def register_commands(self, app: Any) -> list[str]:
+        """Let plugins add CLI commands; return errors of plugins that failed."""
+        errors = []
+        for impl in self.pm.hook.register_commands.get_hookimpls():
+            try:
+                impl.function(app=app)
+            except Exception as exc:
+                errors.append(f"plugin '{impl.plugin_name}': register_commands failed: {exc}")
+        return errors
+
+
+def _hookimpl_names(obj: object) -> list[str]:
+    marker = f"{hookspecs.PROJECT}_impl"
+    return [n for n in dir(obj) if hasattr(getattr(obj, n, None), marker)]
+
+
+def _split_env(value: str | None) -> set[str]:
+    return {v.strip() for v in (value or "").split(",") if v.strip()}
+
+
+def iter_entry_points(dists: Iterable[str] | None = None,
+                      ) -> Iterable[tuple[str, str, metadata.EntryPoint]]:
+    """Yield (distribution, version, entry point) for each ``tracekit`` entry point.
+
+    A distribution that appears twice on ``sys.path`` is seen once.
+    """
+    seen: set[str] = set()
+    wanted = {d.lower() for d in dists} if dists is not None else None
+    for dist in metadata.distributions():
+        dist_name = (dist.metadata["Name"] or "").strip()
+        key = re.sub(r"[-_.]+", "-", dist_name).lower()
+        if not dist_name or key in seen or (wanted is not None and key not in wanted):
+            continue
+        seen.add(key)
+        for ep in dist.entry_points:
+            if ep.group == ENTRY_POINT_GROUP:
+                yield dist_name, dist.version, ep
+
+
+def load_registry(*, dists: Iterable[str] | None = None, extra: Iterable[object] = (),
+                  environ: Mapping[str, str] | None = None) -> Registry:
+    """Discover and load plugins into a new Registry.
+
+    ``dists`` restricts discovery to the named distributions (tests use ``{"tracekit"}``);
+    ``extra`` registers plugin objects directly. ``TRACEKIT_DISABLE_PLUGINS`` (plugin or
+    distribution names, comma-separated) blocks plugins; ``TRACEKIT_LOAD_PLUGINS`` loads only
+    the named third-party plugins.
+    """
+    env = os.environ if environ is None else environ
+    disabled = _split_env(env.get("TRACEKIT_DISABLE_PLUGINS"))
+    allow = _split_env(env.get("TRACEKIT_LOAD_PLUGINS"))
+    registry = Registry()
+    found_builtin = False
+    for dist_name, version, ep in iter_entry_points(dists):
+        found_builtin |= dist_name == BUILTIN_DIST
+        info = PluginInfo(ep.name, dist_name, version, ep.value)
+        if {ep.name, dist_name} & disabled or (
+                allow and dist_name != BUILTIN_DIST and not {ep.name, dist_name} & allow):
+            info.disabled = True
+            registry.add_plugin(info, None)
+            registry.pm.set_blocked(ep.name)
+            continue
+        try:
+            obj = ep.load()
+        except Exception as exc:  # includes SyntaxError inside the plugin's module
+            info.error = (f"could not import plugin '{ep.name}' from {dist_name} {version}: "
+                          f"{type(exc).__name__}: {exc}")
+            registry.add_plugin(info, None)
+            continue
+        registry.add_plugin(info, obj)
+    if not found_builtin and (dists is None or BUILTIN_DIST in set(dists)):
+        raise PluginLoadError("tracekit's built-in plugins are not registered; "
+                              "install the package: pip install -e .")
+    for i, obj in enumerate(extra):
+        name = getattr(obj, "__name__", None) or f"{type(obj).__name__}-{i}"
+        registry.add_plugin(PluginInfo(name, "<extra>", "", repr(obj)), obj)
+    if env.get("TRACEKIT_TRACE_PLUGINS"):
+        registry.pm.trace.root.setwriter(lambda msg: os.write(2, msg.encode()))
+        registry.pm.enable_tracing()
+    return registry

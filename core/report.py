@@ -1,0 +1,149 @@
+"""Analyzer results: Report and Finding, rendered as text for terminals or as JSON."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+REPORT_FORMAT_VERSION = 1
+SEVERITIES = ("info", "warning", "critical")
+
+
+@dataclass
+class Finding:
+    """One diagnosis: what is wrong, the numbers that show it, and what to do about it."""
+
+    severity: str
+    title: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    suggestion: str = ""
+    cost_ns: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the finding as a JSON-ready dict."""
+        return {"severity": self.severity, "title": self.title, "evidence": self.evidence,
+                "suggestion": self.suggestion, "cost_ns": self.cost_ns}
+
+
+@dataclass
+class Report:
+    """What an analyzer returns: named Arrow tables, findings and notes.
+
+    Column units live in each field's metadata (``unit``: ``ns``, ``bytes``, ``%``).
+    """
+
+    analyzer: str
+    title: str
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    table_titles: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the report as a JSON-ready dict (see schemas/report.schema.json)."""
+        tables = {}
+        for name, table in self.tables.items():
+            columns = [{"name": f.name, "type": _json_type(f.type), "unit": _unit(f)}
+                       for f in table.schema]
+            rows = [list(r.values()) for r in table.to_pylist()]
+            tables[name] = {"title": self.table_titles.get(name, name), "columns": columns,
+                            "rows": [[_clean(v) for v in row] for row in rows]}
+        return {"analyzer": self.analyzer, "title": self.title, "tables": tables,
+                "findings": [f.to_json() for f in self.findings], "notes": list(self.notes)}
+
+
+def reports_to_json(reports: list[Report], inputs: list[str]) -> bytes:
+    """Serialize reports as one JSON document."""
+    doc = {"tracekit_report": REPORT_FORMAT_VERSION, "inputs": inputs,
+           "reports": [r.to_json() for r in reports]}
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def render_text(reports: list[Report], width: int | None = None) -> str:
+    """Render reports for a terminal: findings first, then each table."""
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    out: list[str] = []
+    for report in reports:
+        out.append(report.title)
+        out.append("=" * min(len(report.title), width))
+        for f in report.findings:
+            out.append(f"[{f.severity}] {f.title}")
+            if f.evidence:
+                out.append("    " + ", ".join(f"{k}: {_fmt(v)}" for k, v in f.evidence.items()))
+            if f.suggestion:
+                out.append(f"    fix: {f.suggestion}")
+        for name, table in report.tables.items():
+            out.append("")
+            out.append(report.table_titles.get(name, name))
+            out.append(render_table(table, width))
+        for note in report.notes:
+            out.append(f"note: {note}")
+        out.append("")
+    return "\n".join(out)
+
+
+def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
+    """Render an Arrow table as aligned columns; strings on the right may be cut to fit."""
+    if table.num_rows == 0:
+        return "  (none)"
+    heads = [f.name + (f" ({_unit(f)})" if _unit(f) else "") for f in table.schema]
+    rows = [[_fmt(v) for v in r.values()] for r in table.slice(0, max_rows).to_pylist()]
+    numeric = [not (pa.types.is_string(f.type) or pa.types.is_dictionary(f.type))
+               for f in table.schema]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+    # The last text column (a name, usually) takes whatever width is left.
+    fixed = sum(w + 2 for w, num in zip(widths, numeric, strict=True) if num)
+    lines = []
+    for cells in [heads, ["-" * w for w in widths], *rows]:
+        parts = []
+        for i, cell in enumerate(cells):
+            if numeric[i]:
+                parts.append(cell.rjust(widths[i]))
+            else:
+                room = max(20, width - fixed - 2)
+                parts.append(cell if len(cell) <= room else cell[: room - 1] + "…")
+        lines.append("  " + "  ".join(parts).rstrip())
+    if table.num_rows > max_rows:
+        lines.append(f"  ... {table.num_rows - max_rows} more rows (use --format json for all)")
+    return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "-"
+        return f"{v:,.1f}" if abs(v) >= 100 or v == int(v) else f"{v:,.3g}" if abs(v) < 1 else \
+            f"{v:,.2f}"
+    return str(v)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    return v
+
+
+def _unit(f: pa.Field) -> str:
+    meta = f.metadata or {}
+    return meta.get(b"unit", b"").decode()
+
+
+def _json_type(t: pa.DataType) -> str:
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t):
+        return "number"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    return "string"

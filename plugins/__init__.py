@@ -1,0 +1,1 @@
+"""tracekit's built-in plugins; each is registered through an entry point."""

@@ -1,0 +1,79 @@
+"""Reader for PyTorch profiler (Kineto) Chrome-trace JSON, CUDA and ROCm, 2021 to now."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import tracekit
+from tracekit.builder import TraceBuilder
+from tracekit.errors import TraceReadError
+from tracekit.inputs import Source
+from tracekit.plugins.kineto.convert import Converter
+from tracekit.plugins.kineto.loading import parse_document
+from tracekit.plugins.kineto.timestamps import NeedsExactDecimals
+
+_KINETO_MARKERS = (b'"schemaVersion"', b'"deviceProperties"', b'"baseTimeNanoseconds"',
+                   b'"distributedInfo"', b'"cat": "cpu_op"', b'"cat": "Operator"',
+                   b'"cat": "kernel"')
+
+
+class KinetoReader(tracekit.Reader):
+    """PyTorch profiler traces (``*.pt.trace.json[.gz]``) and other Chrome-trace JSON."""
+
+    name = "kineto"
+    description = "PyTorch profiler / Kineto Chrome-trace JSON"
+    extensions = (".json", ".json.gz")
+
+    @dataclass(frozen=True)
+    class Options:
+        memory_counters: bool = field(default=True, metadata={
+            "help": "derive 'allocated'/'reserved' counter rows from [memory] events"})
+
+    @classmethod
+    def sniff(cls, source: Source) -> float:
+        head = source.head.lstrip()
+        if head.startswith(b"{"):
+            if any(m in head for m in _KINETO_MARKERS):
+                return 1.0
+            return 0.8 if b'"traceEvents"' in head else 0.0
+        if head.startswith(b"[") and b'"ph"' in head:
+            return 0.6
+        return 0.0
+
+    def read(self, source: Source, out: TraceBuilder) -> None:
+        progress = getattr(out, "progress", None)
+        if progress:
+            progress.phase(f"reading {source.name}")
+        data = source.read_bytes(progress.update if progress else None)
+        if progress:
+            progress.phase(f"parsing {source.name}")
+        doc, repairs = parse_document(data, str(source.path))
+        try:
+            self._convert(doc, source, out, repairs)
+        except NeedsExactDecimals:
+            # Absolute epoch µs with a fraction: a float cannot hold them to the ns.
+            doc, repairs = parse_document(data, str(source.path), exact=True)
+            out.metadata["timestamps"] = "parsed from the decimal text (absolute µs)"
+            self._convert(doc, source, out, repairs)
+
+    def _convert(self, doc: Any, source: Source, out: TraceBuilder, repairs: list[str]) -> None:
+        if isinstance(doc, dict):
+            events = doc.get("traceEvents")
+            if not isinstance(events, list):
+                raise TraceReadError("not a Chrome trace: no 'traceEvents' list",
+                                     path=source.path)
+            top = {k: v for k, v in doc.items() if k != "traceEvents"}
+        elif isinstance(doc, list):
+            events, top = doc, {}
+        else:
+            raise TraceReadError("not a Chrome trace: the JSON is neither an object nor an array",
+                                 path=source.path)
+        if repairs:
+            out.metadata["repairs"] = repairs
+        Converter(top, out, source, self.options.memory_counters).run(events)
+
+
+@tracekit.hookimpl
+def register_readers(register: Any) -> None:
+    register(KinetoReader)

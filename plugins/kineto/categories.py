@@ -1,0 +1,57 @@
+"""Kineto ``cat`` values to tracekit categories (matched case-insensitively)."""
+
+from __future__ import annotations
+
+# Current names (libkineto ActivityType), the pre-2021-11 names (Operator, Runtime, Kernel ...)
+# and the 2021-2022 misspelling gpu_user_Annotation, which lower-casing absorbs.
+CATEGORY_MAP: dict[str, str] = {
+    "kernel": "gpu.kernel",
+    "gpu_memcpy": "gpu.memcpy",
+    "memcpy": "gpu.memcpy",
+    "gpu_memset": "gpu.memset",
+    "memset": "gpu.memset",
+    "cuda_sync": "gpu.sync",
+    "xpu_sync": "gpu.sync",
+    "gpu_user_annotation": "gpu.annotation",
+    "cuda_runtime": "api.runtime",
+    "runtime": "api.runtime",
+    "xpu_runtime": "api.runtime",
+    "mtia_runtime": "api.runtime",
+    "privateuse1_runtime": "api.runtime",
+    "cuda_event": "api.runtime",
+    "cuda_driver": "api.driver",
+    "xpu_driver": "api.driver",
+    "privateuse1_driver": "api.driver",
+    "cpu_op": "host.op",
+    "operator": "host.op",
+    "hpu_op": "host.op",
+    "collective_comm": "host.op",
+    "user_annotation": "host.annotation",
+    "trace": "host.annotation",
+    "cuda_profiler_range": "host.annotation",
+    "python_function": "host.python",
+    "python": "host.python",
+    "overhead": "host.overhead",
+    "cpu_instant_event": "host.instant",
+    "memory": "host.memory",
+    "hardware_counters": "counter.hardware",
+    "mtia_counters": "counter.hardware",
+    "xpu_scope_profiler": "counter.hardware",
+}
+
+DEVICE_CATEGORIES = frozenset({"gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.sync",
+                               "gpu.annotation"})
+
+# Flow categories: links from a runtime call to its device work (ids are correlation ids),
+# and from a forward op to its backward op.
+LAUNCH_FLOWS = frozenset({"ac2g", "async_cpu_to_gpu", "async"})
+FWDBWD_FLOWS = frozenset({"fwdbwd", "forward_backward"})
+
+
+def map_category(cat: str | None, name: str | None = None) -> str:
+    """Return the tracekit category of a Kineto ``cat`` (``other`` if unknown)."""
+    if name == "[memory]":
+        return "host.memory"
+    if cat is None:
+        return "host.instant"
+    return CATEGORY_MAP.get(cat.lower(), "other")

@@ -1,0 +1,188 @@
+"""Which Perfetto track each event goes on, and the TrackDescriptors of those tracks.
+
+Layout (ARCHITECTURE.md section 5, peers.md (d) rule 4): a process track per host process with
+its thread tracks; per device a plain "GPU n: name" track with one child track per stream;
+counters on counter tracks under their process or device; extra lanes for overlapping slices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.model import Trace
+from tracekit.plugins.perfetto.wire import encode_message
+
+THREAD, PROCESS, GLOBAL, STREAM, COUNTER, DEVICE_COUNTER = range(6)
+_NULL = -(2**62)
+_SYNTHETIC = -(2**40)  # readers give string pids/tids ids at or below this
+
+# TrackDescriptor / ProcessDescriptor / ThreadDescriptor / CounterDescriptor field numbers.
+_UUID, _NAME, _PROCESS, _THREAD, _PARENT, _COUNTER = 1, 2, 3, 4, 5, 8
+_CHILD_ORDERING, _SIBLING_RANK = 11, 12
+_EXPLICIT = 3
+_UNIT_SIZE_BYTES = 3
+
+
+def stable_uuid(*parts: object) -> int:
+    """A nonzero 63-bit id that is the same in every run for the same parts."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") & ((1 << 63) - 1)) | 1
+
+
+@dataclass
+class TrackPlan:
+    """Per event row its track; per track its uuid; the descriptors to emit first."""
+
+    row_track: np.ndarray
+    uuids: list[int]
+    descriptors: list[bytes] = field(default_factory=list)
+    _keys: list[tuple[int, ...]] = field(default_factory=list)
+    _names: list[str] = field(default_factory=list)
+    _parents: list[int | None] = field(default_factory=list)
+
+    def lane_uuid(self, track: int, lane: int) -> int:
+        """uuid of lane ``lane`` of ``track`` (lane 0 is the track itself); declares lanes."""
+        if lane == 0:
+            return self.uuids[track]
+        uuid = stable_uuid("lane", self._keys[track], lane)
+        if uuid not in self._lanes:
+            self._lanes.add(uuid)
+            # A child of a process or thread track would not nest under it (peers.md (d) 4),
+            # so overlap lanes hang off the track's own parent and carry its name.
+            parent = self._parents[track]
+            self.descriptors.append(encode_message(
+                (_UUID, uuid), (_NAME, f"{self._names[track]} (overlap {lane})"),
+                (_PARENT, parent), (_SIBLING_RANK, lane)))
+        return uuid
+
+    def __post_init__(self) -> None:
+        self._lanes: set[int] = set()
+
+
+def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
+    """Assign each row of ``events`` (a filtered view of trace.events) to a track."""
+    n = events.num_rows
+    src = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+    source_names = events["source"].combine_chunks().dictionary.to_pylist()
+    pid = _ints(events["pid"])
+    tid = _ints(events["tid"])
+    device = _ints(events["device"])
+    stream = _ints(events["stream"])
+    name_idx = events["name"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+    is_counter = pc.equal(events["kind"].cast(pa.string()), "counter").to_numpy(
+        zero_copy_only=False)
+    cls = np.where(device != _NULL, STREAM, np.where(pid == _NULL, GLOBAL,
+                                                    np.where(tid == _NULL, PROCESS, THREAD)))
+    cls = np.where(is_counter, np.where(device != _NULL, DEVICE_COUNTER, COUNTER), cls)
+    a = np.select([cls == STREAM, cls == DEVICE_COUNTER, cls == GLOBAL], [device, device, 0], pid)
+    b = np.select([cls == STREAM, cls == THREAD, (cls == COUNTER) | (cls == DEVICE_COUNTER)],
+                  [stream, tid, name_idx], 0)
+    keys = np.rec.fromarrays([cls, src, a, b], names="cls,src,a,b")
+    unique, row_track = np.unique(keys, return_inverse=True) if n else (keys, np.array([], int))
+    names = _Names(trace, source_names)
+    plan = TrackPlan(row_track=row_track.reshape(-1), uuids=[])
+    declared: set[int] = set()
+
+    def declare(uuid: int, *fields: tuple[int, Any]) -> int:
+        if uuid not in declared:
+            declared.add(uuid)
+            plan.descriptors.append(encode_message((_UUID, uuid), *fields))
+        return uuid
+
+    def process_track(s: int, p: int) -> int:
+        uuid = stable_uuid("process", s, p)
+        if p <= _SYNTHETIC:  # a tool-made pid ("Spans", "Traces"): a plain named group
+            return declare(uuid, (_NAME, names.process(s, p)))
+        return declare(uuid, (_PROCESS, encode_message((1, names.perfetto_pid(s, p)),
+                                                       (6, names.process(s, p)))))
+
+    def device_track(s: int, d: int) -> int:
+        return declare(stable_uuid("device", s, d), (_NAME, names.device(s, d)),
+                       (_CHILD_ORDERING, _EXPLICIT), (_SIBLING_RANK, d))
+
+    counter_names = events["name"].combine_chunks().dictionary.to_pylist()
+    for key in unique.tolist():
+        c, s, ka, kb = (int(x) for x in key)
+        if c == THREAD:
+            parent = process_track(s, ka)
+            uuid = stable_uuid("thread", s, ka, kb)
+            label = names.thread(s, ka, kb)
+            if ka > _SYNTHETIC and kb > _SYNTHETIC:
+                declare(uuid, (_THREAD, encode_message((1, names.perfetto_pid(s, ka)), (2, kb),
+                                                       (5, label))))
+            else:
+                declare(uuid, (_NAME, label), (_PARENT, parent))
+        elif c == PROCESS:
+            parent = None
+            uuid = process_track(s, ka)
+            label = names.process(s, ka)
+        elif c == GLOBAL:
+            parent = None
+            label = f"{source_names[s]}: no process"
+            uuid = declare(stable_uuid("global", s), (_NAME, label))
+        elif c == STREAM:
+            parent = device_track(s, ka)
+            label = f"Stream {kb}" if kb != _NULL else "(no stream)"
+            uuid = declare(stable_uuid("stream", s, ka, kb), (_NAME, label), (_PARENT, parent),
+                           (_SIBLING_RANK, kb if kb != _NULL else 0))
+        else:
+            parent = device_track(s, ka) if c == DEVICE_COUNTER else process_track(s, ka)
+            label = counter_names[kb]
+            unit = (_UNIT_SIZE_BYTES if "memory" in label else None)
+            uuid = declare(stable_uuid("counter", c, s, ka, kb), (_NAME, label),
+                           (_PARENT, parent), (_COUNTER, encode_message((3, unit))))
+        plan.uuids.append(uuid)
+        plan._keys.append((c, s, ka, kb))
+        plan._names.append(label)
+        plan._parents.append(parent)
+    return plan
+
+
+def _ints(col: pa.ChunkedArray) -> np.ndarray:
+    return col.cast(pa.int64()).fill_null(_NULL).to_numpy()
+
+
+class _Names:
+    """Display names of processes, threads and devices, from the trace's side tables."""
+
+    def __init__(self, trace: Trace, sources: list[str]) -> None:
+        self.sources = sources
+        self.proc = {(r["source"], r["pid"]): r for r in trace.processes.to_pylist()}
+        self.threads = {(r["source"], r["pid"], r["tid"]): r["name"]
+                        for r in trace.threads.to_pylist()}
+        self.devices = {(r["source"], r["device"]): r for r in trace.devices.to_pylist()}
+        self.ranks = {r["source"]: r["rank"] for r in trace.processes.to_pylist()
+                      if r["rank"] is not None}
+        owners: dict[int, set[str]] = {}
+        for src, p in self.proc:
+            owners.setdefault(p, set()).add(src)
+        self.clash = {p for p, s in owners.items() if len(s) > 1}
+
+    def perfetto_pid(self, s: int, pid: int) -> int:
+        # The same pid in two inputs (two hosts) must stay two processes in Perfetto.
+        return pid if pid not in self.clash else (s + 1) * 10_000_000 + pid % 10_000_000
+
+    def process(self, s: int, pid: int) -> str:
+        row = self.proc.get((self.sources[s], pid), {})
+        name = row.get("name") or (f"process {pid}" if pid > _SYNTHETIC else "(unnamed)")
+        if row.get("rank") is not None:
+            name = f"{name} (rank {row['rank']})"
+        return name
+
+    def thread(self, s: int, pid: int, tid: int) -> str:
+        return self.threads.get((self.sources[s], pid, tid)) or f"thread {tid}"
+
+    def device(self, s: int, d: int) -> str:
+        row = self.devices.get((self.sources[s], d), {})
+        label = f"GPU {d}" + (f": {row['name']}" if row.get("name") else "")
+        rank = self.ranks.get(self.sources[s])
+        if rank is not None:
+            label = f"rank {rank} {label}"
+        elif len(self.sources) > 1:
+            label = f"{self.sources[s]} {label}"
+        return label
