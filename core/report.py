@@ -123,8 +123,7 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         if math.isnan(v):
             return "-"
-        return f"{v:,.1f}" if abs(v) >= 100 or v == int(v) else f"{v:,.3g}" if abs(v) < 1 else \
-            f"{v:,.2f}"
+        return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
     return str(v)
 
 

@@ -11,7 +11,7 @@ from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
 from tracekit.plugins.kineto.convert import Converter
 from tracekit.plugins.kineto.loading import parse_document
-from tracekit.plugins.kineto.timestamps import NeedsExactDecimals
+from tracekit.plugins.kineto.timestamps import needs_exact_decimals
 
 _KINETO_MARKERS = (b'"schemaVersion"', b'"deviceProperties"', b'"baseTimeNanoseconds"',
                    b'"distributedInfo"', b'"cat": "cpu_op"', b'"cat": "Operator"',
@@ -49,13 +49,13 @@ class KinetoReader(tracekit.Reader):
         if progress:
             progress.phase(f"parsing {source.name}")
         doc, repairs = parse_document(data, str(source.path))
-        try:
-            self._convert(doc, source, out, repairs)
-        except NeedsExactDecimals:
+        events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+        if isinstance(events, list) and needs_exact_decimals(events):
             # Absolute epoch µs with a fraction: a float cannot hold them to the ns.
+            del doc, events
             doc, repairs = parse_document(data, str(source.path), exact=True)
             out.metadata["timestamps"] = "parsed from the decimal text (absolute µs)"
-            self._convert(doc, source, out, repairs)
+        self._convert(doc, source, out, repairs)
 
     def _convert(self, doc: Any, source: Source, out: TraceBuilder, repairs: list[str]) -> None:
         if isinstance(doc, dict):

@@ -24,6 +24,9 @@ _STREAM_TID = re.compile(r"stream\s+(\d+)", re.IGNORECASE)
 _MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
 _MEMSET_NAME = re.compile(r"Memset\s*\((\w+)\)", re.IGNORECASE)
 _AMD_NAMES = ("AMD", "Instinct", "Radeon", "gfx")
+# Columns every kind of row has while converting (a trace may hold only instants).
+_WORK_COLUMNS = {"dur_ns": pa.int64(), "correlation": pa.int64(), "_tid": pa.int64(),
+                 "_argdict": pa.int64()}
 # Ids for string pids/tids ("Spans", "stream 7"), far below any real (even negative) OS id.
 SYNTHETIC_BASE = -(2**40)
 
@@ -140,6 +143,9 @@ class Converter:
             self._devices_and_processes(None)
             self._top_metadata()
             return
+        for name, type_ in _WORK_COLUMNS.items():
+            if name not in table.column_names:
+                table = table.append_column(name, pa.nulls(table.num_rows, type_))
         table = self._bind_flows(table, flows)
         table = self._device_columns(table)
         self._devices_and_processes(table)

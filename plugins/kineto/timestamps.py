@@ -56,3 +56,9 @@ def _exact(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         except (InvalidOperation, ValueError, TypeError, OverflowError):
             continue
     return ns, valid
+
+
+def needs_exact_decimals(events: list[object]) -> bool:
+    """Whether any float ``ts`` is too large for exact ns (absolute epoch µs with fractions)."""
+    return any(type(ts) is float and abs(ts) >= SAFE_FLOAT_US
+               for ts in (e.get("ts") for e in events if type(e) is dict))

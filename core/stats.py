@@ -1,0 +1,50 @@
+"""Grouped descriptive statistics over Arrow columns (count, total, mean, median, ...)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+STAT_COLUMNS = ("count", "total", "mean", "median", "min", "max", "stddev")
+
+
+def grouped_stats(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray,
+                  ) -> dict[str, np.ndarray | list[str]]:
+    """Per distinct key: count, total, mean, exact median, min, max, sample stddev.
+
+    ``stddev`` is the sample standard deviation (ddof=1), as ``nsys stats`` reports; it is 0
+    for a single value. Rows with a null value are ignored. Groups come out ordered by total,
+    largest first.
+    """
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    valid = values.is_valid().to_numpy(zero_copy_only=False) & \
+        keys.is_valid().to_numpy(zero_copy_only=False)
+    key_list = keys.cast(pa.string()).to_numpy(zero_copy_only=False)[valid]
+    v = values.to_numpy(zero_copy_only=False)[valid].astype(np.int64)
+    if len(v) == 0:
+        return {"key": [], **{c: np.array([], dtype=np.int64) for c in STAT_COLUMNS}}
+    uniq, code = np.unique(key_list.astype(str), return_inverse=True)
+    order = np.lexsort((v, code))
+    code_s, v_s = code[order], v[order]
+    starts = np.flatnonzero(np.r_[True, code_s[1:] != code_s[:-1]])
+    counts = np.diff(np.r_[starts, len(v_s)])
+    totals = np.add.reduceat(v_s, starts)
+    mid_lo = starts + (counts - 1) // 2
+    mid_hi = starts + counts // 2
+    median = (v_s[mid_lo] + v_s[mid_hi]) / 2
+    mean = totals / counts
+    # Two-pass variance: exact enough for ns values and stable for large totals.
+    dev = v_s - np.repeat(mean, counts)
+    ss = np.add.reduceat(dev * dev, starts)
+    stddev = np.where(counts > 1, np.sqrt(ss / np.maximum(counts - 1, 1)), 0.0)
+    result = {
+        "key": uniq[code_s[starts]].tolist(),
+        "count": counts, "total": totals, "mean": mean, "median": median,
+        "min": v_s[starts], "max": np.maximum.reduceat(v_s, starts), "stddev": stddev,
+    }
+    rank = np.argsort(-totals, kind="stable")
+    return {k: ([col[i] for i in rank] if isinstance(col, list) else col[rank])
+            for k, col in result.items()}

@@ -1,0 +1,94 @@
+"""The ``summary`` analyzer: nsys-stats-style tables for every input format.
+
+Implements the definitions of ``nsys stats`` (cuda_gpu_kern_sum, cuda_api_sum,
+cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, nvtx_sum): per name, the count, total, % of the
+table's total (not of wall time), mean, median, min, max and sample standard deviation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import tracekit
+from tracekit.model import Trace
+from tracekit.report import Report
+from tracekit.stats import grouped_stats
+
+_TABLES = (
+    # (table, title, category filter, value column, unit)
+    ("kernels", "GPU kernels (cf. nsys cuda_gpu_kern_sum)", ("gpu.kernel",), "dur_ns", "ns"),
+    ("api", "Runtime and driver API calls (cf. nsys cuda_api_sum)", ("api.runtime", "api.driver"),
+     "dur_ns", "ns"),
+    ("memops_time", "Memory operations by time (cf. nsys cuda_gpu_mem_time_sum)",
+     ("gpu.memcpy", "gpu.memset"), "dur_ns", "ns"),
+    ("memops_size", "Memory operations by size (cf. nsys cuda_gpu_mem_size_sum)",
+     ("gpu.memcpy", "gpu.memset"), "bytes", "bytes"),
+    ("ranges", "Annotation ranges (cf. nsys nvtx_sum)", ("host.annotation",), "dur_ns", "ns"),
+)
+
+
+def _field(name: str, type_: pa.DataType, unit: str | None = None) -> pa.Field:
+    return pa.field(name, type_, metadata={"unit": unit} if unit else None)
+
+
+class SummaryAnalyzer(tracekit.Analyzer):
+    """Count, total and distribution per kernel, API call, memory operation and range."""
+
+    name = "summary"
+    description = "per kernel, API call, memcpy/memset kind and range: count, total, %, stats"
+
+    @dataclass(frozen=True)
+    class Options:
+        limit: int = field(default=0, metadata={"help": "rows per table (0 = all)"})
+
+    def analyze(self, trace: Trace) -> Report:
+        events = trace.events.filter(pc.equal(trace.events["kind"].cast(pa.string()), "slice"))
+        category = events["category"].cast(pa.string())
+        report = Report(analyzer=self.name, title="Summary")
+        for table, title, cats, column, unit in _TABLES:
+            rows = events.filter(pc.is_in(category, pa.array(cats)))
+            keys = _memop_names(rows) if table.startswith("memops") else rows["name"]
+            result = self._table(keys, rows[column], unit)
+            if self.options.limit:
+                result = result.slice(0, self.options.limit)
+            report.tables[table] = result
+            report.table_titles[table] = title
+        untimed = pc.sum(pc.is_null(trace.events["ts_ns"])).as_py() or 0
+        if untimed:
+            report.notes.append(f"{untimed:,} untimed aggregate rows are not in these tables")
+        return report
+
+    @staticmethod
+    def _table(keys: Any, values: Any, unit: str) -> pa.Table:
+        s = grouped_stats(keys, values)
+        total = float(np.sum(s["total"])) if len(s["total"]) else 0.0
+        pct = (np.asarray(s["total"], dtype=float) * 100 / total) if total else \
+            np.zeros(len(s["total"]))
+        schema = pa.schema([
+            _field("time_pct" if unit == "ns" else "size_pct", pa.float64(), "%"),
+            _field("total", pa.int64(), unit), _field("count", pa.int64()),
+            _field("mean", pa.float64(), unit), _field("median", pa.float64(), unit),
+            _field("min", pa.int64(), unit), _field("max", pa.int64(), unit),
+            _field("stddev", pa.float64(), unit), _field("name", pa.string()),
+        ])
+        return pa.table([np.round(pct, 1), s["total"], s["count"], s["mean"], s["median"],
+                         s["min"], s["max"], s["stddev"], pa.array(s["key"], pa.string())],
+                        schema=schema)
+
+
+def _memop_names(rows: pa.Table) -> pa.Array:
+    """Operation label: 'memcpy HtoD', 'memset', else the event's name."""
+    kind = rows["copy_kind"].cast(pa.string())
+    is_set = pc.equal(rows["category"].cast(pa.string()), "gpu.memset")
+    label = pc.if_else(pc.is_valid(kind), pc.binary_join_element_wise("memcpy", kind, " "),
+                       rows["name"].cast(pa.string()))
+    return pc.if_else(is_set, pa.scalar("memset"), label)
+
+
+@tracekit.hookimpl
+def register_analyzers(register: Any) -> None:
+    register(SummaryAnalyzer)

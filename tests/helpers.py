@@ -1,0 +1,32 @@
+"""Helpers for tests: where the real inputs are, and how to require or skip them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "fixtures"
+
+
+def shared_path(*parts: str) -> Path:
+    """A file under ../shared/fixtures; skip (or fail in CI) when it is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        if os.environ.get("TRACEKIT_REQUIRE_SHARED") == "1":
+            pytest.fail(f"{path} is missing and TRACEKIT_REQUIRE_SHARED=1")
+        pytest.skip(f"{path} is not here (clone ../shared beside the checkout)")
+    return path
+
+
+def torch_traces() -> list[str]:
+    """Relative paths of every PyTorch trace under ../shared/fixtures/torch-trace."""
+    base = SHARED / "torch-trace"
+    if not base.exists():
+        return ["<missing>"]
+    return sorted(str(p.relative_to(SHARED)) for p in base.rglob("*.json*"))
+
+
