@@ -19,6 +19,7 @@ from tracekit import hookspecs
 from tracekit.errors import (
     PluginConflictError,
     PluginContractError,
+    PluginError,
     PluginLoadError,
     UnknownFormatError,
 )
@@ -121,8 +122,8 @@ class Registry:
             if self.pm.is_registered(obj):
                 self.pm.unregister(obj)
             self._forget(info)
-            info.error = f"{type(exc).__name__}: {exc}" if not isinstance(
-                exc, PluginContractError) else str(exc)
+            info.error = str(exc) if isinstance(exc, PluginError) \
+                else f"{type(exc).__name__}: {exc}"
 
     def _register_callback(self, kind: str, info: PluginInfo) -> Callable[[type[Any]], None]:
         _, base = KINDS[kind]

@@ -1,0 +1,117 @@
+"""The command line: exit codes, one-line errors, no partial outputs, and the commands."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from helpers import FIXTURES, shared_path
+from independent import load
+
+from tracekit.schemas import report_schema
+
+CPU_TRACE = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tracekit", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def _bad_inputs(tmp_path: Path) -> dict[str, Path]:
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(CPU_TRACE.read_bytes()[:4000])
+    png = tmp_path / "picture.json"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    return {"missing": tmp_path / "nope.json", "empty": empty, "truncated": truncated,
+            "png": png}
+
+
+@pytest.mark.parametrize("case,message", [
+    ("missing", "no such file"), ("empty", "file is empty"),
+    ("truncated", "truncated"), ("png", "no reader recognises this file"),
+])
+def test_bad_input_exits_1_with_one_line_and_no_output(tmp_path, case, message):
+    path = _bad_inputs(tmp_path)[case]
+    out = tmp_path / "out.pftrace"
+    proc = run("convert", str(path), "-o", str(out))
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}")
+    assert message in lines[0] and "Traceback" not in proc.stderr
+    assert not out.exists() and list(tmp_path.glob(".out.pftrace*")) == []
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    proc = run("--debug", "convert", str(tmp_path / "nope.json"), "-o", str(tmp_path / "o.pftrace"))
+    assert proc.returncode == 1 and "Traceback" in proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["convert", "IN", "-o", "out.xyz"], "cannot tell the output format"),
+    (["convert", "IN", "-o", "out.pftrace", "-O", "bogus=1"], "unknown option 'bogus'"),
+    (["convert", "IN", "-o", "out.pftrace", "--to", "nope"], "no writer named 'nope'"),
+    (["analyze", "IN", "-a", "nope"], "no analyzer named 'nope'"),
+])
+def test_usage_errors_exit_2(tmp_path, args, message):
+    args = [str(CPU_TRACE) if a == "IN" else a for a in args]
+    proc = run(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_convert_and_info(tmp_path):
+    out = tmp_path / "mlp.pftrace"
+    proc = run("convert", str(CPU_TRACE), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "340 slices" in proc.stderr and out.stat().st_size > 0
+    info = run("info", str(CPU_TRACE))
+    assert info.returncode == 0
+    assert "format     kineto" in info.stdout and "host.op" in info.stdout
+
+
+def test_analyze_json_validates_and_kernel_total_is_independent(tmp_path):
+    path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    out = tmp_path / "report.json"
+    proc = run("analyze", str(path), "-a", "summary", "--format", "json", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, report_schema())
+    kernels = report["reports"][0]["tables"]["kernels"]
+    cols = [c["name"] for c in kernels["columns"]]
+    total = sum(row[cols.index("total")] for row in kernels["rows"])
+    _, events = load(path)
+    from decimal import Decimal
+    expected = sum(int(Decimal(e["dur"]) * 1000) for e in events
+                   if e.get("ph") == "X" and e.get("cat") == "kernel")
+    assert total == expected
+    assert sum(row[cols.index("count")] for row in kernels["rows"]) == 2700
+
+
+def test_analyze_text_output():
+    proc = run("analyze", str(CPU_TRACE))
+    assert proc.returncode == 0
+    assert "Annotation ranges" in proc.stdout and "forward" in proc.stdout
+
+
+def test_formats_and_plugins():
+    formats = run("formats")
+    assert "reader    kineto" in formats.stdout and "writer    perfetto" in formats.stdout
+    plugins = run("plugins", "--all", "--json")
+    names = {p["name"]: p for p in json.loads(plugins.stdout)}
+    assert names["kineto"]["status"] == "ok" and names["kineto"]["distribution"] == "tracekit"
+
+
+def test_gzip_detected_by_magic_not_name(tmp_path):
+    path = tmp_path / "trace.bin"
+    path.write_bytes(gzip.compress(gzip.decompress(CPU_TRACE.read_bytes())))
+    proc = run("info", str(path))
+    assert proc.returncode == 0 and "kineto" in proc.stdout

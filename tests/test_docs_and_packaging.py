@@ -1,0 +1,65 @@
+"""Packaging and docs that must not drift from the code."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import metadata
+
+import pyarrow as pa
+from helpers import ROOT
+
+import tracekit
+from tracekit import hookspecs, model_doc
+from tracekit.schemas import event_model
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PACKAGE_DIRS = {"tracekit": "core", "tracekit.plugins": "plugins", "tracekit.schemas": "schemas"}
+
+
+def test_every_subpackage_is_listed():
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    found = set()
+    for package, folder in PACKAGE_DIRS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((package, *rel)))
+    assert found == listed, "list new subpackages in pyproject's [tool.setuptools] packages"
+
+
+def test_every_builtin_plugin_has_an_entry_point():
+    eps = PYPROJECT["project"]["entry-points"]["tracekit"]
+    modules = {p.stem for p in (ROOT / "plugins").glob("*.py") if p.stem != "__init__"}
+    modules |= {p.parent.name for p in (ROOT / "plugins").glob("*/__init__.py")}
+    assert set(eps) == modules
+    assert all(v == f"tracekit.plugins.{k}" for k, v in eps.items())
+
+
+def test_installed_metadata_is_current():
+    installed = {ep.name: ep.value for ep in metadata.distribution("tracekit").entry_points
+                 if ep.group == "tracekit"}
+    assert installed == PYPROJECT["project"]["entry-points"]["tracekit"], \
+        "entry points changed: run pip install -e . again"
+
+
+def test_event_model_doc_is_generated_from_the_schema():
+    assert (ROOT / "docs" / "event-model.md").read_text() == model_doc.render(), \
+        "regenerate: python -m tracekit.model_doc > docs/event-model.md"
+
+
+def test_arrow_schema_follows_the_model_data():
+    spec = event_model()["tables"]["events"]["columns"]
+    schema = tracekit.EVENTS_SCHEMA
+    assert schema.names == [c["name"] for c in spec]
+    assert schema.field("ts_ns").type == pa.int64()
+    assert schema.field("ts_ns").metadata[b"unit"] == b"ns"
+    assert schema.field("name").type == pa.dictionary(pa.int32(), pa.string())
+    assert schema.metadata[b"tracekit.schema_version"] == b"1"
+
+
+def test_every_hook_is_documented():
+    text = (ROOT / "docs" / "plugins" / "hooks.md").read_text()
+    for name in ("register_readers", "register_writers", "register_analyzers",
+                 "register_commands"):
+        assert hasattr(hookspecs, name)
+        arg = "app" if name == "register_commands" else "register"
+        assert f"## {name}({arg})" in text

@@ -1,0 +1,132 @@
+"""Plugin discovery, isolation, conflicts, and a real third-party plugin installed with pip."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES, ROOT
+
+import tracekit
+from tracekit.errors import PluginConflictError, UnknownFormatError
+from tracekit.registry import load_registry
+
+EXAMPLE = ROOT / "docs" / "plugins" / "example"
+
+
+class _Plugin:
+    def __init__(self, name: str, reader: type | None = None, fail: bool = False) -> None:
+        self.__name__ = name
+        self._reader, self._fail = reader, fail
+
+    @tracekit.hookimpl
+    def register_readers(self, register):
+        if self._fail:
+            raise ValueError("boom")
+        register(self._reader)
+
+
+def _reader(name: str) -> type:
+    class R(tracekit.Reader):
+        @classmethod
+        def sniff(cls, source):
+            return 0.0
+
+        def read(self, source, out):
+            pass
+
+    R.name = name
+    return R
+
+
+def test_builtins_come_from_entry_points(registry):
+    assert {"kineto"} <= set(registry.readers) and {"perfetto"} <= set(registry.writers)
+    assert registry.owner("reader", "kineto") == "kineto"
+    assert all(p.builtin and p.status == "ok" for p in registry.plugins)
+
+
+def test_conflicting_names_name_both_plugins():
+    reg = load_registry(dists={"tracekit"}, environ={},
+                        extra=[_Plugin("first", _reader("dup")), _Plugin("second", _reader("dup"))])
+    broken = {p.name: p.error for p in reg.plugins if p.error}
+    assert broken == {"second": "reader 'dup' is registered by both 'first' and 'second'"}
+    with pytest.raises(PluginConflictError, match="'first' and 'second'"):
+        reg.get("reader", "dup")
+    assert "kineto" in reg.readers
+
+
+def test_failing_register_hook_is_isolated():
+    reg = load_registry(dists={"tracekit"}, environ={}, extra=[_Plugin("bad", fail=True)])
+    [bad] = [p for p in reg.plugins if p.name == "bad"]
+    assert bad.status == "broken" and "boom" in bad.error
+    assert "kineto" in reg.readers
+
+
+@pytest.mark.parametrize("name,error", [("Bad_Name", "kebab-case"), ("ok-name", None)])
+def test_component_names_are_checked(name, error):
+    reg = load_registry(dists={"tracekit"}, environ={}, extra=[_Plugin("p", _reader(name))])
+    [p] = [p for p in reg.plugins if p.name == "p"]
+    assert (error in p.error) if error else p.error is None
+
+
+def test_disable_builtin_plugin():
+    reg = load_registry(dists={"tracekit"}, environ={"TRACEKIT_DISABLE_PLUGINS": "kineto"})
+    assert "kineto" not in reg.readers
+    with pytest.raises(UnknownFormatError, match="no reader named 'kineto'"):
+        reg.get("reader", "kineto")
+
+
+def test_options_dataclass_parsing():
+    @dataclass(frozen=True)
+    class Opts:
+        limit: int = 3
+        args: bool = True
+
+    comp = type("C", (), {"Options": Opts, "kind": "writer", "name": "x"})
+    from tracekit.options import parse_options
+
+    assert parse_options(comp, ["limit=5", "args=off"]) == Opts(5, False)
+    with pytest.raises(tracekit.OptionError, match="valid: limit, args"):
+        parse_options(comp, ["lim=1"])
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory) -> Path:
+    """The example plugin and a broken one, pip-installed into a private directory."""
+    site = tmp_path_factory.mktemp("site")
+    for project in (EXAMPLE, FIXTURES / "plugins" / "tracekit-broken"):
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                        "--no-build-isolation", "--no-index", "--target", str(site),
+                        str(project)], check=True, capture_output=True, timeout=300)
+    return site
+
+
+def _tracekit(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "PYTHONPATH": str(site), **env}
+    return subprocess.run([sys.executable, "-m", "tracekit", *args], capture_output=True,
+                          text=True, env=environ, timeout=300)
+
+
+def test_pip_installed_plugin_is_listed_and_works(plugin_site, tmp_path):
+    listing = json.loads(_tracekit(plugin_site, "plugins", "--json").stdout)
+    status = {p["name"]: p for p in listing}
+    assert status["csvtrace"]["status"] == "ok"
+    assert status["csvtrace"]["components"] == ["reader csvtrace"]
+    assert status["broken"]["status"] == "broken"
+    assert "this plugin is broken on purpose" in status["broken"]["error"]
+    out = tmp_path / "spans.pftrace"
+    proc = _tracekit(plugin_site, "convert", str(EXAMPLE / "spans.csv"), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "2 slices" in proc.stderr
+
+
+def test_disabled_third_party_plugin(plugin_site, tmp_path):
+    proc = _tracekit(plugin_site, "convert", str(EXAMPLE / "spans.csv"), "-o",
+                     str(tmp_path / "x.pftrace"), TRACEKIT_DISABLE_PLUGINS="csvtrace")
+    assert proc.returncode == 1
+    assert "no reader recognises this file" in proc.stderr
