@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -142,7 +142,7 @@ def _declares(cls: Any, pair: str) -> bool:
     return key.replace("-", "_") in {f.name for f in dataclasses.fields(cls.Options)}
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     text = "text"
     json = "json"
 

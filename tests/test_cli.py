@@ -12,7 +12,6 @@ import jsonschema
 import pytest
 from helpers import FIXTURES, shared_path
 from independent import load
-
 from tracekit.schemas import report_schema
 
 CPU_TRACE = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"

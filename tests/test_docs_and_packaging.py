@@ -6,9 +6,8 @@ import tomllib
 from importlib import metadata
 
 import pyarrow as pa
-from helpers import ROOT
-
 import tracekit
+from helpers import ROOT
 from tracekit import hookspecs, model_doc
 from tracekit.schemas import event_model
 

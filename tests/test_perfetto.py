@@ -8,11 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+import tracekit
 from helpers import FIXTURES, shared_path, torch_traces
 from independent import load
 from perfetto_check import decode_and_check
-
-import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.plugins.perfetto.lanes import nest_slices
 
@@ -27,7 +26,7 @@ def _convert(path, tmp_path, registry, **kw):
 def test_nccl_trace_end_to_end(tmp_path, registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     _, events = load(path)
-    trace, result, decoded = _convert(path, tmp_path, registry)
+    _trace, result, decoded = _convert(path, tmp_path, registry)
     assert decoded.violations == []
     xs = [e for e in events if e.get("ph") == "X"]
     assert len(decoded.slices) == len(xs) == 26933 == result.written["slices"]
@@ -63,7 +62,7 @@ def test_every_real_trace_converts_without_loss_or_violations(rel, tmp_path, reg
 
 
 def test_recorded_cpu_trace_round_trip(tmp_path, registry):
-    trace, _, decoded = _convert(FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz",
+    _trace, _, decoded = _convert(FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz",
                                  tmp_path, registry)
     assert decoded.violations == []
     counters = [t for t in decoded.tracks.values() if t.HasField("counter")]

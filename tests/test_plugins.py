@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, ROOT
-
 import tracekit
+from helpers import FIXTURES, ROOT
 from tracekit.errors import PluginConflictError, UnknownFormatError
 from tracekit.registry import load_registry
 

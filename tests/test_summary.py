@@ -7,10 +7,9 @@ from collections import defaultdict
 from decimal import Decimal
 
 import pytest
+import tracekit
 from helpers import shared_path
 from independent import load
-
-import tracekit
 
 
 @pytest.mark.parametrize("rel", ["hta/alexnet_a100_trace.json.gz",

@@ -6,7 +6,6 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-
 from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message
 
 u64 = st.integers(min_value=0, max_value=2**64 - 1)

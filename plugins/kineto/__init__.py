@@ -8,6 +8,7 @@ from typing import Any
 import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
+from tracekit.gcpause import gc_paused
 from tracekit.inputs import Source
 from tracekit.plugins.kineto.convert import Converter
 from tracekit.plugins.kineto.loading import parse_document
@@ -48,6 +49,10 @@ class KinetoReader(tracekit.Reader):
         data = source.read_bytes(progress.update if progress else None)
         if progress:
             progress.phase(f"parsing {source.name}")
+        with gc_paused():
+            self._parse_and_convert(data, source, out)
+
+    def _parse_and_convert(self, data: bytes, source: Source, out: TraceBuilder) -> None:
         doc, repairs = parse_document(data, str(source.path))
         events = doc.get("traceEvents") if isinstance(doc, dict) else doc
         if isinstance(events, list) and needs_exact_decimals(events):

@@ -176,7 +176,7 @@ class Converter:
             out.note("X without a numeric ts", "events (kept untimed, ts null)", int(bad_ts.sum()))
         args = [e.get("args") for e in xs]
         table = pa.table({
-            "kind": pa.array(["slice"] * len(xs)).dictionary_encode(),
+            "kind": _constant(len(xs), "slice"),
             "category": category,
             "name": _names(names),
             "ts_ns": pa.array(ts, mask=bad_ts),
@@ -234,7 +234,7 @@ class Converter:
         pid = self._ids([e.get("pid") for e in evs])
         tid = self._ids([e.get("tid") for e in evs])
         instants = pa.table({
-            "kind": pa.array(["instant"] * len(evs)).dictionary_encode(),
+            "kind": _constant(len(evs), "instant"),
             "category": pa.array(categories).dictionary_encode(),
             "name": _names(names),
             "ts_ns": pa.array(ts, mask=~ok),
@@ -367,33 +367,47 @@ class Converter:
         first[1:] = flow_idx[1:] != flow_idx[:-1]
         bound = np.full(len(flows), -1, dtype=np.int64)
         bound[flow_idx[first]] = rows[first]
-        correlation = table["correlation"].to_numpy(zero_copy_only=False)
-        corr = np.where(np.isnan(correlation), -1, correlation).astype(np.int64) \
-            if correlation.dtype.kind == "f" else correlation.astype(np.int64)
-        corr_valid = table["correlation"].is_valid().to_numpy(zero_copy_only=False)
-        outcomes: Counter[tuple[str, str]] = Counter()
-        for k, e in enumerate(flows):
-            kind = f"{e.get('ph')}:{e.get('cat')}"
-            row = bound[k]
-            if row < 0 or ids[k] is None or np.isnan(ids[k]):
-                outcomes[(kind, "skipped: flow endpoint matches no slice")] += 1
-                continue
-            fid = int(ids[k])
-            if cats[k] in LAUNCH_FLOWS:
-                if not corr_valid[row]:
-                    corr[row], corr_valid[row] = fid, True
-                    outcomes[(kind, "correlation of the slice it binds to")] += 1
-                elif corr[row] == fid:
-                    outcomes[(kind, "links (the slices' correlation)")] += 1
-                else:
-                    outcomes[(kind, "skipped: flow id differs from the slice's correlation")] += 1
-            elif not has_flow[row] or flow_id[row] == fid:
-                flow_id[row], has_flow[row] = fid, True
-                outcomes[(kind, "links (flow_id of the slice it binds to)")] += 1
-            else:
-                outcomes[(kind, "skipped: the slice already has another flow")] += 1
-        for (kind, outcome), count in outcomes.items():
-            out.note(kind, outcome, count)
+        corr_valid = table["correlation"].is_valid().to_numpy(zero_copy_only=False).copy()
+        corr = table["correlation"].fill_null(0).to_numpy().copy()
+        id_arr = ids if ids.dtype.kind == "i" else np.nan_to_num(ids, nan=-1).astype(np.int64)
+        id_ok = ~np.isnan(ids) if ids.dtype.kind == "f" else np.ones(len(ids), dtype=bool)
+        ok = (bound >= 0) & id_ok
+        launch = np.array([c in LAUNCH_FLOWS for c in cats], dtype=bool)
+        outcome = np.full(len(flows), "skipped: flow endpoint matches no slice", dtype=object)
+        # Launch flows: their id is the correlation id of the call and of the device work.
+        lrows, lids = bound[ok & launch], id_arr[ok & launch]
+        fill = ~corr_valid[lrows]
+        corr[lrows[fill]] = lids[fill]
+        corr_valid[lrows[fill]] = True
+        same = corr[lrows] == lids
+        outcome[np.flatnonzero(ok & launch)] = np.where(
+            fill, "correlation of the slice it binds to",
+            np.where(same, "links (the slices' correlation)",
+                     "skipped: flow id differs from the slice's correlation"))
+        # Other flows (fwdbwd): the slice's flow_id; a second, different id cannot be kept.
+        other = np.flatnonzero(ok & ~launch)
+        orows, oids = bound[other], id_arr[other]
+        order = np.lexsort((oids, orows))
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = orows[order][1:] != orows[order][:-1]
+        keep_id = np.repeat(oids[order][first], np.diff(np.r_[np.flatnonzero(first),
+                                                               len(order)]))
+        accepted = np.empty(len(order), dtype=bool)
+        accepted[order] = oids[order] == keep_id
+        flow_id[orows[accepted]] = oids[accepted]
+        has_flow[orows[accepted]] = True
+        outcome[other] = np.where(accepted, "links (flow_id of the slice it binds to)",
+                                  "skipped: the slice already has another flow")
+        # Account per (phase:cat, outcome) without a Python tuple per flow.
+        kind = pa.array([f"{e.get('ph')}:{e.get('cat')}" for e in flows]).dictionary_encode()
+        result = pa.array(outcome, type=pa.string()).dictionary_encode()
+        width = len(result.dictionary)
+        combined = kind.indices.to_numpy().astype(np.int64) * width + \
+            result.indices.to_numpy().astype(np.int64)
+        codes, counts = np.unique(combined, return_counts=True)
+        kinds, results = kind.dictionary.to_pylist(), result.dictionary.to_pylist()
+        for code, count in zip(codes.tolist(), counts.tolist(), strict=True):
+            out.note(kinds[code // width], results[code % width], count)
         idx = table.schema.get_field_index("correlation")
         table = table.set_column(idx, "correlation", pa.array(corr, mask=~corr_valid))
         return table.append_column("flow_id", pa.array(flow_id, mask=~has_flow))
@@ -504,6 +518,10 @@ class Converter:
 
 
 
+def _constant(n: int, value: str) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), [value])
+
+
 def _rank(top: dict[str, Any]) -> int | None:
     dist = top.get("distributedInfo")
     if isinstance(dist, dict) and isinstance(dist.get("rank"), int):
@@ -529,29 +547,37 @@ def _scatter(n: int, idx: np.ndarray, values: pa.Array, type_: pa.DataType) -> p
     return pa.array(full, mask=mask).cast(type_)
 
 
-def _copy_kinds(names: pa.ChunkedArray, idx: np.ndarray,
+def _copy_kinds(names: pa.ChunkedArray | pa.DictionaryArray, idx: np.ndarray,
                 n: int) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """Parse 'Memcpy HtoD (Pinned -> Device)' and 'Memset (Device)' (once per distinct name)."""
+    """Parse 'Memcpy HtoD (Pinned -> Device)' and 'Memset (Device)', once per distinct name."""
     if len(idx) == 0:
         empty = pa.nulls(n, pa.string()).dictionary_encode()
         return empty, empty, empty
     names = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
-    parsed = {}
-    for name in set(names.take(pa.array(idx)).cast(pa.string()).to_pylist()):
+    codes = names.indices.to_numpy(zero_copy_only=False)
+    used = np.unique(codes[idx])
+    values = names.dictionary.take(pa.array(used)).to_pylist()
+    parsed = []
+    for name in values:
         m = _MEMCPY_NAME.search(name or "")
         if m:
-            parsed[name] = (m.group(1), m.group(2), m.group(3))
+            parsed.append((m.group(1), m.group(2), m.group(3)))
         else:
             s = _MEMSET_NAME.search(name or "")
-            parsed[name] = (None, None, s.group(1) if s else None)
-    plain = names.cast(pa.string()).to_pylist()
-    in_idx = np.zeros(n, dtype=bool)
-    in_idx[idx] = True
-    cols = []
+            parsed.append((None, None, s.group(1) if s else None))
+    remap = np.zeros(len(names.dictionary), dtype=np.int32)
+    remap[used] = np.arange(len(used), dtype=np.int32)
+    out = []
     for k in range(3):
-        vals = [parsed[plain[i]][k] if in_idx[i] else None for i in range(n)]
-        cols.append(pa.array(vals, type=pa.string()).dictionary_encode())
-    return cols[0], cols[1], cols[2]
+        distinct = sorted({p[k] for p in parsed if p[k] is not None})
+        position = {v: i for i, v in enumerate(distinct)}
+        entry_code = np.array([position.get(p[k], -1) for p in parsed], dtype=np.int32)
+        row_code = np.full(n, -1, dtype=np.int32)
+        row_code[idx] = entry_code[remap[codes[idx]]]
+        out.append(pa.DictionaryArray.from_arrays(
+            pa.array(np.maximum(row_code, 0), mask=row_code < 0), pa.array(distinct,
+                                                                          type=pa.string())))
+    return out[0], out[1], out[2]
 
 
 def _launching_pid(table: pa.Table, is_dev: np.ndarray) -> np.ndarray:

@@ -60,5 +60,13 @@ def _exact(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 def needs_exact_decimals(events: list[object]) -> bool:
     """Whether any float ``ts`` is too large for exact ns (absolute epoch µs with fractions)."""
-    return any(type(ts) is float and abs(ts) >= SAFE_FLOAT_US
-               for ts in (e.get("ts") for e in events if type(e) is dict))
+    values = [e.get("ts") for e in events if type(e) is dict]
+    try:
+        arr = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return False  # strings or odd values: us_to_ns converts those exactly one by one
+    if not pa.types.is_floating(arr.type):
+        return False
+    f = np.nan_to_num(arr.to_numpy(zero_copy_only=False))
+    big = np.flatnonzero(np.abs(f) >= SAFE_FLOAT_US)
+    return any(type(values[i]) is float for i in big)

@@ -98,9 +98,12 @@ class PerfettoWriter(tracekit.Writer):
         rows, begins, lanes = nest_slices(track[slice_rows], ts[slice_rows],
                                           ts[slice_rows] + np.maximum(dur[slice_rows], 0))
         rows = slice_rows[rows]
-        lane_uuid = np.array([plan.lane_uuid(int(t), int(lane))
-                              for t, lane in zip(track[rows], lanes, strict=True)],
-                             dtype=np.uint64) if len(rows) else np.array([], dtype=np.uint64)
+        # One uuid per distinct (track, lane), then spread to the rows.
+        pairs, inverse = np.unique(np.stack([track[rows], lanes]), axis=1, return_inverse=True) \
+            if len(rows) else (np.zeros((2, 0), dtype=np.int64), np.array([], dtype=np.int64))
+        pair_uuid = np.array([plan.lane_uuid(int(t), int(lane)) for t, lane in pairs.T],
+                             dtype=np.uint64)
+        lane_uuid = pair_uuid[inverse.reshape(-1)]
         instant_rows = np.flatnonzero(pc.equal(kind, "instant").to_numpy(zero_copy_only=False))
         counter_rows = np.flatnonzero(pc.equal(kind, "counter").to_numpy(zero_copy_only=False))
         uuids = np.array(plan.uuids, dtype=np.uint64)
