@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,10 +78,18 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
                 out.append("    " + ", ".join(f"{k}: {_fmt(v)}" for k, v in f.evidence.items()))
             if f.suggestion:
                 out.append(f"    fix: {f.suggestion}")
+        empty = []
         for name, table in report.tables.items():
+            if table.num_rows == 0:
+                empty.append(report.table_titles.get(name, name).split(" (")[0].lower())
+                continue
             out.append("")
             out.append(report.table_titles.get(name, name))
             out.append(render_table(table, width))
+        if empty:
+            out.append("")
+            out.extend(textwrap.wrap(f"(nothing in this trace for: {', '.join(empty)})",
+                                     width=min(width, 100)))
         for note in report.notes:
             out.append(f"note: {note}")
         out.append("")
@@ -88,29 +97,65 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
 
 
 def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
-    """Render an Arrow table as aligned columns; strings on the right may be cut to fit."""
+    """Render an Arrow table as aligned columns, durations in human units (µs, ms, s).
+
+    Text columns (names) come last and are cut to what the terminal leaves, but never below
+    32 characters: a kernel name cut shorter says nothing.
+    """
     if table.num_rows == 0:
         return "  (none)"
-    heads = [f.name + (f" ({_unit(f)})" if _unit(f) else "") for f in table.schema]
-    rows = [[_fmt(v) for v in r.values()] for r in table.slice(0, max_rows).to_pylist()]
+    units = [_unit(f) for f in table.schema]
+    heads = [f.name.replace("_pct", "%") for f in table.schema]
+    rows = [[_fmt_unit(v, u) for v, u in zip(r.values(), units, strict=True)]
+            for r in table.slice(0, max_rows).to_pylist()]
     numeric = [not (pa.types.is_string(f.type) or pa.types.is_dictionary(f.type))
                for f in table.schema]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
-    # The last text column (a name, usually) takes whatever width is left.
-    fixed = sum(w + 2 for w, num in zip(widths, numeric, strict=True) if num)
+    fixed = sum(w + 2 for w, num in zip(widths, numeric, strict=True) if num) + 2
+    room = max(32, width - fixed)
     lines = []
-    for cells in [heads, ["-" * w for w in widths], *rows]:
+    for cells in [heads, *rows]:
         parts = []
         for i, cell in enumerate(cells):
             if numeric[i]:
                 parts.append(cell.rjust(widths[i]))
             else:
-                room = max(20, width - fixed - 2)
                 parts.append(cell if len(cell) <= room else cell[: room - 1] + "…")
         lines.append("  " + "  ".join(parts).rstrip())
     if table.num_rows > max_rows:
         lines.append(f"  ... {table.num_rows - max_rows} more rows (use --format json for all)")
     return "\n".join(lines)
+
+
+def _fmt_unit(v: Any, unit: str) -> str:
+    if unit == "ns" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return format_ns(v)
+    if unit == "bytes" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return format_bytes(v)
+    if unit == "%" and isinstance(v, float):
+        return f"{v:.1f}"
+    return _fmt(v)
+
+
+def format_ns(ns: float) -> str:
+    """1234 -> '1.23µs'; three significant digits, unit chosen by magnitude."""
+    if ns != ns:  # nan
+        return "-"
+    a = abs(ns)
+    for limit, div, unit in ((1e3, 1, "ns"), (1e6, 1e3, "µs"), (1e9, 1e6, "ms")):
+        if a < limit:
+            return f"{ns:.0f}ns" if unit == "ns" else f"{ns / div:.3g}{unit}"
+    return f"{ns / 1e9:,.3g}s" if a < 1e12 else f"{ns / 1e9:,.0f}s"
+
+
+def format_bytes(n: float) -> str:
+    """4096 -> '4.1 kB' (decimal units, as nsys prints MB)."""
+    a = abs(n)
+    for limit, div, unit in ((1e3, 1, "B"), (1e6, 1e3, "kB"), (1e9, 1e6, "MB"),
+                             (1e12, 1e9, "GB")):
+        if a < limit:
+            return f"{n:.0f} B" if unit == "B" else f"{n / div:.3g} {unit}"
+    return f"{n / 1e12:,.3g} TB"
 
 
 def _fmt(v: Any) -> str:

@@ -37,6 +37,6 @@ LEGACY_TO_CATEGORY = {
     "gpu_memset": "gpu.memset", "memset": "gpu.memset", "cuda_sync": "gpu.sync",
     "gpu_user_annotation": "gpu.annotation", "cuda_runtime": "api.runtime",
     "runtime": "api.runtime", "cuda_driver": "api.driver", "cpu_op": "host.op",
-    "operator": "host.op", "user_annotation": "host.annotation", "trace": "host.annotation",
+    "operator": "host.op", "user_annotation": "host.annotation", "trace": "host.profiler",
     "python_function": "host.python",
 }

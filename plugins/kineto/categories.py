@@ -27,7 +27,7 @@ CATEGORY_MAP: dict[str, str] = {
     "hpu_op": "host.op",
     "collective_comm": "host.op",
     "user_annotation": "host.annotation",
-    "trace": "host.annotation",
+    "trace": "host.profiler",
     "cuda_profiler_range": "host.annotation",
     "python_function": "host.python",
     "python": "host.python",
