@@ -20,13 +20,21 @@ def grouped_stats(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.Chunke
         keys = keys.combine_chunks()
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
+    if not pa.types.is_dictionary(keys.type):
+        keys = keys.cast(pa.string()).dictionary_encode()
     valid = values.is_valid().to_numpy(zero_copy_only=False) & \
         keys.is_valid().to_numpy(zero_copy_only=False)
-    key_list = keys.cast(pa.string()).to_numpy(zero_copy_only=False)[valid]
-    v = values.to_numpy(zero_copy_only=False)[valid].astype(np.int64)
+    # Group by dictionary code: never materialize the (long) names per row.
+    code = keys.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)[valid]
+    entries = keys.dictionary.cast(pa.string()).to_pylist()
+    # A dictionary may hold one value twice (e.g. two raw categories mapped to one name).
+    first: dict[str | None, int] = {}
+    remap = np.array([first.setdefault(e, i) for i, e in enumerate(entries)], dtype=np.int64)
+    code = remap[code] if len(remap) else code
+    names = entries
+    v = values.fill_null(0).to_numpy(zero_copy_only=False)[valid].astype(np.int64)
     if len(v) == 0:
         return {"key": [], **{c: np.array([], dtype=np.int64) for c in STAT_COLUMNS}}
-    uniq, code = np.unique(key_list.astype(str), return_inverse=True)
     order = np.lexsort((v, code))
     code_s, v_s = code[order], v[order]
     starts = np.flatnonzero(np.r_[True, code_s[1:] != code_s[:-1]])
@@ -41,7 +49,7 @@ def grouped_stats(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.Chunke
     ss = np.add.reduceat(dev * dev, starts)
     stddev = np.where(counts > 1, np.sqrt(ss / np.maximum(counts - 1, 1)), 0.0)
     result = {
-        "key": uniq[code_s[starts]].tolist(),
+        "key": [names[c] for c in code_s[starts].tolist()],
         "count": counts, "total": totals, "mean": mean, "median": median,
         "min": v_s[starts], "max": np.maximum.reduceat(v_s, starts), "stddev": stddev,
     }

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import tracekit
 from helpers import FIXTURES, ROOT
+from independent import load
 from tracekit.errors import PluginConflictError, UnknownFormatError
 from tracekit.registry import load_registry
 
@@ -129,3 +130,26 @@ def test_disabled_third_party_plugin(plugin_site, tmp_path):
                      str(tmp_path / "x.pftrace"), TRACEKIT_DISABLE_PLUGINS="csvtrace")
     assert proc.returncode == 1
     assert "no reader recognises this file" in proc.stderr
+
+
+def test_example_plugin_own_tests_pass(plugin_site):
+    env = {**os.environ, "PYTHONPATH": str(plugin_site)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(EXAMPLE / "tests")], capture_output=True, text=True, env=env,
+                          cwd=EXAMPLE, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed" in proc.stdout
+
+
+def test_testing_helpers_with_builtin_components():
+    from tracekit.plugins.kineto import KinetoReader
+    from tracekit.plugins.perfetto import PerfettoWriter
+    from tracekit.testing import check_reader, check_writer, sample_trace
+
+    path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+    trace = check_reader(KinetoReader, path)
+    _, events = load(path)
+    kinds = trace.events["kind"].cast("string").to_pylist()
+    assert kinds.count("slice") == sum(e.get("ph") == "X" for e in events)
+    data, result = check_writer(PerfettoWriter, sample_trace())
+    assert data and result.written["slices"] == 4 and result.written["flow endpoints"] == 2

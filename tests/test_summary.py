@@ -48,3 +48,14 @@ def test_memops_grouped_by_copy_kind(registry):
         elif e.get("ph") == "X" and e.get("cat") == "gpu_memset":
             want["memset"] += e["args"]["bytes"]
     assert {k: v["total"] for k, v in sizes.items()} == dict(want)
+
+
+def test_grouped_stats_merges_duplicate_dictionary_entries():
+    import pyarrow as pa
+    from tracekit.stats import grouped_stats
+
+    keys = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 0]), ["a", "b", "a"])
+    s = grouped_stats(keys, pa.array([1, 10, 3, None]))
+    assert s["key"] == ["b", "a"]
+    assert s["count"].tolist() == [1, 2] and s["total"].tolist() == [10, 4]
+    assert s["median"].tolist() == [10.0, 2.0]

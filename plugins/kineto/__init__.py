@@ -60,6 +60,9 @@ class KinetoReader(tracekit.Reader):
             del doc, events
             doc, repairs = parse_document(data, str(source.path), exact=True)
             out.metadata["timestamps"] = "parsed from the decimal text (absolute µs)"
+        progress = getattr(out, "progress", None)
+        if progress:
+            progress.phase(f"converting {source.name}")
         self._convert(doc, source, out, repairs)
 
     def _convert(self, doc: Any, source: Source, out: TraceBuilder, repairs: list[str]) -> None:
