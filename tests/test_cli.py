@@ -114,3 +114,16 @@ def test_gzip_detected_by_magic_not_name(tmp_path):
     path.write_bytes(gzip.compress(gzip.decompress(CPU_TRACE.read_bytes())))
     proc = run("info", str(path))
     assert proc.returncode == 0 and "kineto" in proc.stdout
+
+
+def test_reader_and_writer_options_are_routed(tmp_path):
+    out = tmp_path / "o.pftrace"
+    proc = run("convert", str(CPU_TRACE), "-o", str(out), "-O", "memory_counters=false",
+               "-O", "args=false")
+    assert proc.returncode == 0, proc.stderr
+    assert "0 counter values" in proc.stderr
+
+
+def test_quiet_prints_nothing(tmp_path):
+    proc = run("convert", str(CPU_TRACE), "-o", str(tmp_path / "o.pftrace"), "--quiet")
+    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == ""

@@ -125,3 +125,23 @@ def test_deterministic_output(tmp_path, registry):
     tracekit.write(trace, tmp_path / "b.pftrace", registry=registry)
     assert (tmp_path / "a.pftrace").read_bytes() == (tmp_path / "b.pftrace").read_bytes()
     assert pc.sum(trace.events["dur_ns"]).as_py() > 0
+
+
+def test_two_ranks_into_one_trace(tmp_path, registry):
+    paths = [shared_path("torch-trace", "hta", f"sampled_rank-{r}.json.gz") for r in (0, 1)]
+    trace = tracekit.read(paths, registry=registry)
+    assert trace.sources == [p.name for p in paths]
+    out = tmp_path / "ranks.pftrace"
+    tracekit.write(trace, out, registry=registry)
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    xs = sum(sum(e.get("ph") == "X" for e in load(p)[1]) for p in paths)
+    assert len(decoded.slices) == xs
+    gpus = {d.name for d in decoded.tracks.values() if "GPU" in d.name}
+    assert any(g.startswith("rank 0 GPU") for g in gpus)
+    assert any(g.startswith("rank 1 GPU") for g in gpus)
+    # Each rank's kernels stay under its own GPU group.
+    per_rank = Counter(decoded.track_path(s.track)[1].name.split(" GPU")[0]
+                       for s in decoded.slices if s.category == "gpu.kernel")
+    kernels = [sum(e.get("cat") == "kernel" for e in load(p)[1]) for p in paths]
+    assert per_rank == {"rank 0": kernels[0], "rank 1": kernels[1]}
