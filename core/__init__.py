@@ -24,7 +24,14 @@ from tracekit.errors import (
 )
 from tracekit.hookspecs import hookimpl
 from tracekit.inputs import Source
-from tracekit.interfaces import Analyzer, NoOptions, Reader, Writer, WriteResult
+from tracekit.interfaces import (
+    Analyzer,
+    DirectoryWriter,
+    NoOptions,
+    Reader,
+    Writer,
+    WriteResult,
+)
 from tracekit.model import CATEGORIES, EVENTS_SCHEMA, SCHEMA_VERSION, SCHEMAS, ReadLog, Trace
 from tracekit.pipeline import analyze, detect_format, read, write
 from tracekit.registry import Registry, load_registry
@@ -39,6 +46,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AnalysisError",
     "Analyzer",
+    "DirectoryWriter",
     "Finding",
     "FormatDetectionError",
     "LossyConversionWarning",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,4 +34,28 @@ def atomic_output(path: str | Path) -> Iterator[IO[bytes]]:
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield an empty directory that replaces ``path`` only if the block succeeds."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise TraceWriteError(f"{path}: directory {parent} does not exist")
+    if path.exists() and not path.is_dir():
+        raise TraceWriteError(f"{path}: exists and is not a directory")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
+    try:
+        yield tmp
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=parent))
+            os.replace(path, old / "previous")
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -123,9 +123,22 @@ class TraceBuilder:
         """Account for ``count`` input records of ``input_kind`` (see ReadLog)."""
         self.log.note(self.source, input_kind, outcome, count)
 
+    def adopt(self, trace: Trace) -> None:
+        """Take a whole Trace as read, sources and account included (for readers of formats
+        that store the event model itself, such as tracekit's Parquet datasets)."""
+        for name in ("events", "processes", "threads", "devices", "stacks", "frames"):
+            table = trace.table(name)
+            if not table.schema.equals(SCHEMAS[name]):
+                raise PluginContractError(
+                    f"reader '{self.reader}': the {name} table does not follow the schema")
+        self._adopted = trace
+
     # -- result ----------------------------------------------------------------------------
     def build(self) -> Trace:
         """Return the Trace of everything added so far."""
+        adopted = getattr(self, "_adopted", None)
+        if adopted is not None:
+            return adopted
         if self._batches:
             events = pa.Table.from_batches(self._batches, schema=EVENTS_SCHEMA)
             events = events.unify_dictionaries().combine_chunks()

@@ -18,9 +18,10 @@ _CHUNK = 4 * 1024 * 1024
 
 
 class Source:
-    """One input file as readers see it: its path, whether it is gzip, and its first bytes.
+    """One input as readers see it: its path, whether it is gzip, and its first bytes.
 
-    ``head`` holds up to 64 KiB of the (decompressed) content, for sniffing.
+    ``head`` holds up to 64 KiB of the (decompressed) content, for sniffing. An input can also
+    be a directory (``is_dir``), for formats made of several files; its ``head`` is empty.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -28,8 +29,11 @@ class Source:
         self.name = self.path.name
         if not self.path.exists():
             raise TraceReadError("no such file", path=self.path)
-        if self.path.is_dir():
-            raise TraceReadError("is a directory, not a trace file", path=self.path)
+        self.is_dir = self.path.is_dir()
+        if self.is_dir:
+            # A directory is one input for readers of multi-file formats; head stays empty.
+            self.size, self.compression, self.head = 0, None, b""
+            return
         try:
             self.size = self.path.stat().st_size
             with open(self.path, "rb") as f:
@@ -50,6 +54,8 @@ class Source:
 
     def open(self) -> IO[bytes]:
         """Open the content for reading, decompressed."""
+        if self.is_dir:
+            raise TraceReadError("is a directory, not a trace file", path=self.path)
         raw = open(self.path, "rb")  # noqa: SIM115 - the caller closes the returned stream
         if self.compression == "gzip":
             return gzip.GzipFile(fileobj=raw, mode="rb")
@@ -57,6 +63,8 @@ class Source:
 
     def read_bytes(self, progress: Callable[[int, int], None] | None = None) -> bytes:
         """Return the whole decompressed content; ``progress(done, total)`` in file bytes."""
+        if self.is_dir:
+            raise TraceReadError("is a directory, not a trace file", path=self.path)
         out = io.BytesIO()
         try:
             with open(self.path, "rb") as raw:

@@ -73,6 +73,17 @@ class Writer(Component):
         """Write ``trace`` to ``stream``; count everything it cannot represent."""
 
 
+class DirectoryWriter(Writer):
+    """A writer whose output is a directory of files (e.g. one Parquet file per table).
+
+    ``write`` gets a fresh, empty directory that replaces the output only on success.
+    """
+
+    @abstractmethod
+    def write(self, trace: Trace, stream: Any) -> WriteResult:
+        """Write ``trace`` into the directory ``stream`` (a ``pathlib.Path``)."""
+
+
 class Analyzer(Component):
     """Computes a Report (tables and findings) from a Trace."""
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracekit.atomic import atomic_output
+from tracekit.atomic import atomic_directory, atomic_output
 from tracekit.builder import TraceBuilder
 from tracekit.errors import (
     AnalysisError,
@@ -19,7 +20,7 @@ from tracekit.errors import (
     UsageError,
 )
 from tracekit.inputs import Source
-from tracekit.interfaces import Analyzer, Reader, Writer, WriteResult
+from tracekit.interfaces import Analyzer, DirectoryWriter, Reader, Writer, WriteResult
 from tracekit.model import Trace, concat_traces
 from tracekit.options import parse_options
 from tracekit.progress import NO_PROGRESS, Progress
@@ -57,7 +58,8 @@ def detect_format(source: Source, registry: Registry | None = None) -> type[Read
     registry = registry or default_registry()
     ranked = sniff(source, registry)
     if not ranked or ranked[0][0] <= 0:
-        raise FormatDetectionError(f"{source.path}: no reader recognises this file; "
+        what = "directory" if source.is_dir else "file"
+        raise FormatDetectionError(f"{source.path}: no reader recognises this {what}; "
                                    "pass --from FORMAT (see 'tracekit formats')")
     if len(ranked) > 1 and ranked[1][0] == ranked[0][0]:
         tied = ", ".join(f"{n} ({w:.2f})" for w, n in ranked if w == ranked[0][0])
@@ -175,7 +177,13 @@ def write(trace: Trace, path: str | Path, *, format: str | type[Writer] | None =
     writer = writer_cls(opts)
     writer.progress = progress  # type: ignore[attr-defined]
     try:
+        if isinstance(writer, DirectoryWriter):
+            with atomic_directory(path) as directory:
+                return writer.write(trace, directory)
         with atomic_output(path) as stream:
+            if str(path).lower().endswith(".gz"):
+                with gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=6, mtime=0) as gz:
+                    return writer.write(trace, gz)
             return writer.write(trace, stream)
     except TracekitError:
         raise

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from tracekit.model import CATEGORIES
+
+KNOWN_CATEGORIES = frozenset(k for k in CATEGORIES if not k.endswith("*"))
+
 # Current names (libkineto ActivityType), the pre-2021-11 names (Operator, Runtime, Kernel ...)
 # and the 2021-2022 misspelling gpu_user_Annotation, which lower-casing absorbs.
 CATEGORY_MAP: dict[str, str] = {
@@ -54,4 +58,7 @@ def map_category(cat: str | None, name: str | None = None) -> str:
         return "host.memory"
     if cat is None:
         return "host.instant"
-    return CATEGORY_MAP.get(cat.lower(), "other")
+    mapped = CATEGORY_MAP.get(cat.lower())
+    if mapped is None and (cat in KNOWN_CATEGORIES or cat.startswith("counter.")):
+        return cat  # written by tracekit's chrome-json writer: already a tracekit category
+    return mapped or "other"

@@ -127,6 +127,10 @@ class Converter:
         tables = []
         if "X" in by_phase:
             tables.append(self._slices([events[i] for i in by_phase.pop("X")]))
+        if "C" in by_phase and any(events[i].get("cat") == "counter.memory"
+                                   for i in by_phase["C"]):
+            # Written by tracekit: the memory counters are in the file already.
+            self.memory_counters = False
         for ph in ("i", "I"):
             if ph in by_phase:
                 tables.extend(self._instants([events[i] for i in by_phase.pop(ph)], ph))
@@ -301,7 +305,6 @@ class Converter:
             "name": pa.array(names, type=pa.string()).dictionary_encode(),
             "ts_ns": pa.array(ts, mask=~ok),
             "_pid": self._ids([e.get("pid") for e in picked]),
-            "_tid": self._ids([e.get("tid") for e in picked]),
             "value": pa.array(values, type=pa.float64()),
         })
 
@@ -351,16 +354,24 @@ class Converter:
             "_tid": self._ids([e.get("tid") for e in flows]),
             "ts_ns": pa.array(ts, mask=~ok),
             "_flow": pa.array(np.arange(len(flows), dtype=np.int64)),
+            "_fid": pa.array(np.nan_to_num(ids, nan=-1).astype(np.int64)
+                             if ids.dtype.kind == "f" else ids.astype(np.int64)),
+            "_launch": pa.array([c in LAUNCH_FLOWS for c in cats], type=pa.bool_()),
         })
         slices = pa.table({
             "_pid": table["_pid"], "_tid": table["_tid"], "ts_ns": table["ts_ns"],
             "_row": pa.array(np.arange(n, dtype=np.int64)),
             "_dur": pc.fill_null(table["dur_ns"], 0),
             "_kind": table["kind"].cast(pa.string()),
+            "_corr": table["correlation"],
         }).filter(pc.equal(pc.field("_kind"), "slice"))
         joined = ftab.join(slices, keys=["_pid", "_tid", "ts_ns"], join_type="inner")
-        # Among slices starting at the same instant, the innermost (shortest) is the endpoint.
-        joined = joined.sort_by([("_flow", "ascending"), ("_dur", "ascending")])
+        # Among slices starting at the same instant, the one whose correlation is the flow's
+        # id (a launch and the work it launched), else the innermost (shortest) one.
+        same = pc.fill_null(pc.equal(joined["_corr"], joined["_fid"]), False)
+        other_id = pc.invert(pc.and_(joined["_launch"], same))
+        joined = joined.append_column("_other", other_id).sort_by(
+            [("_flow", "ascending"), ("_other", "ascending"), ("_dur", "ascending")])
         flow_idx = joined["_flow"].to_numpy()
         rows = joined["_row"].to_numpy()
         first = np.ones(len(flow_idx), dtype=bool)
@@ -421,16 +432,18 @@ class Converter:
         pid = table["_pid"].fill_null(-1).to_numpy()
         tid_valid = table["_tid"].is_valid().to_numpy(zero_copy_only=False) & ~is_dev
         tid = table["_tid"].fill_null(-1).to_numpy()
-        device = np.where(is_dev, pid, 0).astype(np.int32)
+        device = np.where(is_dev, pid, 0).astype(np.int64)
         stream = tid.copy()
         didx = np.flatnonzero(is_dev)
         if len(didx) and "_argdict" in table.column_names:
             rows = table["_argdict"].fill_null(-1).to_numpy()
-            arg_stream = _ints(_arg([self._args[int(rows[i])] if rows[i] >= 0 else None
-                                     for i in didx], "stream"))
-            s = arg_stream.to_numpy(zero_copy_only=False)
-            has = arg_stream.is_valid().to_numpy(zero_copy_only=False)
-            stream[didx] = np.where(has, np.nan_to_num(s).astype(np.int64), stream[didx])
+            dev_args = [self._args[int(rows[i])] if rows[i] >= 0 else None for i in didx]
+            # args.device/stream are the tool's own ids; a GPU pid can be remapped (TraceLens
+            # merges ranks as pid = rank * 1e8 + device), so the args win where present.
+            for column, key in ((stream, "stream"), (device, "device")):
+                values = _ints(_arg(dev_args, key))
+                has = values.is_valid().to_numpy(zero_copy_only=False)
+                column[didx] = np.where(has, values.fill_null(0).to_numpy(), column[didx])
         # Old traces name GPU threads "stream 7"; they arrive here as synthetic ids.
         for i in didx[stream[didx] <= SYNTHETIC_BASE]:
             m = _STREAM_TID.search(self.labels.get(int(stream[i]), ""))
@@ -442,7 +455,7 @@ class Converter:
         cols = {
             "pid": pa.array(out_pid, mask=~pid_valid),
             "tid": pa.array(tid, mask=~tid_valid),
-            "device": pa.array(device, mask=~is_dev),
+            "device": pa.array(device, mask=~is_dev).cast(pa.int32()),
             "stream": pa.array(stream, mask=~is_dev),
         }
         for name, col in cols.items():
