@@ -1,0 +1,163 @@
+"""Read-only access to an Nsight Systems SQLite export: schema facts via sqlite3, bulk rows
+straight into Arrow via the ADBC SQLite driver (no Python object per row)."""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import cached_property
+from pathlib import Path
+from urllib.parse import quote
+
+import adbc_driver_sqlite.dbapi as adbc
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.errors import TraceReadError
+
+
+def read_only_uri(path: Path) -> str:
+    """A URI that opens ``path`` read-only and immutable: no journal, no lock, no write."""
+    return f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+
+
+class ExportDatabase:
+    """One export, opened read-only; closes with ``close()`` or as a context manager."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.sql = sqlite3.connect(read_only_uri(path), uri=True)
+            # Real exports hold invalid UTF-8 (e.g. environment values): keep what decodes.
+            self.sql.text_factory = lambda b: b.decode("utf-8", "replace")
+            self.sql.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise TraceReadError(f"not a readable SQLite database: {exc}", path=path) from exc
+        self._arrow = None
+
+    def __enter__(self) -> ExportDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close both connections."""
+        self.sql.close()
+        if self._arrow is not None:
+            self._arrow.close()
+
+    @cached_property
+    def tables(self) -> set[str]:
+        """Names of the tables and views in the export."""
+        rows = self.sql.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        return {r[0] for r in rows}
+
+    def columns(self, table: str) -> list[str]:
+        """Column names of ``table`` (empty when it does not exist)."""
+        if table not in self.tables:
+            return []
+        return [r[1] for r in self.sql.execute(f'PRAGMA table_info("{table}")')]
+
+    def count(self, table: str) -> int:
+        """Rows in ``table``."""
+        return int(self.sql.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+
+    def scalar_rows(self, query: str) -> list[tuple]:
+        """Small result sets (metadata, enums) as Python rows."""
+        try:
+            return self.sql.execute(query).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise TraceReadError(f"query failed: {exc}", path=self.path) from exc
+
+    def arrow(self, query: str) -> pa.Table:
+        """A query's rows as an Arrow table, built column-wise by the driver."""
+        if self._arrow is None:
+            self._arrow = adbc.connect(read_only_uri(self.path))
+        cursor = self._arrow.cursor()
+        try:
+            cursor.execute(query)
+            return cursor.fetch_arrow_table()
+        except Exception as exc:  # the driver's own error classes
+            raise TraceReadError(f"reading rows failed: {exc}", path=self.path) from exc
+        finally:
+            cursor.close()
+
+    @cached_property
+    def strings(self) -> pa.Table:
+        """StringIds as (id, value), sorted by id."""
+        table = self.arrow("SELECT id, value FROM StringIds ORDER BY id")
+        return table.cast(pa.schema([("id", pa.int64()), ("value", pa.string())]))
+
+    def names(self, ids: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
+        """StringIds references to a dictionary array of their strings (nulls stay null)."""
+        ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        position = pc.index_in(ids.cast(pa.int64()), value_set=self.strings["id"])
+        return pa.DictionaryArray.from_arrays(position.cast(pa.int32()),
+                                              self.strings["value"].combine_chunks())
+
+    def enum(self, table: str) -> dict[int, tuple[str | None, str | None]]:
+        """An ENUM_* table as {id: (name, label)}; {} when the export has none."""
+        cols = self.columns(table)
+        if not cols:
+            return {}
+        name = "name" if "name" in cols else "NULL"
+        label = "label" if "label" in cols else "NULL"
+        return {int(r[0]): (r[1], r[2])
+                for r in self.scalar_rows(f'SELECT id, {name}, {label} FROM "{table}"')}
+
+
+INT64 = pa.int64()
+
+
+def col(table: pa.Table, name: str, type_: pa.DataType = INT64) -> pa.Array:
+    """Column ``name`` as ``type_``; all nulls when the export does not have it."""
+    if name not in table.column_names:
+        return pa.nulls(table.num_rows, type_)
+    return table[name].combine_chunks().cast(type_)
+
+
+def decode_pid(global_id: pa.Array) -> pa.Array:
+    """Process id from a globalTid/globalPid: bits 24-47 (the VM and HW bytes masked)."""
+    return pc.bit_wise_and(pc.shift_right(global_id, 24), 0xFFFFFF)
+
+
+def decode_tid(global_tid: pa.Array) -> pa.Array:
+    """Thread id from a globalTid: bits 0-23."""
+    return pc.bit_wise_and(global_tid, 0xFFFFFF)
+
+
+def valid_id(values: pa.Array) -> pa.Array:
+    """Null out CUPTI's 'invalid' sentinels (all ones as uint32 or int64 -1)."""
+    arr = values.cast(pa.int64())
+    bad = pc.or_(pc.equal(arr, 0xFFFFFFFF), pc.equal(arr, -1))
+    return pc.if_else(pc.fill_null(bad, False), pa.scalar(None, pa.int64()), arr)
+
+
+def label_array(codes: pa.Array, mapping: dict[int, str | None]) -> pa.DictionaryArray:
+    """Integer codes to a dictionary of labels (unknown codes become null)."""
+    keys = sorted(mapping)
+    values = pa.array([mapping[k] for k in keys], type=pa.string())
+    position = pc.index_in(codes.cast(pa.int64()), value_set=pa.array(keys, type=pa.int64()))
+    position = pc.if_else(pc.is_valid(pc.take(values, pc.fill_null(position, 0)))
+                          if len(keys) else pa.nulls(len(codes), pa.bool_()),
+                          position, pa.scalar(None, pa.int32()))
+    return pa.DictionaryArray.from_arrays(position.cast(pa.int32()),
+                                          values if len(keys) else pa.array([], pa.string()))
+
+
+def numeric_json(columns: dict[str, pa.Array]) -> pa.Array:
+    """Per row a JSON object of numeric columns, built with Arrow string kernels; null
+    members are left out, and a row with none is null."""
+    if not columns:
+        raise ValueError("no columns")
+    members = [pc.fill_null(pc.binary_join_element_wise(f',"{key}":', values.cast(pa.string()),
+                                                        ""), "")
+               for key, values in columns.items()]
+    body = pc.binary_join_element_wise(*members, "") if len(members) > 1 else members[0]
+    obj = pc.binary_join_element_wise("{", pc.utf8_slice_codeunits(body, 1), "}", "")
+    return pc.if_else(pc.equal(body, ""), pa.scalar(None, pa.string()), obj)
+
+
+def np_int(values: pa.Array, fill: int = 0) -> np.ndarray:
+    """An int64 numpy view of an Arrow column, nulls as ``fill``."""
+    return values.cast(pa.int64()).fill_null(fill).to_numpy(zero_copy_only=False)

@@ -1,0 +1,229 @@
+"""Nsight Systems tables to tracekit event columns, one vectorized function per table."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.plugins.nsys.db import (
+    ExportDatabase,
+    col,
+    decode_pid,
+    decode_tid,
+    label_array,
+    numeric_json,
+    valid_id,
+)
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+OSRT = "OSRT_API"
+
+# nsys's own numbering, for exports without ENUM tables (2021): not CUPTI's (formats.md 1.6).
+NSYS_MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
+                 5: "Device Static", 6: "Managed Static", 7: "Unknown"}
+NSYS_COPY_KIND = {0: ("Unknown", "Unknown"), 1: ("HtoD", "Host-to-Device"),
+                  2: ("DtoH", "Device-to-Host"), 3: ("HtoA", "Host-to-Array"),
+                  4: ("AtoH", "Array-to-Host"), 5: ("AtoA", "Array-to-Array"),
+                  6: ("AtoD", "Array-to-Device"), 7: ("DtoA", "Device-to-Array"),
+                  8: ("DtoD", "Device-to-Device"), 9: ("HtoH", "Host-to-Host"),
+                  10: ("PtoP", "Peer-to-Peer"), 11: ("HtoD", "Unified Host-to-Device"),
+                  12: ("DtoH", "Unified Device-to-Host"), 13: ("DtoD", "Unified Device-to-Device")}
+SYNC_TYPES = {0: "Unknown", 1: "Event sync", 2: "Stream wait sync", 3: "Stream sync",
+              4: "Context sync"}
+RUNTIME_CLASS, DRIVER_CLASS, BACKTRACE_CLASS = 0, 1, 67
+NVTX_RANGES = (59, 60, 70, 71)
+NVTX_MARK = 34
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+Columns = dict[str, Any]
+
+
+def _timing(t: pa.Table) -> Columns:
+    start = col(t, "start")
+    return {"ts_ns": start, "dur_ns": pc.subtract(col(t, "end"), start)}
+
+
+def _constant(n: int, value: str) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array([0] * n, type=pa.int32()) if n else
+                                          pa.array([], pa.int32()), [value])
+
+
+def _device(t: pa.Table, category: str) -> Columns:
+    n = t.num_rows
+    return {"kind": _constant(n, "slice"), "category": _constant(n, category), **_timing(t),
+            "pid": decode_pid(col(t, "globalPid")), "device": col(t, "deviceId", pa.int32()),
+            "stream": valid_id(col(t, "streamId")),
+            "correlation": col(t, "correlationId")}
+
+
+def kernels(db: ExportDatabase, short_names: bool) -> Columns:
+    """CUPTI_ACTIVITY_KIND_KERNEL to gpu.kernel slices."""
+    t = db.arrow(f"SELECT * FROM {KERNEL}")
+    name_col = "shortName" if short_names else "demangledName"
+    out = _device(t, "gpu.kernel")
+    out["name"] = db.names(col(t, name_col))
+    for axis in "XYZ":
+        out[f"grid_{axis.lower()}"] = col(t, f"grid{axis}", pa.int32())
+        out[f"block_{axis.lower()}"] = col(t, f"block{axis}", pa.int32())
+    out["registers"] = col(t, "registersPerThread", pa.int32())
+    out["shared_mem_bytes"] = pc.add(pc.fill_null(col(t, "staticSharedMemory"), 0),
+                                     pc.fill_null(col(t, "dynamicSharedMemory"), 0))
+    extra = [c for c in ("contextId", "greenContextId", "staticSharedMemory",
+                         "dynamicSharedMemory", "localMemoryPerThread", "localMemoryTotal",
+                         "gridId", "launchType", "cacheConfig", "sharedMemoryExecuted",
+                         "graphNodeId", "graphId") if c in t.column_names]
+    out["args"] = numeric_json({c: col(t, c) for c in extra}) if extra else None
+    return out
+
+
+def memcpys(db: ExportDatabase) -> Columns:
+    """CUPTI_ACTIVITY_KIND_MEMCPY to gpu.memcpy slices named as nsys stats names them."""
+    t = db.arrow(f"SELECT * FROM {MEMCPY}")
+    out = _device(t, "gpu.memcpy")
+    enum = db.enum("ENUM_CUDA_MEMCPY_OPER")
+    short, label = {}, {}
+    for code, (default_short, default_label) in NSYS_COPY_KIND.items():
+        name, lab = enum.get(code, (None, None))
+        short[code] = _copy_short(name) or default_short
+        label[code] = f"[CUDA memcpy {lab or default_label}]"
+    for code, (name, lab) in enum.items():
+        short.setdefault(code, _copy_short(name) or "Unknown")
+        label.setdefault(code, f"[CUDA memcpy {lab or name}]")
+    kind = col(t, "copyKind")
+    out["name"] = label_array(kind, label)
+    out["copy_kind"] = label_array(kind, short)
+    mem = _mem_kinds(db)
+    out["src_kind"] = label_array(col(t, "srcKind"), mem)
+    out["dst_kind"] = label_array(col(t, "dstKind"), mem)
+    out["bytes"] = col(t, "bytes")
+    extra = [c for c in ("contextId", "srcDeviceId", "dstDeviceId", "srcContextId",
+                         "dstContextId", "migrationCause", "graphNodeId", "copyCount")
+             if c in t.column_names]
+    out["args"] = numeric_json({c: col(t, c) for c in extra}) if extra else None
+    return out
+
+
+def memsets(db: ExportDatabase) -> Columns:
+    """CUPTI_ACTIVITY_KIND_MEMSET to gpu.memset slices."""
+    t = db.arrow(f"SELECT * FROM {MEMSET}")
+    out = _device(t, "gpu.memset")
+    out["name"] = _constant(t.num_rows, "[CUDA memset]")
+    out["bytes"] = col(t, "bytes")
+    out["dst_kind"] = label_array(col(t, "memKind"), _mem_kinds(db))
+    extra = [c for c in ("contextId", "value", "graphNodeId") if c in t.column_names]
+    out["args"] = numeric_json({c: col(t, c) for c in extra}) if extra else None
+    return out
+
+
+def syncs(db: ExportDatabase) -> Columns:
+    """CUPTI_ACTIVITY_KIND_SYNCHRONIZATION to gpu.sync slices named by their type."""
+    t = db.arrow(f"SELECT * FROM {SYNC}")
+    out = _device(t, "gpu.sync")
+    enum = db.enum("ENUM_CUPTI_SYNC_TYPE")
+    labels = {k: (enum.get(k, (None, None))[1] or v) for k, v in SYNC_TYPES.items()}
+    labels.update({k: lab or name for k, (name, lab) in enum.items()})
+    out["name"] = label_array(col(t, "syncType"), labels)
+    extra = [c for c in ("contextId", "eventId", "syncType") if c in t.column_names]
+    out["args"] = numeric_json({c: valid_id(col(t, c)) for c in extra}) if extra else None
+    return out
+
+
+def runtime(db: ExportDatabase) -> tuple[Columns, int]:
+    """CUPTI_ACTIVITY_KIND_RUNTIME to api.runtime / api.driver slices.
+
+    Rows of the backtrace event class repeat an API call that has its own row (same thread
+    and correlation id); they are left out and their number returned.
+    """
+    t = db.arrow(f"SELECT * FROM {RUNTIME}")
+    event_class = col(t, "eventClass")
+    carrier = pc.fill_null(pc.equal(event_class, BACKTRACE_CLASS), False)
+    carriers = pc.sum(carrier).as_py() or 0
+    if carriers:
+        t = t.filter(pc.invert(carrier))
+        event_class = col(t, "eventClass")
+    n = t.num_rows
+    names = db.names(col(t, "nameId"))
+    stripped = pa.array([_VERSION_SUFFIX.sub("", v) if v is not None else None
+                         for v in names.dictionary.to_pylist()], type=pa.string())
+    is_driver = pc.fill_null(pc.equal(event_class, DRIVER_CLASS), False)
+    category = pa.DictionaryArray.from_arrays(pc.cast(is_driver, pa.int32()),
+                                              ["api.runtime", "api.driver"])
+    gtid = col(t, "globalTid")
+    out = {"kind": _constant(n, "slice"), "category": category, **_timing(t),
+           "name": pa.DictionaryArray.from_arrays(names.indices, stripped),
+           "pid": decode_pid(gtid), "tid": decode_tid(gtid),
+           "correlation": col(t, "correlationId"),
+           "args": numeric_json({c: col(t, c) for c in ("eventClass", "returnValue")
+                                 if c in t.column_names})}
+    return out, carriers
+
+
+def nvtx(db: ExportDatabase) -> tuple[Columns, dict[str, int]]:
+    """NVTX_EVENTS: ranges to host.annotation slices, marks to instants; the rest counted."""
+    t = db.arrow(f"SELECT * FROM {NVTX}")
+    event_type = col(t, "eventType")
+    text = col(t, "text", pa.string())
+    text_id = db.names(col(t, "textId")).cast(pa.string()) if "textId" in t.column_names \
+        else pa.nulls(t.num_rows, pa.string())
+    name = pc.coalesce(text, text_id, pa.scalar("", pa.string()))
+    is_range = pc.fill_null(pc.is_in(event_type, pa.array(NVTX_RANGES, pa.int64())), False)
+    is_mark = pc.fill_null(pc.equal(event_type, NVTX_MARK), False)
+    ended = pc.is_valid(col(t, "end"))
+    keep = pc.or_(pc.and_(is_range, ended), is_mark)
+    counts = {
+        "ranges": pc.sum(pc.and_(is_range, ended)).as_py() or 0,
+        "unterminated": pc.sum(pc.and_(is_range, pc.invert(ended))).as_py() or 0,
+        "marks": pc.sum(is_mark).as_py() or 0,
+    }
+    types = pc.value_counts(pc.filter(event_type, pc.invert(pc.or_(is_range, is_mark))))
+    counts["other"] = {int(v["values"]): int(v["counts"]) for v in types.to_pylist()
+                       if v["values"] is not None}
+    t, name, is_mark = t.filter(keep), name.filter(keep), is_mark.filter(keep)
+    gtid = col(t, "globalTid")
+    timing = _timing(t)
+    members = {c: col(t, c) for c in ("eventType", "rangeId", "category", "domainId",
+                                      "color", "endGlobalTid") if c in t.column_names}
+    out = {"kind": pc.if_else(is_mark, "instant", "slice").dictionary_encode(),
+           "category": _constant(t.num_rows, "host.annotation"),
+           "name": name.dictionary_encode(), "ts_ns": timing["ts_ns"],
+           "dur_ns": pc.if_else(is_mark, pa.scalar(None, pa.int64()), timing["dur_ns"]),
+           "pid": decode_pid(gtid), "tid": decode_tid(gtid),
+           "args": numeric_json(members)}
+    return out, counts
+
+
+def osrt(db: ExportDatabase) -> Columns:
+    """OSRT_API to host.os slices."""
+    t = db.arrow(f"SELECT start, end, globalTid, nameId, returnValue, nestingLevel "
+                 f"FROM {OSRT}" if {"returnValue", "nestingLevel"} <= set(db.columns(OSRT))
+                 else f"SELECT * FROM {OSRT}")
+    gtid = col(t, "globalTid")
+    n = t.num_rows
+    return {"kind": _constant(n, "slice"), "category": _constant(n, "host.os"), **_timing(t),
+            "name": db.names(col(t, "nameId")), "pid": decode_pid(gtid),
+            "tid": decode_tid(gtid),
+            "args": numeric_json({c: col(t, c) for c in ("returnValue", "nestingLevel")
+                                  if c in t.column_names})}
+
+
+def _copy_short(enum_name: str | None) -> str | None:
+    if not enum_name:
+        return None
+    tail = enum_name.rsplit("_", 1)[-1].upper()  # CUDA_MEMCPY_KIND_HTOD -> HTOD
+    return {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP",
+            "HTOA": "HtoA", "ATOH": "AtoH", "ATOA": "AtoA", "ATOD": "AtoD",
+            "DTOA": "DtoA"}.get(tail, tail.title())
+
+
+def _mem_kinds(db: ExportDatabase) -> dict[int, str | None]:
+    enum = db.enum("ENUM_CUDA_MEM_KIND")
+    if not enum:
+        return dict(NSYS_MEM_KIND)
+    return {k: lab or name for k, (name, lab) in enum.items()}

@@ -1,0 +1,267 @@
+"""The nsys reader against every real export, checked with independent SQL on the source."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from collections import Counter, defaultdict
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+import tracekit
+from helpers import SHARED, shared_path
+from perfetto_check import decode_and_check
+from tracekit.errors import FormatDetectionError, TraceReadError
+
+
+def nsys_files() -> list[str]:
+    base = SHARED / "nsys-sqlite"
+    return sorted(p.name for p in base.glob("*.sqlite")) if base.exists() else ["<missing>"]
+
+
+def sql(path, query):
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def tables(path) -> set[str]:
+    return {r[0] for r in sql(path, "SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def category_counts(trace) -> Counter:
+    return Counter(trace.events["category"].cast(pa.string()).to_pylist())
+
+
+@pytest.mark.parametrize("name", nsys_files())
+def test_every_export_reads_with_counts_equal_to_sql(name, registry, tmp_path):
+    path = shared_path("nsys-sqlite", name)
+    digest, mtime = hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
+    trace = tracekit.read(path, registry=registry)
+    have = tables(path)
+    got = category_counts(trace)
+    count = {t: sql(path, f"SELECT count(*) FROM {t}")[0][0] for t in have}
+    assert got["gpu.kernel"] == count.get("CUPTI_ACTIVITY_KIND_KERNEL", 0)
+    assert got["gpu.memcpy"] == count.get("CUPTI_ACTIVITY_KIND_MEMCPY", 0)
+    assert got["gpu.memset"] == count.get("CUPTI_ACTIVITY_KIND_MEMSET", 0)
+    assert got["gpu.sync"] == count.get("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", 0)
+    assert got["host.os"] == count.get("OSRT_API", 0)
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in have:
+        # Backtrace-carrier rows (eventClass 67) repeat an API call: not events.
+        api = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+                        "WHERE eventClass IS NOT 67")[0][0]
+        assert got["api.runtime"] + got["api.driver"] == api
+        driver = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+                           "WHERE eventClass = 1")[0][0]
+        assert got["api.driver"] == driver
+    if "NVTX_EVENTS" in have:
+        nvtx = sql(path, "SELECT count(*) FROM NVTX_EVENTS WHERE (eventType IN (59,60,70,71) "
+                         "AND end IS NOT NULL) OR eventType = 34")[0][0]
+        assert got["host.annotation"] == nvtx
+    # Every row of every event table is accounted for.
+    accounted = defaultdict(int)
+    for (_, table, _), n in trace.log.outcomes.items():
+        accounted[table] += n
+    for table, n in accounted.items():
+        if table in count:
+            assert n == count[table], table
+    # The file is untouched.
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    assert path.stat().st_mtime_ns == mtime
+    # And it converts to a valid Perfetto trace with every slice.
+    out = tmp_path / "out.pftrace"
+    tracekit.write(trace, out, registry=registry)
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    kinds = Counter(trace.events["kind"].cast(pa.string()).to_pylist())
+    assert len(decoded.slices) == kinds["slice"]
+    assert len(decoded.instants) == kinds["instant"]
+
+
+def test_cloverleaf_kernels_memcpys_flows_and_summary(registry, tmp_path):
+    path = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
+    trace = tracekit.read(path, registry=registry)
+    out = tmp_path / "clover.pftrace"
+    tracekit.write(trace, out, registry=registry)
+    decoded = decode_and_check(out)
+    kernels = [s for s in decoded.slices if s.category == "gpu.kernel"]
+    copies = [s for s in decoded.slices if s.category == "gpu.memcpy"]
+    assert (len(kernels), len(copies)) == (1312, 279)
+    api_flows = {f for s in decoded.slices if s.category.startswith("api.") for f in s.flows}
+    assert all(s.flows and s.flows[0] in api_flows for s in kernels + copies)
+    [report] = tracekit.analyze(trace, "summary", registry=registry)
+    expected = dict(sql(path, "SELECT s.value, sum(k.end - k.start) FROM "
+                              "CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                              "ON s.id = k.demangledName GROUP BY s.value"))
+    got = {r["name"]: r["total"] for r in report.tables["kernels"].to_pylist()}
+    assert got == expected
+    medians = {r["name"]: r["median"] for r in report.tables["kernels"].to_pylist()}
+    durs = defaultdict(list)
+    for n, d in sql(path, "SELECT s.value, k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                          "JOIN StringIds s ON s.id = k.demangledName"):
+        durs[n].append(d)
+    import statistics
+    assert medians == {n: statistics.median(v) for n, v in durs.items()}
+
+
+def test_memcpy_kinds_from_enum_tables_and_api_names(registry):
+    path = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
+    trace = tracekit.read(path, registry=registry)
+    [report] = tracekit.analyze(trace, "summary", registry=registry)
+    sizes = {r["name"]: r["total"] for r in report.tables["memops_size"].to_pylist()}
+    rows = sql(path, "SELECT e.name, sum(m.bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN "
+                     "ENUM_CUDA_MEMCPY_OPER e ON e.id = m.copyKind GROUP BY e.name")
+    short = {"CUDA_MEMCPY_KIND_HTOD": "HtoD", "CUDA_MEMCPY_KIND_DTOH": "DtoH",
+             "CUDA_MEMCPY_KIND_DTOD": "DtoD"}
+    assert sizes == {f"memcpy {short[k]}": v for k, v in rows}
+    api = {r["name"]: r["count"] for r in report.tables["api"].to_pylist()}
+    want = Counter()
+    for name, n in sql(path, "SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                             "JOIN StringIds s ON s.id = r.nameId GROUP BY s.value"):
+        want[re.sub(r"_v\d+$", "", name)] += n
+    assert api == dict(want)
+
+
+def test_pid_tid_decoded_with_vm_byte_masked(registry):
+    path = shared_path("nsys-sqlite", "memfusion_nsys2023.1.2_rtx3090_tensorrt.sqlite")
+    trace = tracekit.read(path, registry=registry)
+    api = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()),
+                                       "api.runtime"))
+    want = Counter(sql(path, "SELECT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM "
+                             "CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 0"))
+    assert Counter(zip(api["pid"].to_pylist(), api["tid"].to_pylist(), strict=True)) == want
+    raw = sql(path, "SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1")[0][0]
+    assert raw >> 24 > 0xFFFFFF  # the VM byte is set: a naive shift would be wrong
+
+
+def test_backtrace_carrier_rows_are_not_duplicated(registry):
+    path = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
+    trace = tracekit.read(path, registry=registry)
+    outcomes = {(k, o): n for (_, k, o), n in trace.log.outcomes.items()}
+    carriers = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+                         "WHERE eventClass = 67")[0][0]
+    assert carriers == 38
+    assert outcomes[("CUPTI_ACTIVITY_KIND_RUNTIME",
+                     "not needed: backtrace row repeating an API call")] == carriers
+    api = trace.events.filter(pc.starts_with(trace.events["category"].cast(pa.string()), "api."))
+    pairs = Counter(zip(api["tid"].to_pylist(), api["correlation"].to_pylist(), strict=True))
+    assert max(pairs.values()) == 1
+
+
+def test_schema_versions_and_session_clock(registry):
+    old = tracekit.read(shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite"),
+                        registry=registry)
+    new = tracekit.read(shared_path("nsys-sqlite",
+                                    "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite"),
+                        registry=registry)
+    meta_old = next(iter(old.metadata["sources"].values()))
+    meta_new = next(iter(new.metadata["sources"].values()))
+    assert meta_old["schema_version"] == "2.9.1"  # from EXPORT_META_DATA
+    assert meta_new["schema_version"] == "3.24.14"  # from META_DATA_EXPORT
+    epoch = sql(shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite"),
+                "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0]
+    assert meta_new["session_start_utc_epoch_ns"] == epoch
+
+
+# -- synthetic exports for the pitfalls (formats.md section 7) ----------------------------------
+
+def _export(tmp_path, name="x.sqlite", *, kernels=(), runtime=(), nvtx=(), strings=()):
+    path = tmp_path / name
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", strings)
+    if kernels:
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, "
+                    "streamId INT, correlationId INT, globalPid INT, demangledName INT, "
+                    "shortName INT)")
+        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?)",
+                        kernels)
+    if runtime:
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, "
+                    "eventClass INT, globalTid INT, correlationId INT, nameId INT)")
+        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?)", runtime)
+    if nvtx:
+        con.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, "
+                    "globalTid INT, textId INT)")
+        con.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,?)", nvtx)
+    con.commit()
+    con.close()
+    return path
+
+
+def _gtid(pid, tid, vm=1):
+    return (vm << 48) | (pid << 24) | tid
+
+
+def test_correlation_is_per_process(tmp_path, registry):
+    """Two processes reuse correlation id 7: each kernel links to its own process's call."""
+    strings = [(1, "kernA"), (2, "kernB"), (3, "cudaLaunchKernel_v7000")]
+    kernels = [(100, 200, 0, 7, 7, _gtid(10, 0), 1, 1), (300, 400, 0, 7, 7, _gtid(20, 0), 2, 2)]
+    runtime = [(90, 95, 0, _gtid(10, 10), 7, 3), (290, 295, 0, _gtid(20, 20), 7, 3)]
+    path = _export(tmp_path, kernels=kernels, runtime=runtime, strings=strings)
+    out = tmp_path / "o.pftrace"
+    tracekit.write(tracekit.read(path, registry=registry), out, registry=registry)
+    decoded = decode_and_check(out)
+    by_name = {s.name: s for s in decoded.slices if s.category == "gpu.kernel"}
+    calls = {s.start: s for s in decoded.slices if s.category == "api.runtime"}
+    assert by_name["kernA"].flows == calls[90].flows and by_name["kernB"].flows == calls[290].flows
+    assert by_name["kernA"].flows != by_name["kernB"].flows
+    assert {s.name for s in calls.values()} == {"cudaLaunchKernel"}  # _v7000 removed
+
+
+def test_nvtx_text_or_text_id_and_unterminated_ranges(tmp_path, registry):
+    strings = [(5, "registered")]
+    nvtx = [(10, 20, 59, "plain", _gtid(1, 1), None), (30, 40, 59, None, _gtid(1, 1), 5),
+            (50, None, 60, "open", _gtid(1, 1), None), (60, None, 34, "mark", _gtid(1, 1), None)]
+    trace = tracekit.read(_export(tmp_path, nvtx=nvtx, strings=strings), registry=registry)
+    rows = sorted(zip(trace.events["name"].cast(pa.string()).to_pylist(),
+                      trace.events["kind"].cast(pa.string()).to_pylist(), strict=True))
+    assert rows == [("mark", "instant"), ("plain", "slice"), ("registered", "slice")]
+    assert list(trace.log.skipped().values()) == [1]
+
+
+def test_short_names_option(tmp_path, registry):
+    strings = [(1, "void ns::kern<int>(int*)"), (2, "kern")]
+    path = _export(tmp_path, kernels=[(0, 5, 0, 1, 1, _gtid(1, 0), 1, 2)], strings=strings)
+    names = tracekit.read(path, options=["short_names=true"], registry=registry).events["name"]
+    assert names.cast(pa.string()).to_pylist() == ["kern"]
+
+
+def test_export_without_cuda_tables_reads_what_is_there(tmp_path, registry):
+    trace = tracekit.read(_export(tmp_path), registry=registry)
+    assert trace.events.num_rows == 0
+
+
+def test_not_nsys_sqlite_files(tmp_path, registry):
+    nvprof = tmp_path / "nvprof.sqlite"
+    con = sqlite3.connect(nvprof)
+    con.execute("CREATE TABLE StringTable (_id_ INTEGER PRIMARY KEY, value TEXT)")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceReadError, match="not an Nsight Systems export: an nvprof export"):
+        tracekit.read(nvprof, registry=registry)
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (a INT)")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceReadError, match="not an Nsight Systems export"):
+        tracekit.read(other, registry=registry)
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
+    with pytest.raises((TraceReadError, FormatDetectionError)) as info:
+        tracekit.read(corrupt, registry=registry)
+    assert "\n" not in str(info.value) and str(corrupt) in str(info.value)
+
+
+def test_report_without_nsys_gives_the_command(tmp_path, registry, monkeypatch):
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"\x00binary report")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TraceReadError, match=r"Run: nsys export --type sqlite --output .*run"
+                                             r"\.sqlite .*run\.nsys-rep"):
+        tracekit.read(report, registry=registry)
