@@ -265,3 +265,56 @@ def test_report_without_nsys_gives_the_command(tmp_path, registry, monkeypatch):
     with pytest.raises(TraceReadError, match=r"Run: nsys export --type sqlite --output .*run"
                                              r"\.sqlite .*run\.nsys-rep"):
         tracekit.read(report, registry=registry)
+
+
+def test_nvtx_non_range_rows_and_nvtxt_ranges(tmp_path, registry):
+    """Domain (75) and category (33) rows are not ranges; 70/71 (.nvtxt imports) are."""
+    nvtx = [(0, None, 75, "my domain", _gtid(1, 1), None),
+            (0, None, 33, "my category", _gtid(1, 1), None),
+            (10, 20, 70, "imported", _gtid(1, 1), None),
+            (30, 90, 60, "start/end", _gtid(1, 1), None)]
+    trace = tracekit.read(_export(tmp_path, nvtx=nvtx), registry=registry)
+    assert sorted(trace.events["name"].cast(pa.string()).to_pylist()) == ["imported",
+                                                                          "start/end"]
+    outcomes = {o: n for (_, _, o), n in trace.log.outcomes.items()}
+    assert outcomes["domain names (kept in args ids)"] == 1
+    assert outcomes["categories (kept in args ids)"] == 1
+
+
+def test_five_digit_api_version_suffix(tmp_path, registry):
+    strings = [(1, "cudaGraphAddKernelNode_v10000"), (2, "cuLaunchKernel")]
+    runtime = [(0, 5, 0, _gtid(1, 1), 1, 1), (10, 15, 1, _gtid(1, 1), 2, 2)]
+    trace = tracekit.read(_export(tmp_path, runtime=runtime, strings=strings), registry=registry)
+    rows = dict(zip(trace.events["name"].cast(pa.string()).to_pylist(),
+                    trace.events["category"].cast(pa.string()).to_pylist(), strict=True))
+    assert rows == {"cudaGraphAddKernelNode": "api.runtime", "cuLaunchKernel": "api.driver"}
+
+
+@pytest.mark.parametrize("enum_rows", [None, "name_only", "with_label"])
+def test_memory_kinds_use_nsys_numbering(tmp_path, registry, enum_rows):
+    """0 is Pageable in nsys (CUPTI's 0 is Unknown), with or without the file's ENUM table."""
+    path = _export(tmp_path, strings=[(1, "x")])
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, "
+                "streamId INT, correlationId INT, globalPid INT, bytes INT, copyKind INT, "
+                "srcKind INT, dstKind INT)")
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (0, 10, 0, 7, 1, ?, 64, 1, 0, 2)",
+                (_gtid(1, 0),))
+    if enum_rows == "name_only":
+        con.execute("CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT)")
+        con.executemany("INSERT INTO ENUM_CUDA_MEM_KIND VALUES (?, ?)",
+                        [(0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE"),
+                         (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE")])
+    elif enum_rows == "with_label":
+        con.execute("CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT, "
+                    "label TEXT)")
+        con.executemany("INSERT INTO ENUM_CUDA_MEM_KIND VALUES (?, ?, ?)",
+                        [(0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"),
+                         (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device")])
+    con.commit()
+    con.close()
+    ev = tracekit.read(path, registry=registry).events
+    src, dst = ev["src_kind"][0].as_py(), ev["dst_kind"][0].as_py()
+    assert (src, dst) == ("Pageable", "Device")
+    assert ev["copy_kind"][0].as_py() == "HtoD"
+    assert ev["name"][0].as_py() == "[CUDA memcpy Host-to-Device]"

@@ -226,4 +226,11 @@ def _mem_kinds(db: ExportDatabase) -> dict[int, str | None]:
     enum = db.enum("ENUM_CUDA_MEM_KIND")
     if not enum:
         return dict(NSYS_MEM_KIND)
-    return {k: lab or name for k, (name, lab) in enum.items()}
+    return {k: lab or _pretty_kind(name) for k, (name, lab) in enum.items()}
+
+
+def _pretty_kind(name: str | None) -> str | None:
+    """CUDA_MEMOPR_MEMORY_KIND_DEVICE_STATIC -> 'Device Static' (enum tables without labels)."""
+    if not name:
+        return name
+    return name.rsplit("_KIND_", 1)[-1].replace("_", " ").title()
