@@ -318,3 +318,17 @@ def test_memory_kinds_use_nsys_numbering(tmp_path, registry, enum_rows):
     assert (src, dst) == ("Pageable", "Device")
     assert ev["copy_kind"][0].as_py() == "HtoD"
     assert ev["name"][0].as_py() == "[CUDA memcpy Host-to-Device]"
+
+
+def test_nvtx_summary_matches_sql(registry):
+    path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "summary",
+                                registry=registry)
+    got = {r["name"]: (r["count"], r["total"]) for r in report.tables["ranges"].to_pylist()}
+    want = {}
+    for name, n, total in sql(path, "SELECT coalesce(e.text, s.value), count(*), "
+                                    "sum(e.end - e.start) FROM NVTX_EVENTS e LEFT JOIN "
+                                    "StringIds s ON s.id = e.textId WHERE e.eventType IN "
+                                    "(59, 60, 70, 71) AND e.end IS NOT NULL GROUP BY 1"):
+        want[name] = (n, total)
+    assert got == want and len(got) > 1

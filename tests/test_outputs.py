@@ -82,6 +82,8 @@ def test_recorded_trace_to_chrome_json_and_back(tmp_path, registry):
     FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz",
     "torch-trace/hta/nccl_data_rank0_a100.json.gz",
     "torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz",
+    "nsys-sqlite/pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
+    "nsys-sqlite/nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite",
 ])
 def test_parquet_round_trip_is_identical(path, tmp_path, registry):
     path = path if not isinstance(path, str) else shared_path(*path.split("/"))
