@@ -27,6 +27,7 @@ class TraceBuilder:
         self.metadata: dict[str, Any] = {}
         self.log = ReadLog()
         self._batches: list[pa.RecordBatch] = []
+        self._bulk: dict[str, list[pa.Table]] = {}
         self._rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
             "processes": {}, "threads": {}, "devices": {}, "stacks": {}, "frames": {},
         }
@@ -107,6 +108,19 @@ class TraceBuilder:
         self._upsert("stacks", (stack_id,),
                      {"stack_id": stack_id, "parent_id": parent_id, "frame_id": frame_id})
 
+    def add_table(self, name: str, table: pa.Table) -> None:
+        """Add many rows of a side table (stacks, frames ...) at once, column-wise."""
+        schema = SCHEMAS[name]
+        columns = {}
+        for f in schema:
+            if f.name == "source":
+                columns[f.name] = pa.array([self.source] * table.num_rows, type=pa.string())
+            elif f.name in table.column_names:
+                columns[f.name] = table[f.name].cast(f.type)
+            else:
+                columns[f.name] = pa.nulls(table.num_rows, f.type)
+        self._bulk.setdefault(name, []).append(pa.table(columns, schema=schema))
+
     def _upsert(self, table: str, key: tuple[Any, ...], values: dict[str, Any]) -> None:
         allowed = set(SCHEMAS[table].names)
         bad = set(values) - allowed
@@ -152,7 +166,8 @@ class TraceBuilder:
                 for r in records:
                     r["source"] = self.source
             try:
-                tables[name] = pa.Table.from_pylist(records, schema=schema)
+                tables[name] = pa.concat_tables([pa.Table.from_pylist(records, schema=schema),
+                                                 *self._bulk.get(name, [])])
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise PluginContractError(f"reader '{self.reader}': bad {name} row: {exc}") from exc
         metadata = {"schema_version": SCHEMA_VERSION,

@@ -50,6 +50,7 @@ def test_every_export_reads_with_counts_equal_to_sql(name, registry, tmp_path):
     assert got["gpu.memset"] == count.get("CUPTI_ACTIVITY_KIND_MEMSET", 0)
     assert got["gpu.sync"] == count.get("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", 0)
     assert got["host.os"] == count.get("OSRT_API", 0)
+    assert got["cpu.sample"] == count.get("COMPOSITE_EVENTS", 0)
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in have:
         # Backtrace-carrier rows (eventClass 67) repeat an API call: not events.
         api = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME "
@@ -332,3 +333,39 @@ def test_nvtx_summary_matches_sql(registry):
                                     "(59, 60, 70, 71) AND e.end IS NOT NULL GROUP BY 1"):
         want[name] = (n, total)
     assert got == want and len(got) > 1
+
+
+@pytest.mark.parametrize("name", ["pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
+                                  "mordred_nsys2021_quadro-rtx6000_report1.sqlite"])
+def test_cpu_samples_with_their_call_stacks(name, registry):
+    path = shared_path("nsys-sqlite", name)
+    trace = tracekit.read(path, registry=registry)
+    ev = trace.events.filter(pc.equal(trace.events["kind"].cast(pa.string()), "sample"))
+    stacks = {r["stack_id"]: r for r in trace.stacks.to_pylist()}
+    frames = {r["frame_id"]: r for r in trace.frames.to_pylist()}
+
+    def path_of(stack_id):
+        out = []
+        while stack_id is not None:
+            frame = frames[stacks[stack_id]["frame_id"]]
+            out.append((frame["name"], frame["module"]))
+            stack_id = stacks[stack_id]["parent_id"]
+        return out  # leaf first
+
+    want = defaultdict(list)
+    for sid, sym, mod in sql(path, "SELECT c.id, s.value, m.value FROM SAMPLING_CALLCHAINS c "
+                                   "LEFT JOIN StringIds s ON s.id = c.symbol LEFT JOIN "
+                                   "StringIds m ON m.id = c.module ORDER BY c.id, c.stackDepth"):
+        want[sid].append((sym, mod))
+    samples = sql(path, "SELECT id, start, (globalTid >> 24) & 16777215, globalTid & 16777215 "
+                        "FROM COMPOSITE_EVENTS ORDER BY id")
+    assert ev.num_rows == len(samples)
+    got = list(zip(ev["ts_ns"].to_pylist(), ev["pid"].to_pylist(), ev["tid"].to_pylist(),
+                   ev["stack_id"].to_pylist(), ev["name"].cast(pa.string()).to_pylist(),
+                   strict=True))
+    for (sid, start, pid, tid), (ts, p, t, stack, leaf) in zip(samples, got, strict=True):
+        assert (ts, p, t) == (start, pid, tid)
+        assert path_of(stack) == want[sid]
+        assert leaf == want[sid][0][0]
+    # Shared frames: far fewer call sites than frames listed in all samples.
+    assert trace.stacks.num_rows < sum(len(v) for v in want.values())

@@ -15,6 +15,7 @@ import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
+from tracekit.plugins.nsys import samples as samples_mod
 from tracekit.plugins.nsys import tables as T
 from tracekit.plugins.nsys.db import ExportDatabase, decode_pid, decode_tid
 
@@ -103,6 +104,17 @@ class NsysReader(tracekit.Reader):
             columns, carriers = T.runtime(db)
             add(T.RUNTIME, columns, len(columns["ts_ns"]))
             out.note(T.RUNTIME, "not needed: backtrace row repeating an API call", carriers)
+        if samples_mod.SAMPLES in db.tables:
+            if progress:
+                progress.phase("reading CPU samples")
+            columns, stacks, frames = samples_mod.samples(db)
+            add(samples_mod.SAMPLES, columns, len(columns["ts_ns"]))
+            out.add_table("stacks", stacks)
+            out.add_table("frames", frames)
+            if samples_mod.CALLCHAINS in db.tables:
+                out.note(samples_mod.CALLCHAINS, "call stacks of the samples",
+                         db.count(samples_mod.CALLCHAINS))
+                done.add(samples_mod.CALLCHAINS)
         if T.NVTX in db.tables:
             columns, counts = T.nvtx(db)
             add(T.NVTX, columns, counts["ranges"] + counts["marks"])

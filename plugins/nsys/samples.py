@@ -1,0 +1,92 @@
+"""CPU samples: COMPOSITE_EVENTS + SAMPLING_CALLCHAINS to cpu.sample rows sharing one
+call-site tree (stacks) and one frame table, built level by level with numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.plugins.nsys.db import ExportDatabase, col, decode_pid, decode_tid, numeric_json
+
+SAMPLES = "COMPOSITE_EVENTS"
+CALLCHAINS = "SAMPLING_CALLCHAINS"
+
+
+def samples(db: ExportDatabase) -> tuple[dict, pa.Table, pa.Table]:
+    """Return (event columns, stacks table, frames table).
+
+    In SAMPLING_CALLCHAINS ``stackDepth`` 0 is the leaf (the function executing); the root is
+    the deepest entry. Equal paths from the root share stack ids, so a million samples share
+    their frames.
+    """
+    ev = db.arrow(f"SELECT * FROM {SAMPLES} ORDER BY id")
+    chain = db.arrow(f"SELECT id, symbol, module, stackDepth FROM {CALLCHAINS}"
+                     if CALLCHAINS in db.tables else "SELECT 0 AS id, 0 AS symbol, "
+                     "0 AS module, 0 AS stackDepth WHERE 0")
+    sample_id = col(ev, "id").to_numpy(zero_copy_only=False)
+    ids = col(chain, "id").to_numpy(zero_copy_only=False)
+    depth = col(chain, "stackDepth").to_numpy(zero_copy_only=False)
+    symbol = col(chain, "symbol").to_numpy(zero_copy_only=False)
+    module = col(chain, "module").to_numpy(zero_copy_only=False)
+    # Frames: distinct (symbol, module) pairs.
+    pairs, frame_of_row = np.unique(np.stack([symbol, module]), axis=1, return_inverse=True)
+    frame_of_row = frame_of_row.reshape(-1)
+    frames = pa.table({
+        "frame_id": np.arange(pairs.shape[1], dtype=np.int64),
+        "name": pc.fill_null(db.names(pa.array(pairs[0])).cast(pa.string()), "[unknown]"),
+        "module": db.names(pa.array(pairs[1])).cast(pa.string()),
+    })
+    # Order each sample's frames root first: by id, then depth descending.
+    order = np.lexsort((-depth, ids))
+    ids_o, frame_o = ids[order], frame_of_row[order]
+    starts = np.flatnonzero(np.r_[True, ids_o[1:] != ids_o[:-1]]) if len(ids_o) else \
+        np.array([], dtype=np.int64)
+    level = np.arange(len(ids_o)) - np.repeat(starts, np.diff(np.r_[starts, len(ids_o)]))
+    # Walk down the levels: a call site is (parent call site, frame).
+    parent_of_row = np.full(len(ids_o), -1, dtype=np.int64)
+    stack_of_row = np.empty(len(ids_o), dtype=np.int64)
+    stack_parent, stack_frame = [], []
+    next_id = 0
+    for k in range(int(level.max(initial=-1)) + 1):
+        rows = np.flatnonzero(level == k)
+        if k:
+            parent_of_row[rows] = stack_of_row[rows - 1]
+        keys, inverse = np.unique(np.stack([parent_of_row[rows], frame_o[rows]]), axis=1,
+                                  return_inverse=True)
+        stack_of_row[rows] = next_id + inverse.reshape(-1)
+        stack_parent.append(keys[0])
+        stack_frame.append(keys[1])
+        next_id += keys.shape[1]
+    parent = np.concatenate(stack_parent) if stack_parent else np.array([], dtype=np.int64)
+    stacks = pa.table({
+        "stack_id": np.arange(next_id, dtype=np.int64),
+        "parent_id": pa.array(parent, mask=parent < 0),
+        "frame_id": np.concatenate(stack_frame) if stack_frame else np.array([], np.int64),
+    })
+    # Each sample's stack is the one of its leaf (its last row, root first).
+    leaf_rows = np.r_[starts[1:] - 1, len(ids_o) - 1] if len(starts) else starts
+    pos = np.searchsorted(ids_o[starts], sample_id) if len(starts) else \
+        np.zeros(len(sample_id), dtype=np.int64)
+    pos = np.clip(pos, 0, max(len(starts) - 1, 0))
+    has_chain = (ids_o[starts][pos] == sample_id) if len(starts) else \
+        np.zeros(len(sample_id), dtype=bool)
+    leaf = stack_of_row[leaf_rows][pos] if len(starts) else np.zeros(len(sample_id), np.int64)
+    leaf_frame = frame_o[leaf_rows][pos] if len(starts) else np.zeros(len(sample_id), np.int64)
+    frame_names = frames["name"].combine_chunks()
+    name = pa.DictionaryArray.from_arrays(pa.array(np.where(has_chain, leaf_frame, 0)
+                                                   .astype(np.int32), mask=~has_chain),
+                                          frame_names if len(frame_names) else
+                                          pa.array([""], pa.string()))
+    gtid = col(ev, "globalTid")
+    n = ev.num_rows
+    out = {
+        "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), ["sample"]),
+        "category": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                                   ["cpu.sample"]),
+        "name": pc.fill_null(name.cast(pa.string()), "[no call stack]").dictionary_encode(),
+        "ts_ns": col(ev, "start"), "pid": decode_pid(gtid), "tid": decode_tid(gtid),
+        "value": pa.array(np.ones(n)), "stack_id": pa.array(leaf, mask=~has_chain),
+        "args": numeric_json({c: col(ev, c) for c in ("cpu", "threadState", "cpuCycles")
+                              if c in ev.column_names}),
+    }
+    return out, stacks, frames
