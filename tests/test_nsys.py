@@ -369,3 +369,28 @@ def test_cpu_samples_with_their_call_stacks(name, registry):
         assert leaf == want[sid][0][0]
     # Shared frames: far fewer call sites than frames listed in all samples.
     assert trace.stacks.num_rows < sum(len(v) for v in want.values())
+
+
+def test_gpu_memory_usage_events_give_instants_and_running_totals(tmp_path, registry):
+    path = _export(tmp_path, strings=[(1, "x")])
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INT, globalPid INT, "
+                "deviceId INT, contextId INT, address INT, pc INT, bytes INT, memKind INT, "
+                "memoryOperationType INT, name TEXT, correlationId INT)")
+    rows = [(10, _gtid(5, 0), 0, 1, 100, 0, 1000, 2, 0, None, 1),
+            (20, _gtid(5, 0), 1, 1, 200, 0, 64, 2, 0, None, 2),
+            (30, _gtid(5, 0), 0, 1, 300, 0, 500, 2, 0, None, 3),
+            (40, _gtid(5, 0), 0, 1, 100, 0, 1000, 2, 1, None, 4)]
+    con.executemany("INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    rows)
+    con.commit()
+    con.close()
+    ev = tracekit.read(path, registry=registry).events
+    inst = ev.filter(pc.equal(ev["kind"].cast(pa.string()), "instant"))
+    assert inst["bytes"].to_pylist() == [1000, 64, 500, -1000]
+    cnt = ev.filter(pc.equal(ev["kind"].cast(pa.string()), "counter"))
+    got = list(zip(cnt["name"].cast(pa.string()).to_pylist(), cnt["ts_ns"].to_pylist(),
+                   cnt["value"].to_pylist(), strict=True))
+    assert sorted(got, key=lambda r: r[1]) == [
+        ("GPU 0 memory allocated", 10, 1000.0), ("GPU 1 memory allocated", 20, 64.0),
+        ("GPU 0 memory allocated", 30, 1500.0), ("GPU 0 memory allocated", 40, 500.0)]

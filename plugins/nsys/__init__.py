@@ -104,6 +104,12 @@ class NsysReader(tracekit.Reader):
             columns, carriers = T.runtime(db)
             add(T.RUNTIME, columns, len(columns["ts_ns"]))
             out.note(T.RUNTIME, "not needed: backtrace row repeating an API call", carriers)
+        if T.MEMORY_USAGE in db.tables and db.count(T.MEMORY_USAGE):
+            instants, counters = T.memory_usage(db)
+            add(T.MEMORY_USAGE, instants, len(instants["ts_ns"]))
+            out.add_events(counters)
+            out.note("derived from " + T.MEMORY_USAGE, "counter rows (memory allocated)",
+                     len(counters["ts_ns"]))
         if samples_mod.SAMPLES in db.tables:
             if progress:
                 progress.phase("reading CPU samples")

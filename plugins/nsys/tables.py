@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.plugins.nsys.db import (
@@ -234,3 +235,43 @@ def _pretty_kind(name: str | None) -> str | None:
     if not name:
         return name
     return name.rsplit("_KIND_", 1)[-1].replace("_", " ").title()
+
+
+MEMORY_USAGE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+
+
+def memory_usage(db: ExportDatabase) -> tuple[Columns, Columns]:
+    """CUDA_GPU_MEMORY_USAGE_EVENTS: each allocation or free as a host.memory instant (bytes
+    negative for a free), and a running 'GPU n memory allocated' counter per process and
+    device, summed in time order."""
+    t = db.arrow(f"SELECT * FROM {MEMORY_USAGE} ORDER BY start")
+    n = t.num_rows
+    operation = col(t, "memoryOperationType")  # 0 allocation, 1 deallocation (nsys enum)
+    free = pc.fill_null(pc.equal(operation, 1), False)
+    size = col(t, "bytes")
+    signed = pc.if_else(free, pc.negate(size), size)
+    pid = decode_pid(col(t, "globalPid"))
+    device = col(t, "deviceId")
+    name = pc.if_else(free, "cudaFree (memory usage)", "cudaMalloc (memory usage)")
+    instants = {"kind": _constant(n, "instant"), "category": _constant(n, "host.memory"),
+                "name": name.dictionary_encode(), "ts_ns": col(t, "start"), "pid": pid,
+                "bytes": signed, "correlation": col(t, "correlationId"),
+                "args": numeric_json({c: col(t, c) for c in ("deviceId", "contextId",
+                                                             "address", "memKind")
+                                      if c in t.column_names})}
+    # Running total per (pid, device): cumulative sum within each group, in time order.
+    keys = np.stack([pid.fill_null(-1).to_numpy(zero_copy_only=False),
+                     device.fill_null(-1).to_numpy(zero_copy_only=False)])
+    order = np.lexsort((np.arange(n), keys[1], keys[0]))
+    values = signed.fill_null(0).to_numpy(zero_copy_only=False)[order]
+    group_start = np.r_[True, np.any(keys[:, order][:, 1:] != keys[:, order][:, :-1], axis=0)] \
+        if n else np.array([], dtype=bool)
+    running = np.cumsum(values)
+    offsets = np.maximum.accumulate(np.where(group_start, running - values, 0)) if n else running
+    total = np.empty(n, dtype=np.float64)
+    total[order] = running - offsets
+    labels = pa.array([f"GPU {d} memory allocated" for d in keys[1]], type=pa.string())
+    counters = {"kind": _constant(n, "counter"), "category": _constant(n, "counter.memory"),
+                "name": labels.dictionary_encode(), "ts_ns": col(t, "start"), "pid": pid,
+                "value": pa.array(total)}
+    return instants, counters
