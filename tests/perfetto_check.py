@@ -31,6 +31,7 @@ class Decoded:
     tracks: dict[int, pb.TrackDescriptor] = field(default_factory=dict)
     slices: list[Slice] = field(default_factory=list)
     instants: list[tuple[int, str, int]] = field(default_factory=list)
+    samples: list[tuple[int, int, int, list[str]]] = field(default_factory=list)
     counters: list[tuple[int, int, float]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
 
@@ -70,6 +71,9 @@ def decode_and_check(path: str | Path) -> Decoded:
     ann_names: dict[int, dict[int, str]] = defaultdict(dict)
     cleared: set[int] = set()
     events = []
+    functions: dict[int, dict[int, str]] = defaultdict(dict)
+    frames: dict[int, dict[int, int]] = defaultdict(dict)
+    callstacks: dict[int, dict[int, list[int]]] = defaultdict(dict)
     for i, p in enumerate(trace.packet):
         seq = p.trusted_packet_sequence_id
         if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
@@ -88,6 +92,25 @@ def decode_and_check(path: str | Path) -> Decoded:
                 cats[seq][e.iid] = e.name
             for e in p.interned_data.debug_annotation_names:
                 ann_names[seq][e.iid] = e.name
+            for e in p.interned_data.function_names:
+                functions[seq][e.iid] = e.str.decode()
+            for e in p.interned_data.frames:
+                if e.function_name_id not in functions[seq]:
+                    v.append(f"packet {i}: frame {e.iid} names an undefined function")
+                frames[seq][e.iid] = e.function_name_id
+            for e in p.interned_data.callstacks:
+                if any(f not in frames[seq] for f in e.frame_ids):
+                    v.append(f"packet {i}: callstack {e.iid} uses an undefined frame")
+                callstacks[seq][e.iid] = list(e.frame_ids)
+        if p.HasField("perf_sample"):
+            s = p.perf_sample
+            if not p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE:
+                v.append(f"packet {i}: sample uses interned data without the flag")
+            if s.callstack_iid not in callstacks[seq]:
+                v.append(f"packet {i}: callstack iid {s.callstack_iid} not interned")
+            names = [functions[seq].get(frames[seq].get(f), "?")
+                     for f in callstacks[seq].get(s.callstack_iid, [])]
+            out.samples.append((p.timestamp, s.pid, s.tid, names))
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             if d.uuid == 0:

@@ -81,6 +81,7 @@ def test_every_export_reads_with_counts_equal_to_sql(name, registry, tmp_path):
     kinds = Counter(trace.events["kind"].cast(pa.string()).to_pylist())
     assert len(decoded.slices) == kinds["slice"]
     assert len(decoded.instants) == kinds["instant"]
+    assert len(decoded.samples) == kinds["sample"]
 
 
 def test_cloverleaf_kernels_memcpys_flows_and_summary(registry, tmp_path):
@@ -394,3 +395,20 @@ def test_gpu_memory_usage_events_give_instants_and_running_totals(tmp_path, regi
     assert sorted(got, key=lambda r: r[1]) == [
         ("GPU 0 memory allocated", 10, 1000.0), ("GPU 1 memory allocated", 20, 64.0),
         ("GPU 0 memory allocated", 30, 1500.0), ("GPU 0 memory allocated", 40, 500.0)]
+
+
+
+def test_cpu_samples_in_perfetto_with_their_stacks(registry, tmp_path):
+    path = shared_path("nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")
+    tracekit.write(tracekit.read(path, registry=registry), tmp_path / "s.pftrace",
+                   registry=registry)
+    decoded = decode_and_check(tmp_path / "s.pftrace")
+    assert decoded.violations == []
+    want = defaultdict(list)
+    for sid, sym in sql(path, "SELECT c.id, s.value FROM SAMPLING_CALLCHAINS c JOIN StringIds s "
+                              "ON s.id = c.symbol ORDER BY c.id, c.stackDepth DESC"):
+        want[sid].append(sym)  # root first, as Perfetto's callstacks list frames
+    rows = sql(path, "SELECT start, (globalTid >> 24) & 16777215, globalTid & 16777215, id "
+                     "FROM COMPOSITE_EVENTS WHERE id IN (SELECT id FROM SAMPLING_CALLCHAINS)")
+    expected = sorted((ts, pid, tid, want[sid]) for ts, pid, tid, sid in rows)
+    assert sorted(decoded.samples) == expected

@@ -109,7 +109,7 @@ def test_untimed_rows_and_samples_are_counted_not_dropped(tmp_path, registry):
     result = tracekit.write(b.build(), tmp_path / "a.pftrace", registry=registry)
     assert result.written["slices"] == 1
     assert dict(result.skipped) == {"untimed aggregate rows (no timestamp)": 1,
-                                    "CPU samples (call stacks are not written yet)": 1}
+                                    "CPU samples without a call stack": 1}
 
 
 def test_options_turn_off_args_and_flows(tmp_path, registry):

@@ -12,6 +12,7 @@ import tracekit
 from tracekit.model import Trace
 from tracekit.plugins.perfetto.annotations import AnnotationEncoder
 from tracekit.plugins.perfetto.lanes import nest_slices
+from tracekit.plugins.perfetto.samples import sample_packets
 from tracekit.plugins.perfetto.tracks import plan_tracks
 from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message
 
@@ -64,6 +65,11 @@ class PerfettoWriter(tracekit.Writer):
             stream.write(_encode_chunk(packets, lo, hi, events, args, flows, annotations))
             if progress:
                 progress.update(hi, len(packets.ts))
+        samples = events.filter(pc.equal(events["kind"].cast(pa.string()), "sample"))
+        if samples.num_rows:
+            for chunk in sample_packets(trace, samples):
+                stream.write(chunk)
+            result.written["CPU samples"] = samples.num_rows
         result.written["tracks"] = len(plan.uuids) + len(plan._lanes)
         if flows[0] is not None:
             result.written["flow endpoints"] = int(
@@ -76,7 +82,8 @@ class PerfettoWriter(tracekit.Writer):
         checks = [
             (pc.is_null(events["ts_ns"]), "untimed aggregate rows (no timestamp)"),
             (pc.less(pc.fill_null(events["ts_ns"], 0), 0), "negative timestamps"),
-            (pc.equal(kind, "sample"), "CPU samples (call stacks are not written yet)"),
+            (pc.and_(pc.equal(kind, "sample"), pc.is_null(events["stack_id"])),
+             "CPU samples without a call stack"),
             (pc.and_(pc.equal(kind, "counter"), pc.is_null(events["value"])),
              "counter rows without a value"),
         ]
