@@ -116,8 +116,11 @@ def convert(
         return
     written = ", ".join(f"{n:,} {what}" for what, n in result.written.items()) or "nothing"
     _say(quiet, f"wrote {output} in {time.monotonic() - started:.1f}s: {written}")
-    for (source, kind, outcome), n in sorted(trace.log.skipped().items()):
-        _say(quiet, f"warning: {source}: {n:,} {kind} records {outcome}")
+    for (source, kind, outcome), n in sorted(trace.log.notices().items()):
+        if outcome.startswith("warning"):
+            _say(quiet, f"warning: {source}: {kind}: {outcome.removeprefix('warning: ')}")
+        else:
+            _say(quiet, f"warning: {source}: {n:,} {kind} records {outcome}")
     for reason, n in sorted(result.skipped.items()):
         _say(quiet, f"warning: {n:,} events not written: {reason}")
 

@@ -63,6 +63,11 @@ class ReadLog:
         """Return the counts of records that were not represented at all."""
         return {k: v for k, v in self.outcomes.items() if k[2].startswith("skipped")}
 
+    def notices(self) -> dict[tuple[str, str, str], int]:
+        """Counts a user must be told about: skipped records and reader warnings."""
+        return {k: v for k, v in self.outcomes.items()
+                if k[2].startswith(("skipped", "warning"))}
+
     def merge(self, other: ReadLog) -> None:
         """Add ``other``'s counts to this log."""
         self.outcomes.update(other.outcomes)

@@ -412,3 +412,21 @@ def test_cpu_samples_in_perfetto_with_their_stacks(registry, tmp_path):
                      "FROM COMPOSITE_EVENTS WHERE id IN (SELECT id FROM SAMPLING_CALLCHAINS)")
     expected = sorted((ts, pid, tid, want[sid]) for ts, pid, tid, sid in rows)
     assert sorted(decoded.samples) == expected
+
+
+def test_newer_schema_reads_what_it_can_and_warns_once(tmp_path):
+    strings = [(1, "k")]
+    path = _export(tmp_path, kernels=[(0, 5, 0, 1, 1, _gtid(1, 0), 1, 1)], strings=strings)
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
+    con.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '4.0.0')")
+    con.commit()
+    con.close()
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "tracekit", "convert", str(path), "-o",
+                           str(tmp_path / "o.pftrace")], capture_output=True, text=True)
+    assert proc.returncode == 0
+    warnings = [line for line in proc.stderr.splitlines() if "newer than" in line]
+    assert len(warnings) == 1 and "4.0.0" in warnings[0]
+    assert "1 slices" in proc.stderr

@@ -177,8 +177,9 @@ class NsysReader(tracekit.Reader):
                 break
         version = meta.get("schema_version")
         if version and int(str(version).split(".")[0]) > KNOWN_SCHEMA_MAJOR:
-            out.note("export schema", f"newer than this reader knows ({version}): read what "
-                     "matches", 1)
+            out.note("export schema", f"warning: version {version} is newer than this reader "
+                     f"knows ({KNOWN_SCHEMA_MAJOR}.x); reading the tables and columns it "
+                     "recognises", 1)
         epoch = None
         if "TARGET_INFO_SESSION_START_TIME" in db.tables:
             rows = db.scalar_rows("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
