@@ -48,6 +48,17 @@ def measure(code: str, *args: str) -> tuple[float, float]:
     return float(out[0]), float(out[1]) / 1024
 
 
+def print_results(results: dict[str, tuple[float, float]], baseline: str, n: int,
+                  rate: str) -> None:
+    """Print seconds, rate and peak RSS per step, with ratios to the baseline step."""
+    base_s, base_rss = results[baseline]
+    print(f"{'step':<32} {'seconds':>8} {rate:>12} {'x baseline':>10} "
+          f"{'peak RSS MiB':>12} {'x baseline':>10}")
+    for label, (sec, rss) in results.items():
+        print(f"{label:<32} {sec:8.2f} {n / sec:12,.0f} {sec / base_s:10.1f} "
+              f"{rss:12,.0f} {rss / base_rss:10.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,12 +84,7 @@ def main() -> None:
                                 str(Path(tmp) / "out.json.gz"))
                         for _ in range(a.repeat)), key=lambda r: r[0])
             results[label] = best
-        base_s, base_rss = results["orjson.loads (baseline)"]
-        print(f"{'step':<30} {'seconds':>8} {'events/s':>12} {'x baseline':>10} "
-              f"{'peak RSS MiB':>12} {'x baseline':>10}")
-        for label, (sec, rss) in results.items():
-            print(f"{label:<30} {sec:8.2f} {n / sec:12,.0f} {sec / base_s:10.1f} "
-                  f"{rss:12,.0f} {rss / base_rss:10.1f}")
+        print_results(results, "orjson.loads (baseline)", n, "events/s")
         if a.json:
             a.json.write_text(json.dumps({"events": n, "input_mib": size_mb, "results": {
                 k: {"seconds": s, "peak_rss_mib": r} for k, (s, r) in results.items()}},

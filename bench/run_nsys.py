@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=5_000_000)
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
-    from run import measure
+    from run import measure, print_results
     from scale_nsys import scale
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -46,12 +46,7 @@ def main() -> None:
               f"scaled from {a.source.name}")
         results = {label: measure(code, str(db), str(Path(tmp) / "out.pftrace"))
                    for label, code in STEPS.items()}
-        base_s, base_rss = results["sqlite3 SELECT * (baseline)"]
-        print(f"{'step':<30} {'seconds':>8} {'rows/s':>12} {'x baseline':>10} "
-              f"{'peak RSS MiB':>12} {'x baseline':>10}")
-        for label, (sec, rss) in results.items():
-            print(f"{label:<30} {sec:8.2f} {n / sec:12,.0f} {sec / base_s:10.1f} "
-                  f"{rss:12,.0f} {rss / base_rss:10.1f}")
+        print_results(results, "sqlite3 SELECT * (baseline)", n, "rows/s")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,20 +95,29 @@ def split_options(pairs: Sequence[str], components: Sequence[type[Any]]) -> list
     return routed
 
 
+def _resolve(registry: Registry, kind: str, format: str | type[Any] | None,
+             default: Callable[[], type[Any]]) -> type[Any]:
+    """A component class from a name, a class, or (None) the default lookup."""
+    if format is None:
+        return default()
+    if isinstance(format, str):
+        return registry.get(kind, format)
+    return format
+
+
+def _options(cls: type[Any], options: Iterable[str] | Any) -> Any:
+    """Options given as an Options instance, or as key=value strings to parse."""
+    return options if dataclasses.is_dataclass(options) else parse_options(cls, options)
+
+
 def read_one(path: str | Path, *, format: str | type[Reader] | None = None,
              options: Iterable[str] | Any = (), registry: Registry | None = None,
              progress: Progress = NO_PROGRESS) -> Trace:
     """Read one input file into a Trace."""
     registry = registry or default_registry()
     source = Source(path)
-    if format is None:
-        reader_cls = detect_format(source, registry)
-    elif isinstance(format, str):
-        reader_cls = registry.get("reader", format)
-    else:
-        reader_cls = format
-    opts = options if dataclasses.is_dataclass(options) else parse_options(reader_cls, options)
-    reader = reader_cls(opts)
+    reader_cls = _resolve(registry, "reader", format, lambda: detect_format(source, registry))
+    reader = reader_cls(_options(reader_cls, options))
     out = TraceBuilder(source.name, reader_cls.name)
     out.progress = progress  # type: ignore[attr-defined]
     try:
@@ -167,14 +176,8 @@ def write(trace: Trace, path: str | Path, *, format: str | type[Writer] | None =
           progress: Progress = NO_PROGRESS) -> WriteResult:
     """Write ``trace`` to ``path`` atomically; return what was written and skipped."""
     registry = registry or default_registry()
-    if format is None:
-        writer_cls = writer_for_path(path, registry)
-    elif isinstance(format, str):
-        writer_cls = registry.get("writer", format)
-    else:
-        writer_cls = format
-    opts = options if dataclasses.is_dataclass(options) else parse_options(writer_cls, options)
-    writer = writer_cls(opts)
+    writer_cls = _resolve(registry, "writer", format, lambda: writer_for_path(path, registry))
+    writer = writer_cls(_options(writer_cls, options))
     writer.progress = progress  # type: ignore[attr-defined]
     try:
         if isinstance(writer, DirectoryWriter):
