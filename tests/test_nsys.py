@@ -430,3 +430,33 @@ def test_newer_schema_reads_what_it_can_and_warns_once(tmp_path):
     warnings = [line for line in proc.stderr.splitlines() if "newer than" in line]
     assert len(warnings) == 1 and "4.0.0" in warnings[0]
     assert "1 slices" in proc.stderr
+
+
+def test_kernel_starting_before_its_launch_returns(tmp_path, registry):
+    strings = [(1, "k"), (2, "cudaLaunchKernel_v7000")]
+    kernels = [(100, 300, 0, 7, 9, _gtid(3, 0), 1, 1)]
+    runtime = [(90, 150, 0, _gtid(3, 3), 9, 2)]  # the kernel starts at 100, the call ends at 150
+    path = _export(tmp_path, kernels=kernels, runtime=runtime, strings=strings)
+    tracekit.write(tracekit.read(path, registry=registry), tmp_path / "o.pftrace",
+                   registry=registry)
+    decoded = decode_and_check(tmp_path / "o.pftrace")
+    assert decoded.violations == []
+    flows = {s.category: s.flows for s in decoded.slices}
+    assert flows["gpu.kernel"] == flows["api.runtime"] != []
+
+
+def test_start_end_range_ending_on_another_thread(tmp_path, registry):
+    path = _export(tmp_path, strings=[(1, "x")])
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, "
+                "globalTid INT, endGlobalTid INT, textId INT)")
+    con.execute("INSERT INTO NVTX_EVENTS VALUES (10, 50, 60, 'load', ?, ?, NULL)",
+                (_gtid(4, 4), _gtid(4, 9)))
+    con.commit()
+    con.close()
+    trace = tracekit.read(path, registry=registry)
+    row = trace.events.to_pylist()[0]
+    assert (row["name"], row["ts_ns"], row["dur_ns"], row["pid"], row["tid"]) == \
+        ("load", 10, 40, 4, 4)
+    import json
+    assert json.loads(row["args"])["endGlobalTid"] == _gtid(4, 9)
