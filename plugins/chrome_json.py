@@ -10,7 +10,6 @@ keep their nanoseconds.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -19,6 +18,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
+from tracekit.links import launch_links
 from tracekit.model import Trace
 
 # tracekit category -> Kineto cat; others are written as the tracekit category itself.
@@ -79,12 +79,13 @@ class ChromeJsonWriter(tracekit.Writer):
     def _chunks(self, trace: Trace, ev: pa.Table, base: int, device_pid: dict[Any, int],
                 result: tracekit.WriteResult) -> Any:
         yield [orjson.dumps(m) for m in _metadata_events(trace, device_pid)]
-        flows = _flows(ev) if self.options.flows else {}
+        flows = _Flows(ev) if self.options.flows else None
         for lo in range(0, ev.num_rows, _CHUNK):
             part = ev.slice(lo, _CHUNK)
             out = []
             for i, row in enumerate(part.to_pylist()):
-                out.extend(self._event(row, base, device_pid, flows.get(lo + i, ()), result))
+                ends = flows.at(lo + i) if flows is not None else ()
+                out.extend(self._event(row, base, device_pid, ends, result))
             yield [orjson.dumps(e) for e in out]
 
     def _event(self, row: dict[str, Any], base: int, device_pid: dict[Any, int],
@@ -164,39 +165,42 @@ def _metadata_events(trace: Trace, device_pid: dict[Any, int]) -> list[dict[str,
     return out
 
 
-def _flows(ev: pa.Table) -> dict[int, tuple[tuple[str, str, int], ...]]:
-    """Row -> flow endpoints to write after it: ac2g from launch to device work (id: the
-    correlation), fwdbwd between rows sharing flow_id (the earliest starts it)."""
-    out: dict[int, list[tuple[str, str, int]]] = {}
-    src = ev["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
-    pid = ev["pid"].fill_null(-1).to_numpy()
-    corr = ev["correlation"]
-    on_device = ev["device"].is_valid().to_numpy(zero_copy_only=False)
-    slices = pc.equal(ev["kind"].cast(pa.string()), "slice").to_numpy(zero_copy_only=False)
-    valid = corr.is_valid().to_numpy(zero_copy_only=False) & slices
-    c = corr.fill_null(0).to_numpy()
-    host_keys = Counter(zip(src[valid & ~on_device], pid[valid & ~on_device],
-                            c[valid & ~on_device], strict=True))
-    dev_keys = set(zip(src[valid & on_device], pid[valid & on_device], c[valid & on_device],
-                       strict=True))
-    for i in np.flatnonzero(valid):
-        key = (src[i], pid[i], c[i])
-        if key in dev_keys and host_keys.get(key) == 1:
-            out.setdefault(int(i), []).append(("f" if on_device[i] else "s", "ac2g", int(c[i])))
-    fid = ev["flow_id"]
-    fvalid = fid.is_valid().to_numpy(zero_copy_only=False) & slices
-    if fvalid.any():
-        ts = ev["ts_ns"].to_numpy()
-        rows = np.flatnonzero(fvalid)
-        ids = fid.fill_null(0).to_numpy()[rows]
-        order = rows[np.lexsort((ts[rows], ids, src[rows]))]
-        prev = None
-        for i in order:
-            key = (src[i], ids[np.searchsorted(rows, i)])
-            out.setdefault(int(i), []).append(("s" if key != prev else "f", "fwdbwd",
-                                               int(key[1])))
-            prev = key
-    return {k: tuple(v) for k, v in out.items()}
+class _Flows:
+    """Flow endpoints per row, as columns: ``ac2g`` from a launch to its device work (id: the
+    correlation, the host call unique for its key), and ``fwdbwd`` between rows sharing
+    ``flow_id`` (the earliest one starts the flow)."""
+
+    def __init__(self, ev: pa.Table) -> None:
+        slices = pc.equal(ev["kind"].cast(pa.string()), "slice").to_numpy(zero_copy_only=False)
+        key, linked, on_device = launch_links(ev)
+        host = linked & slices & ~on_device
+        host_keys, counts = np.unique(key[host], return_counts=True)
+        unique_host = np.isin(key, host_keys[counts == 1])
+        self.launch = linked & slices & unique_host
+        self.launch_end = on_device  # "f" at the device work, "s" at the call
+        self.launch_id = ev["correlation"].fill_null(0).to_numpy()
+        fid_ok = ev["flow_id"].is_valid().to_numpy(zero_copy_only=False) & slices
+        self.fwd = fid_ok
+        self.fwd_id = ev["flow_id"].fill_null(0).to_numpy()
+        self.fwd_start = np.zeros(ev.num_rows, dtype=bool)
+        rows = np.flatnonzero(fid_ok)
+        if len(rows):
+            src = ev["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)[rows]
+            ts = ev["ts_ns"].to_numpy()[rows]
+            order = np.lexsort((ts, self.fwd_id[rows], src))
+            group = np.stack([src[order], self.fwd_id[rows][order]])
+            first = np.r_[True, np.any(group[:, 1:] != group[:, :-1], axis=0)]
+            self.fwd_start[rows[order[first]]] = True
+
+    def at(self, row: int) -> tuple[tuple[str, str, int], ...]:
+        """The flow endpoints to write after event ``row``."""
+        out = []
+        if self.launch[row]:
+            out.append(("f" if self.launch_end[row] else "s", "ac2g",
+                        int(self.launch_id[row])))
+        if self.fwd[row]:
+            out.append(("s" if self.fwd_start[row] else "f", "fwdbwd", int(self.fwd_id[row])))
+        return tuple(out)
 
 
 @tracekit.hookimpl

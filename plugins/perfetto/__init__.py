@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
+from tracekit.links import launch_links, mix64
 from tracekit.model import Trace
 from tracekit.plugins.perfetto.annotations import AnnotationEncoder
 from tracekit.plugins.perfetto.lanes import nest_slices
@@ -33,6 +34,8 @@ class _Packets:
     row: np.ndarray          # event row (for name, category, args, flows)
     with_fields: np.ndarray  # BEGIN and INSTANT carry name, category, args and flows
     value: np.ndarray        # counter value
+    name_iid: np.ndarray     # interned name and category ids (dictionary code + 1)
+    cat_iid: np.ndarray
 
 
 class PerfettoWriter(tracekit.Writer):
@@ -62,7 +65,7 @@ class PerfettoWriter(tracekit.Writer):
         args = events["args"] if self.options.args else None
         for lo in range(0, len(packets.ts), _CHUNK):
             hi = min(lo + _CHUNK, len(packets.ts))
-            stream.write(_encode_chunk(packets, lo, hi, events, args, flows, annotations))
+            stream.write(_encode_chunk(packets, lo, hi, args, flows, annotations))
             if progress:
                 progress.update(hi, len(packets.ts))
         samples = events.filter(pc.equal(events["kind"].cast(pa.string()), "sample"))
@@ -70,7 +73,7 @@ class PerfettoWriter(tracekit.Writer):
             for chunk in sample_packets(trace, samples):
                 stream.write(chunk)
             result.written["CPU samples"] = samples.num_rows
-        result.written["tracks"] = len(plan.uuids) + len(plan._lanes)
+        result.written["tracks"] = plan.track_count
         if flows[0] is not None:
             result.written["flow endpoints"] = int(
                 (flows[0] >= 0)[packets.row[packets.with_fields]].sum()
@@ -129,9 +132,13 @@ class PerfettoWriter(tracekit.Writer):
         result.written["slices"] = len(rows) // 2
         result.written["instants"] = len(instant_rows)
         result.written["counter values"] = len(counter_rows)
+        row = cat[3][order]
+        names = events["name"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+        cats = events["category"].combine_chunks().indices.to_numpy(zero_copy_only=False)
         return _Packets(ts=cat[0][order], type=cat[1][order],
-                        uuid=cat[2][order].astype(np.uint64), row=cat[3][order],
-                        with_fields=cat[4][order].astype(bool), value=value[cat[3][order]])
+                        uuid=cat[2][order].astype(np.uint64), row=row,
+                        with_fields=cat[4][order].astype(bool), value=value[row],
+                        name_iid=names[row] + 1, cat_iid=cats[row] + 1)
 
 
 def _packet(*fields: tuple[int, object]) -> bytes:
@@ -154,39 +161,19 @@ def _intern_packets(events: pa.Table, first_ts: int) -> bytes:
 
 
 def _flow_ids(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: a flow id from ``correlation`` where both a host call and device work carry
-    it, and one from ``flow_id``; -1 where none."""
-    n = events.num_rows
+    """Per row: a flow id from the launch link (see tracekit.links) and one from ``flow_id``;
+    -1 where none."""
+    key, linked, _ = launch_links(events)
+    corr_flow = np.where(linked, (key >> np.uint64(1)).astype(np.int64), -1)
     src = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
-    src = src.astype(np.uint64)
-    pid = events["pid"].fill_null(-1).to_numpy().astype(np.uint64)
-    corr_valid = events["correlation"].is_valid().to_numpy(zero_copy_only=False)
-    corr = events["correlation"].fill_null(0).to_numpy().astype(np.uint64)
-    on_device = events["device"].is_valid().to_numpy(zero_copy_only=False)
-    key = _mix(src * np.uint64(0x9E3779B97F4A7C15) ^ _mix(pid) ^ corr)
-    host_keys = key[corr_valid & ~on_device]
-    dev_keys = key[corr_valid & on_device]
-    linked = corr_valid & np.isin(key, np.intersect1d(host_keys, dev_keys))
-    corr_flow = np.where(linked, key >> np.uint64(1), np.uint64(0)).astype(np.int64)
-    corr_flow[~linked] = -1
     fid_valid = events["flow_id"].is_valid().to_numpy(zero_copy_only=False)
     fid = events["flow_id"].fill_null(0).to_numpy().astype(np.uint64)
-    other = (_mix(src ^ np.uint64(0x5851F42D4C957F2D)) ^ _mix(fid)) >> np.uint64(1)
-    other_flow = np.where(fid_valid, other.astype(np.int64), -1)
-    del n
-    return corr_flow, other_flow
+    other = (mix64(src.astype(np.uint64) ^ np.uint64(0x5851F42D4C957F2D)) ^ mix64(fid)) \
+        >> np.uint64(1)
+    return corr_flow, np.where(fid_valid, other.astype(np.int64), -1)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer: spreads ids so that flows of different sources never collide."""
-    with np.errstate(over="ignore"):
-        x = x.astype(np.uint64)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
-
-
-def _encode_chunk(p: _Packets, lo: int, hi: int, events: pa.Table, args: Any,
+def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
                   flows: tuple[Any, Any], annotations: AnnotationEncoder) -> bytes:
     n = hi - lo
     rows = p.row[lo:hi]
@@ -194,10 +181,8 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, events: pa.Table, args: Any,
     te = MessageColumns(n)
     te.varint(9, p.type[lo:hi])
     te.varint(11, p.uuid[lo:hi].view(np.int64))
-    name_iid = events["name"].combine_chunks().indices.to_numpy(zero_copy_only=False)[rows] + 1
-    cat_iid = events["category"].combine_chunks().indices.to_numpy(zero_copy_only=False)[rows] + 1
-    te.varint(3, cat_iid, present=fields)
-    te.varint(10, name_iid, present=fields)
+    te.varint(3, p.cat_iid[lo:hi], present=fields)
+    te.varint(10, p.name_iid[lo:hi], present=fields)
     is_counter = p.type[lo:hi] == _COUNTER
     te.double(44, p.value[lo:hi], present=is_counter)
     if flows[0] is not None:

@@ -63,6 +63,11 @@ class TrackPlan:
     def __post_init__(self) -> None:
         self._lanes: set[int] = set()
 
+    @property
+    def track_count(self) -> int:
+        """Tracks declared: one per key plus the overlap lanes."""
+        return len(self.uuids) + len(self._lanes)
+
 
 def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
     """Assign each row of ``events`` (a filtered view of trace.events) to a track."""
