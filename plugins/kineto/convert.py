@@ -26,7 +26,7 @@ _MEMSET_NAME = re.compile(r"Memset\s*\((\w+)\)", re.IGNORECASE)
 _AMD_NAMES = ("AMD", "Instinct", "Radeon", "gfx")
 # Columns every kind of row has while converting (a trace may hold only instants).
 _WORK_COLUMNS = {"dur_ns": pa.int64(), "correlation": pa.int64(), "_tid": pa.int64(),
-                 "_argdict": pa.int64()}
+                 "_arg_device": pa.int64(), "_arg_stream": pa.int64()}
 # Ids for string pids/tids ("Spans", "stream 7"), far below any real (even negative) OS id.
 SYNTHETIC_BASE = -(2**40)
 
@@ -190,9 +190,7 @@ class Converter:
             "correlation": _ints(_arg(args, "correlation")),
             "args": pa.array([_dumps(a) for a in args], type=pa.string()),
             "_cat_raw": pa.array(cats_raw, type=pa.string()),
-            "_argdict": pa.array(range(len(xs)), type=pa.int64()),
         })
-        self._args = args
         return self._typed_gpu_columns(table, args)
 
     def _typed_gpu_columns(self, table: pa.Table, args: list[Any]) -> pa.Table:
@@ -218,6 +216,12 @@ class Converter:
                                  pa.int64())
         copy_kind, src, dst = _copy_kinds(table["name"], cidx, n)
         cols["copy_kind"], cols["src_kind"], cols["dst_kind"] = copy_kind, src, dst
+        # The tool's own device and stream ids of device rows (see _device_columns).
+        didx = np.flatnonzero(pc.is_in(cat.cast(pa.string()), pa.array(sorted(
+            DEVICE_CATEGORIES))).to_numpy(zero_copy_only=False))
+        dargs = [args[i] for i in didx]
+        cols["_arg_device"] = _scatter(n, didx, _ints(_arg(dargs, "device")), pa.int64())
+        cols["_arg_stream"] = _scatter(n, didx, _ints(_arg(dargs, "stream")), pa.int64())
         for name, col in cols.items():
             table = table.append_column(name, col)
         return table
@@ -348,14 +352,15 @@ class Converter:
         out = self.out
         cats = [str(e.get("cat", "")).lower() for e in flows]
         ts, ok = self._times([e.get("ts") for e in flows], self.base_ns)
-        ids = _ints([e.get("id") for e in flows]).to_numpy(zero_copy_only=False)
+        ids = _ints([e.get("id") for e in flows])
+        id_ok = ids.is_valid().to_numpy(zero_copy_only=False)
+        id_arr = ids.fill_null(-1).to_numpy()
         ftab = pa.table({
             "_pid": self._ids([e.get("pid") for e in flows]),
             "_tid": self._ids([e.get("tid") for e in flows]),
             "ts_ns": pa.array(ts, mask=~ok),
             "_flow": pa.array(np.arange(len(flows), dtype=np.int64)),
-            "_fid": pa.array(np.nan_to_num(ids, nan=-1).astype(np.int64)
-                             if ids.dtype.kind == "f" else ids.astype(np.int64)),
+            "_fid": pa.array(id_arr),
             "_launch": pa.array([c in LAUNCH_FLOWS for c in cats], type=pa.bool_()),
         })
         slices = pa.table({
@@ -380,8 +385,6 @@ class Converter:
         bound[flow_idx[first]] = rows[first]
         corr_valid = table["correlation"].is_valid().to_numpy(zero_copy_only=False).copy()
         corr = table["correlation"].fill_null(0).to_numpy().copy()
-        id_arr = ids if ids.dtype.kind == "i" else np.nan_to_num(ids, nan=-1).astype(np.int64)
-        id_ok = ~np.isnan(ids) if ids.dtype.kind == "f" else np.ones(len(ids), dtype=bool)
         ok = (bound >= 0) & id_ok
         launch = np.array([c in LAUNCH_FLOWS for c in cats], dtype=bool)
         outcome = np.full(len(flows), "skipped: flow endpoint matches no slice", dtype=object)
@@ -435,15 +438,11 @@ class Converter:
         device = np.where(is_dev, pid, 0).astype(np.int64)
         stream = tid.copy()
         didx = np.flatnonzero(is_dev)
-        if len(didx) and "_argdict" in table.column_names:
-            rows = table["_argdict"].fill_null(-1).to_numpy()
-            dev_args = [self._args[int(rows[i])] if rows[i] >= 0 else None for i in didx]
-            # args.device/stream are the tool's own ids; a GPU pid can be remapped (TraceLens
-            # merges ranks as pid = rank * 1e8 + device), so the args win where present.
-            for column, key in ((stream, "stream"), (device, "device")):
-                values = _ints(_arg(dev_args, key))
-                has = values.is_valid().to_numpy(zero_copy_only=False)
-                column[didx] = np.where(has, values.fill_null(0).to_numpy(), column[didx])
+        # args.device/stream are the tool's own ids; a GPU pid can be remapped (TraceLens
+        # merges ranks as pid = rank * 1e8 + device), so the args win where present.
+        for column, key in ((stream, "_arg_stream"), (device, "_arg_device")):
+            has = table[key].is_valid().to_numpy(zero_copy_only=False)
+            column[:] = np.where(has, table[key].fill_null(0).to_numpy(), column)
         # Old traces name GPU threads "stream 7"; they arrive here as synthetic ids.
         for i in didx[stream[didx] <= SYNTHETIC_BASE]:
             m = _STREAM_TID.search(self.labels.get(int(stream[i]), ""))
@@ -468,10 +467,13 @@ class Converter:
         props = self.top.get("deviceProperties")
         vendor_hint = "amd" if any(k in self.top for k in ("roctracer_version",
                                                               "hip_runtime_version")) else None
+        named: set[int] = set()
         for p in props if isinstance(props, list) else []:
             if not isinstance(p, dict) or not isinstance(p.get("id"), int):
                 continue
             name = p.get("name")
+            if name:
+                named.add(p["id"])
             vendor = vendor_hint or ("amd" if isinstance(name, str) and any(
                 a in name for a in _AMD_NAMES) else "nvidia")
             cc = (f"{p['computeMajor']}.{p['computeMinor']}"
@@ -486,10 +488,8 @@ class Converter:
         gpu_pids = getattr(self, "gpu_pids", set())
         for dev in sorted(gpu_pids):
             label = self.process_labels.get(dev) or self.process_names.get(dev)
-            out.add_device(int(dev), kind="gpu", vendor=vendor_hint)
-            if label and not any(r.get("name") for k, r in out._rows["devices"].items()
-                                 if k == (int(dev),)):
-                out.add_device(int(dev), name=label)
+            out.add_device(int(dev), kind="gpu", vendor=vendor_hint,
+                           name=None if int(dev) in named else label)
         rank = _rank(self.top)
         host = self.top.get("host_name") if isinstance(self.top.get("host_name"), str) else None
         host_rows = table.filter(pc.is_valid(table["tid"]))
