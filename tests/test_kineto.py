@@ -248,3 +248,23 @@ def test_us_to_ns_is_exact_or_asks_for_decimals():
         us_to_ns([1712195495406752.8])
     assert us_to_ns([Decimal("1712195495406752.843")])[0].tolist() == [1712195495406752843]
     assert us_to_ns(["12.5"])[0].tolist() == [12500]
+
+
+def test_merged_ranks_keep_one_device_id_per_gpu(registry):
+    """TraceLens' merged file encodes the rank in the GPU pid (rank * 1e8 + device); kernels
+    carry args.device, GPU annotations do not: both must land on the same device id."""
+    path = shared_path("torch-trace", "hpcte-tracelens-fused", "merged_4rank_rocm_cifar100.json.gz")
+    _, events = load(path)
+    trace = tracekit.read(path, registry=registry)
+    ev = trace.events
+    want = {e["args"]["device"] for e in events
+            if e.get("ph") == "X" and "device" in (e.get("args") or {})}
+    assert set(pc.unique(ev["device"]).drop_null().to_pylist()) == want == {2, 3, 4, 5}
+    annotations = ev.filter(pc.equal(ev["category"].cast(pa.string()), "gpu.annotation"))
+    pid_to_device = {e["pid"]: e["args"]["device"] for e in events
+                     if e.get("cat") == "kernel"}
+    src = [e for e in events if e.get("cat") == "gpu_user_annotation"]
+    assert Counter(annotations["device"].to_pylist()) == Counter(
+        pid_to_device[e["pid"]] for e in src)
+    names = {r["device"]: r["name"] for r in trace.devices.to_pylist()}
+    assert names == {2: "RANK 0 - GPU", 3: "RANK 1 - GPU", 4: "RANK 2 - GPU", 5: "RANK 3 - GPU"}

@@ -443,11 +443,21 @@ class Converter:
         for column, key in ((stream, "_arg_stream"), (device, "_arg_device")):
             has = table[key].is_valid().to_numpy(zero_copy_only=False)
             column[:] = np.where(has, table[key].fill_null(0).to_numpy(), column)
+        # Rows without args.device (gpu_user_annotation) take the device that the same GPU pid
+        # maps to on the rows that have it, so one GPU never appears under two ids.
+        has_dev = table["_arg_device"].is_valid().to_numpy(zero_copy_only=False) & is_dev
+        pairs = np.unique(np.stack([pid[has_dev], device[has_dev]]), axis=1)
+        pids, counts = np.unique(pairs[0], return_counts=True)
+        unambiguous = pairs[:, np.isin(pairs[0], pids[counts == 1])]
+        fill = is_dev & ~has_dev & np.isin(pid, unambiguous[0])
+        if fill.any():
+            device[fill] = unambiguous[1][np.searchsorted(unambiguous[0], pid[fill])]
         # Old traces name GPU threads "stream 7"; they arrive here as synthetic ids.
         for i in didx[stream[didx] <= SYNTHETIC_BASE]:
             m = _STREAM_TID.search(self.labels.get(int(stream[i]), ""))
             stream[i] = int(m.group(1)) if m else stream[i]
-        self.gpu_pids = set(np.unique(pid[didx]).tolist())
+        # Each device seen, with the GPU pid whose process labels name it.
+        self.gpu_devices = dict(zip(device[didx].tolist(), pid[didx].tolist(), strict=True))
         launcher = _launching_pid(table, is_dev)
         out_pid = np.where(is_dev, launcher, pid)
         pid_valid = ~is_dev | (launcher >= 0)
@@ -485,9 +495,8 @@ class Converter:
             out.note("deviceProperties", "devices", len(props) if isinstance(props, list) else 1)
         if table is None:
             return
-        gpu_pids = getattr(self, "gpu_pids", set())
-        for dev in sorted(gpu_pids):
-            label = self.process_labels.get(dev) or self.process_names.get(dev)
+        for dev, gpu_pid in sorted(getattr(self, "gpu_devices", {}).items()):
+            label = self.process_labels.get(gpu_pid) or self.process_names.get(gpu_pid)
             out.add_device(int(dev), kind="gpu", vendor=vendor_hint,
                            name=None if int(dev) in named else label)
         rank = _rank(self.top)
