@@ -72,8 +72,8 @@ class NsysReader(tracekit.Reader):
                     "an SQLite database without StringIds"
                 raise TraceReadError(f"not an Nsight Systems export: {kind}", path=path)
             self._metadata(db, out)
-            read_tables = self._events(db, out)
-            self._side_tables(db, out, self._pids_with_events(out))
+            read_tables, pids = self._events(db, out)
+            self._side_tables(db, out, pids)
             for table in sorted(db.tables - read_tables - set(_SIDE_TABLES)):
                 if table.startswith(("ENUM_", "TARGET_INFO_", "META_DATA", "EXPORT_META",
                                      "ANALYSIS_", "sqlite_")) or table == "UnwindMethodType":
@@ -82,11 +82,14 @@ class NsysReader(tracekit.Reader):
                 if rows:
                     out.note(table, "skipped: table not read yet", rows)
 
-    def _events(self, db: ExportDatabase, out: TraceBuilder) -> set[str]:
+    def _events(self, db: ExportDatabase, out: TraceBuilder) -> tuple[set[str], set[int]]:
+        """Read the event tables; return the tables read and the pids that have events."""
         done: set[str] = set()
+        pids: set[int] = set()
 
         def add(table: str, columns: dict[str, Any], rows: int) -> None:
             out.add_events({k: v for k, v in columns.items() if v is not None})
+            pids.update(pc.unique(columns["pid"]).drop_null().to_pylist())
             out.note(table, "events", rows)
             done.add(table)
 
@@ -130,14 +133,7 @@ class NsysReader(tracekit.Reader):
                 what = labels.get(event_type)
                 out.note(T.NVTX, f"{what} (kept in args ids)" if what else
                          f"skipped: eventType {event_type} not read yet", n)
-        return done
-
-    @staticmethod
-    def _pids_with_events(out: TraceBuilder) -> set[int]:
-        pids: set[int] = set()
-        for batch in out._batches:
-            pids.update(pc.unique(batch.column("pid")).drop_null().to_pylist())
-        return pids
+        return done, pids
 
     def _side_tables(self, db: ExportDatabase, out: TraceBuilder, pids: set[int]) -> None:
         # The export names every process on the machine; keep those that have events.

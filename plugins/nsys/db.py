@@ -4,6 +4,7 @@ straight into Arrow via the ADBC SQLite driver (no Python object per row)."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from urllib.parse import quote
@@ -156,6 +157,17 @@ def numeric_json(columns: dict[str, pa.Array]) -> pa.Array:
     body = pc.binary_join_element_wise(*members, "") if len(members) > 1 else members[0]
     obj = pc.binary_join_element_wise("{", pc.utf8_slice_codeunits(body, 1), "}", "")
     return pc.if_else(pc.equal(body, ""), pa.scalar(None, pa.string()), obj)
+
+
+def table_args(table: pa.Table, names: tuple[str, ...],
+               convert: Callable[[pa.Table, str], pa.Array] | None = None) -> pa.Array | None:
+    """``args`` of the rows: a JSON object of those numeric columns in ``names`` that this
+    export has (their set varies by schema version); None when it has none of them."""
+    present = [c for c in names if c in table.column_names]
+    if not present:
+        return None
+    convert = convert or col
+    return numeric_json({c: convert(table, c) for c in present})
 
 
 def np_int(values: pa.Array, fill: int = 0) -> np.ndarray:

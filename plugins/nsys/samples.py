@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.plugins.nsys.db import ExportDatabase, col, decode_pid, decode_tid, numeric_json
+from tracekit.plugins.nsys.db import ExportDatabase, col, decode_pid, decode_tid, table_args
 
 SAMPLES = "COMPOSITE_EVENTS"
 CALLCHAINS = "SAMPLING_CALLCHAINS"
@@ -86,7 +86,6 @@ def samples(db: ExportDatabase) -> tuple[dict, pa.Table, pa.Table]:
         "name": pc.fill_null(name.cast(pa.string()), "[no call stack]").dictionary_encode(),
         "ts_ns": col(ev, "start"), "pid": decode_pid(gtid), "tid": decode_tid(gtid),
         "value": pa.array(np.ones(n)), "stack_id": pa.array(leaf, mask=~has_chain),
-        "args": numeric_json({c: col(ev, c) for c in ("cpu", "threadState", "cpuCycles")
-                              if c in ev.column_names}),
+        "args": table_args(ev, ("cpu", "threadState", "cpuCycles")),
     }
     return out, stacks, frames

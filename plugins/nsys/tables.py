@@ -14,7 +14,7 @@ from tracekit.plugins.nsys.db import (
     decode_pid,
     decode_tid,
     label_array,
-    numeric_json,
+    table_args,
     valid_id,
 )
 
@@ -76,11 +76,10 @@ def kernels(db: ExportDatabase, short_names: bool) -> Columns:
     out["registers"] = col(t, "registersPerThread", pa.int32())
     out["shared_mem_bytes"] = pc.add(pc.fill_null(col(t, "staticSharedMemory"), 0),
                                      pc.fill_null(col(t, "dynamicSharedMemory"), 0))
-    extra = [c for c in ("contextId", "greenContextId", "staticSharedMemory",
-                         "dynamicSharedMemory", "localMemoryPerThread", "localMemoryTotal",
-                         "gridId", "launchType", "cacheConfig", "sharedMemoryExecuted",
-                         "graphNodeId", "graphId") if c in t.column_names]
-    out["args"] = numeric_json({c: col(t, c) for c in extra}) if extra else None
+    out["args"] = table_args(t, ("contextId", "greenContextId", "staticSharedMemory",
+                                 "dynamicSharedMemory", "localMemoryPerThread",
+                                 "localMemoryTotal", "gridId", "launchType", "cacheConfig",
+                                 "sharedMemoryExecuted", "graphNodeId", "graphId"))
     return out
 
 
@@ -104,10 +103,8 @@ def memcpys(db: ExportDatabase) -> Columns:
     out["src_kind"] = label_array(col(t, "srcKind"), mem)
     out["dst_kind"] = label_array(col(t, "dstKind"), mem)
     out["bytes"] = col(t, "bytes")
-    extra = [c for c in ("contextId", "srcDeviceId", "dstDeviceId", "srcContextId",
-                         "dstContextId", "migrationCause", "graphNodeId", "copyCount")
-             if c in t.column_names]
-    out["args"] = numeric_json({c: col(t, c) for c in extra}) if extra else None
+    out["args"] = table_args(t, ("contextId", "srcDeviceId", "dstDeviceId", "srcContextId",
+                                 "dstContextId", "migrationCause", "graphNodeId", "copyCount"))
     return out
 
 
@@ -118,8 +115,7 @@ def memsets(db: ExportDatabase) -> Columns:
     out["name"] = _constant(t.num_rows, "[CUDA memset]")
     out["bytes"] = col(t, "bytes")
     out["dst_kind"] = label_array(col(t, "memKind"), _mem_kinds(db))
-    extra = [c for c in ("contextId", "value", "graphNodeId") if c in t.column_names]
-    out["args"] = numeric_json({c: col(t, c) for c in extra}) if extra else None
+    out["args"] = table_args(t, ("contextId", "value", "graphNodeId"))
     return out
 
 
@@ -131,8 +127,8 @@ def syncs(db: ExportDatabase) -> Columns:
     labels = {k: (enum.get(k, (None, None))[1] or v) for k, v in SYNC_TYPES.items()}
     labels.update({k: lab or name for k, (name, lab) in enum.items()})
     out["name"] = label_array(col(t, "syncType"), labels)
-    extra = [c for c in ("contextId", "eventId", "syncType") if c in t.column_names]
-    out["args"] = numeric_json({c: valid_id(col(t, c)) for c in extra}) if extra else None
+    out["args"] = table_args(t, ("contextId", "eventId", "syncType"),
+                             lambda table, c: valid_id(col(table, c)))
     return out
 
 
@@ -161,8 +157,7 @@ def runtime(db: ExportDatabase) -> tuple[Columns, int]:
            "name": pa.DictionaryArray.from_arrays(names.indices, stripped),
            "pid": decode_pid(gtid), "tid": decode_tid(gtid),
            "correlation": col(t, "correlationId"),
-           "args": numeric_json({c: col(t, c) for c in ("eventClass", "returnValue")
-                                 if c in t.column_names})}
+           "args": table_args(t, ("eventClass", "returnValue"))}
     return out, carriers
 
 
@@ -189,14 +184,13 @@ def nvtx(db: ExportDatabase) -> tuple[Columns, dict[str, int]]:
     t, name, is_mark = t.filter(keep), name.filter(keep), is_mark.filter(keep)
     gtid = col(t, "globalTid")
     timing = _timing(t)
-    members = {c: col(t, c) for c in ("eventType", "rangeId", "category", "domainId",
-                                      "color", "endGlobalTid") if c in t.column_names}
     out = {"kind": pc.if_else(is_mark, "instant", "slice").dictionary_encode(),
            "category": _constant(t.num_rows, "host.annotation"),
            "name": name.dictionary_encode(), "ts_ns": timing["ts_ns"],
            "dur_ns": pc.if_else(is_mark, pa.scalar(None, pa.int64()), timing["dur_ns"]),
            "pid": decode_pid(gtid), "tid": decode_tid(gtid),
-           "args": numeric_json(members)}
+           "args": table_args(t, ("eventType", "rangeId", "category", "domainId", "color",
+                                  "endGlobalTid"))}
     return out, counts
 
 
@@ -210,8 +204,7 @@ def osrt(db: ExportDatabase) -> Columns:
     return {"kind": _constant(n, "slice"), "category": _constant(n, "host.os"), **_timing(t),
             "name": db.names(col(t, "nameId")), "pid": decode_pid(gtid),
             "tid": decode_tid(gtid),
-            "args": numeric_json({c: col(t, c) for c in ("returnValue", "nestingLevel")
-                                  if c in t.column_names})}
+            "args": table_args(t, ("returnValue", "nestingLevel"))}
 
 
 def _copy_short(enum_name: str | None) -> str | None:
@@ -256,9 +249,7 @@ def memory_usage(db: ExportDatabase) -> tuple[Columns, Columns]:
     instants = {"kind": _constant(n, "instant"), "category": _constant(n, "host.memory"),
                 "name": name.dictionary_encode(), "ts_ns": col(t, "start"), "pid": pid,
                 "bytes": signed, "correlation": col(t, "correlationId"),
-                "args": numeric_json({c: col(t, c) for c in ("deviceId", "contextId",
-                                                             "address", "memKind")
-                                      if c in t.column_names})}
+                "args": table_args(t, ("deviceId", "contextId", "address", "memKind"))}
     # Running total per (pid, device): cumulative sum within each group, in time order.
     keys = np.stack([pid.fill_null(-1).to_numpy(zero_copy_only=False),
                      device.fill_null(-1).to_numpy(zero_copy_only=False)])
