@@ -376,7 +376,8 @@ class Converter:
         same = pc.fill_null(pc.equal(joined["_corr"], joined["_fid"]), False)
         other_id = pc.invert(pc.and_(joined["_launch"], same))
         joined = joined.append_column("_other", other_id).sort_by(
-            [("_flow", "ascending"), ("_other", "ascending"), ("_dur", "ascending")])
+            [("_flow", "ascending"), ("_other", "ascending"), ("_dur", "ascending"),
+             ("_row", "ascending")])  # the last key: independent of the join's output order
         flow_idx = joined["_flow"].to_numpy()
         rows = joined["_row"].to_numpy()
         first = np.ones(len(flow_idx), dtype=bool)
