@@ -61,6 +61,17 @@ def _ints(values: list[Any]) -> pa.Array:
         return pa.array(out, type=pa.int64())
 
 
+def _numbers(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """float64 values and a mask of which are numbers (bools and text are not)."""
+    kinds = set(map(type, values))
+    if kinds <= {int, float, type(None)}:
+        arr = pa.array(values, type=pa.float64())
+        return arr.fill_null(0).to_numpy(), arr.is_valid().to_numpy(zero_copy_only=False)
+    ok = np.array([isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+                   for v in values], dtype=bool)
+    return np.array([float(v) if k else 0.0 for v, k in zip(values, ok, strict=True)]), ok
+
+
 def _integral(v: Any) -> bool:
     if isinstance(v, str):
         return v.strip().lstrip("-").isdigit()
@@ -258,29 +269,32 @@ class Converter:
 
     def _memory_counters(self, args: list[Any], is_mem: np.ndarray, ts: np.ndarray,
                          ok: np.ndarray, pid: np.ndarray) -> pa.Table:
-        rows_name, rows_value, rows_ts, rows_pid = [], [], [], []
-        for i in np.flatnonzero(is_mem & ok):
-            a = args[i]
-            if type(a) is not dict:
-                continue
-            dev_type = a.get("Device Type")
-            label = "CPU" if dev_type in (0, None) else f"GPU {a.get('Device Id')}"
-            for key, what in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")):
-                value = a.get(key)
-                if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
-                    rows_name.append(f"{label} memory {what}")
-                    rows_value.append(float(value))
-                    rows_ts.append(ts[i])
-                    rows_pid.append(pid[i])
+        """'<device> memory allocated' and '... reserved' counter rows from [memory] events'
+        running totals, in event order (allocated, then reserved, per event)."""
+        rows = np.flatnonzero(is_mem & ok)
+        margs = [args[i] if type(args[i]) is dict else {} for i in rows]
+        places = list(zip(_arg(margs, "Device Type"), _arg(margs, "Device Id"), strict=True))
+        label = {p: "CPU" if p[0] in (0, None) else f"GPU {p[1]}" for p in set(places)}
+        names, values, valid = [], [], []
+        for key, what in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")):
+            number, has = _numbers(_arg(margs, key))
+            names.append(pa.array([f"{label[p]} memory {what}" for p in places],
+                                  type=pa.string()).to_numpy(zero_copy_only=False))
+            values.append(number)
+            valid.append(has)
+        # Interleave the two series row by row, then keep the values present.
+        keep = np.stack(valid, axis=1).ravel()
+        count = int(keep.sum())
         self.out.note("derived from [memory] events", "counter rows (allocated, reserved)",
-                      len(rows_name))
+                      count)
         return pa.table({
-            "kind": pa.array(["counter"] * len(rows_name)).dictionary_encode(),
-            "category": pa.array(["counter.memory"] * len(rows_name)).dictionary_encode(),
-            "name": pa.array(rows_name, type=pa.string()).dictionary_encode(),
-            "ts_ns": pa.array(rows_ts, type=pa.int64()),
-            "_pid": pa.array(rows_pid, type=pa.int64()),
-            "value": pa.array(rows_value, type=pa.float64()),
+            "kind": _constant(count, "counter"),
+            "category": _constant(count, "counter.memory"),
+            "name": pa.array(np.stack(names, axis=1).ravel()[keep],
+                             type=pa.string()).dictionary_encode(),
+            "ts_ns": pa.array(np.repeat(ts[rows], 2)[keep], type=pa.int64()),
+            "_pid": pa.array(np.repeat(pid[rows], 2)[keep], type=pa.int64()),
+            "value": pa.array(np.stack(values, axis=1).ravel()[keep], type=pa.float64()),
         })
 
     # -- C ---------------------------------------------------------------------------------
