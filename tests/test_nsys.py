@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import sqlite3
@@ -19,6 +20,17 @@ from tracekit.errors import FormatDetectionError, TraceReadError
 def nsys_files() -> list[str]:
     base = SHARED / "nsys-sqlite"
     return sorted(p.name for p in base.glob("*.sqlite")) if base.exists() else ["<missing>"]
+
+
+@contextlib.contextmanager
+def writable(path):
+    """A connection to build a synthetic export; committed and closed on exit."""
+    con = sqlite3.connect(path)
+    try:
+        yield con
+        con.commit()
+    finally:
+        con.close()
 
 
 def sql(path, query):
@@ -173,25 +185,23 @@ def test_schema_versions_and_session_clock(registry):
 
 def _export(tmp_path, name="x.sqlite", *, kernels=(), runtime=(), nvtx=(), strings=()):
     path = tmp_path / name
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
-    con.executemany("INSERT INTO StringIds VALUES (?, ?)", strings)
-    if kernels:
-        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, "
-                    "streamId INT, correlationId INT, globalPid INT, demangledName INT, "
-                    "shortName INT)")
-        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?)",
-                        kernels)
-    if runtime:
-        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, "
-                    "eventClass INT, globalTid INT, correlationId INT, nameId INT)")
-        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?)", runtime)
-    if nvtx:
-        con.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, "
-                    "globalTid INT, textId INT)")
-        con.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,?)", nvtx)
-    con.commit()
-    con.close()
+    with writable(path) as con:
+        con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+        con.executemany("INSERT INTO StringIds VALUES (?, ?)", strings)
+        if kernels:
+            con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, "
+                        "deviceId INT, streamId INT, correlationId INT, globalPid INT, "
+                        "demangledName INT, shortName INT)")
+            con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?)",
+                            kernels)
+        if runtime:
+            con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, "
+                        "eventClass INT, globalTid INT, correlationId INT, nameId INT)")
+            con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?)", runtime)
+        if nvtx:
+            con.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, "
+                        "globalTid INT, textId INT)")
+            con.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,?)", nvtx)
     return path
 
 
@@ -240,17 +250,13 @@ def test_export_without_cuda_tables_reads_what_is_there(tmp_path, registry):
 
 def test_not_nsys_sqlite_files(tmp_path, registry):
     nvprof = tmp_path / "nvprof.sqlite"
-    con = sqlite3.connect(nvprof)
-    con.execute("CREATE TABLE StringTable (_id_ INTEGER PRIMARY KEY, value TEXT)")
-    con.commit()
-    con.close()
+    with writable(nvprof) as con:
+        con.execute("CREATE TABLE StringTable (_id_ INTEGER PRIMARY KEY, value TEXT)")
     with pytest.raises(TraceReadError, match="not an Nsight Systems export: an nvprof export"):
         tracekit.read(nvprof, registry=registry)
     other = tmp_path / "other.sqlite"
-    con = sqlite3.connect(other)
-    con.execute("CREATE TABLE t (a INT)")
-    con.commit()
-    con.close()
+    with writable(other) as con:
+        con.execute("CREATE TABLE t (a INT)")
     with pytest.raises(TraceReadError, match="not an Nsight Systems export"):
         tracekit.read(other, registry=registry)
     corrupt = tmp_path / "corrupt.sqlite"
@@ -296,25 +302,23 @@ def test_five_digit_api_version_suffix(tmp_path, registry):
 def test_memory_kinds_use_nsys_numbering(tmp_path, registry, enum_rows):
     """0 is Pageable in nsys (CUPTI's 0 is Unknown), with or without the file's ENUM table."""
     path = _export(tmp_path, strings=[(1, "x")])
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, "
-                "streamId INT, correlationId INT, globalPid INT, bytes INT, copyKind INT, "
-                "srcKind INT, dstKind INT)")
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (0, 10, 0, 7, 1, ?, 64, 1, 0, 2)",
-                (_gtid(1, 0),))
-    if enum_rows == "name_only":
-        con.execute("CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT)")
-        con.executemany("INSERT INTO ENUM_CUDA_MEM_KIND VALUES (?, ?)",
-                        [(0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE"),
-                         (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE")])
-    elif enum_rows == "with_label":
-        con.execute("CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT, "
-                    "label TEXT)")
-        con.executemany("INSERT INTO ENUM_CUDA_MEM_KIND VALUES (?, ?, ?)",
-                        [(0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"),
-                         (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device")])
-    con.commit()
-    con.close()
+    with writable(path) as con:
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, "
+                    "streamId INT, correlationId INT, globalPid INT, bytes INT, copyKind INT, "
+                    "srcKind INT, dstKind INT)")
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES "
+                    "(0, 10, 0, 7, 1, ?, 64, 1, 0, 2)", (_gtid(1, 0),))
+        if enum_rows == "name_only":
+            con.execute("CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT)")
+            con.executemany("INSERT INTO ENUM_CUDA_MEM_KIND VALUES (?, ?)",
+                            [(0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE"),
+                             (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE")])
+        elif enum_rows == "with_label":
+            con.execute("CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT, "
+                        "label TEXT)")
+            con.executemany("INSERT INTO ENUM_CUDA_MEM_KIND VALUES (?, ?, ?)",
+                            [(0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"),
+                             (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device")])
     ev = tracekit.read(path, registry=registry).events
     src, dst = ev["src_kind"][0].as_py(), ev["dst_kind"][0].as_py()
     assert (src, dst) == ("Pageable", "Device")
@@ -374,18 +378,16 @@ def test_cpu_samples_with_their_call_stacks(name, registry):
 
 def test_gpu_memory_usage_events_give_instants_and_running_totals(tmp_path, registry):
     path = _export(tmp_path, strings=[(1, "x")])
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INT, globalPid INT, "
-                "deviceId INT, contextId INT, address INT, pc INT, bytes INT, memKind INT, "
-                "memoryOperationType INT, name TEXT, correlationId INT)")
-    rows = [(10, _gtid(5, 0), 0, 1, 100, 0, 1000, 2, 0, None, 1),
-            (20, _gtid(5, 0), 1, 1, 200, 0, 64, 2, 0, None, 2),
-            (30, _gtid(5, 0), 0, 1, 300, 0, 500, 2, 0, None, 3),
-            (40, _gtid(5, 0), 0, 1, 100, 0, 1000, 2, 1, None, 4)]
-    con.executemany("INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    rows)
-    con.commit()
-    con.close()
+    with writable(path) as con:
+        con.execute("CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INT, globalPid INT, "
+                    "deviceId INT, contextId INT, address INT, pc INT, bytes INT, memKind INT, "
+                    "memoryOperationType INT, name TEXT, correlationId INT)")
+        rows = [(10, _gtid(5, 0), 0, 1, 100, 0, 1000, 2, 0, None, 1),
+                (20, _gtid(5, 0), 1, 1, 200, 0, 64, 2, 0, None, 2),
+                (30, _gtid(5, 0), 0, 1, 300, 0, 500, 2, 0, None, 3),
+                (40, _gtid(5, 0), 0, 1, 100, 0, 1000, 2, 1, None, 4)]
+        con.executemany("INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        rows)
     ev = tracekit.read(path, registry=registry).events
     inst = ev.filter(pc.equal(ev["kind"].cast(pa.string()), "instant"))
     assert inst["bytes"].to_pylist() == [1000, 64, 500, -1000]
@@ -417,11 +419,9 @@ def test_cpu_samples_in_perfetto_with_their_stacks(registry, tmp_path):
 def test_newer_schema_reads_what_it_can_and_warns_once(tmp_path):
     strings = [(1, "k")]
     path = _export(tmp_path, kernels=[(0, 5, 0, 1, 1, _gtid(1, 0), 1, 1)], strings=strings)
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
-    con.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '4.0.0')")
-    con.commit()
-    con.close()
+    with writable(path) as con:
+        con.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
+        con.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '4.0.0')")
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, "-m", "tracekit", "convert", str(path), "-o",
@@ -447,13 +447,11 @@ def test_kernel_starting_before_its_launch_returns(tmp_path, registry):
 
 def test_start_end_range_ending_on_another_thread(tmp_path, registry):
     path = _export(tmp_path, strings=[(1, "x")])
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, "
-                "globalTid INT, endGlobalTid INT, textId INT)")
-    con.execute("INSERT INTO NVTX_EVENTS VALUES (10, 50, 60, 'load', ?, ?, NULL)",
-                (_gtid(4, 4), _gtid(4, 9)))
-    con.commit()
-    con.close()
+    with writable(path) as con:
+        con.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, "
+                    "globalTid INT, endGlobalTid INT, textId INT)")
+        con.execute("INSERT INTO NVTX_EVENTS VALUES (10, 50, 60, 'load', ?, ?, NULL)",
+                    (_gtid(4, 4), _gtid(4, 9)))
     trace = tracekit.read(path, registry=registry)
     row = trace.events.to_pylist()[0]
     assert (row["name"], row["ts_ns"], row["dur_ns"], row["pid"], row["tid"]) == \
