@@ -13,6 +13,7 @@ import typer
 import typer.core
 from tracekit import __version__
 from tracekit.errors import TracekitError
+from tracekit.options import addressed_key
 from tracekit.pipeline import (
     analyze as run_analyzers,
 )
@@ -126,23 +127,13 @@ def convert(
 
 
 def _route(pairs: list[str], reader_cls: Any, writer_cls: Any) -> tuple[list[str], list[str]]:
-    if not pairs:
-        return [], []
-    if reader_cls is None:
-        # Reader unknown until sniffing: route keys the writer does not declare to the reader.
-        writer_only = split_options([p for p in pairs if _declares(writer_cls, p)], [writer_cls])
-        return [p for p in pairs if not _declares(writer_cls, p)], writer_only[0]
-    reader_opts, writer_opts = split_options(pairs, [reader_cls, writer_cls])
-    return reader_opts, writer_opts
-
-
-def _declares(cls: Any, pair: str) -> bool:
-    import dataclasses
-
-    key = pair.partition("=")[0]
-    if key.startswith(("writer.", f"{cls.name}.")):
-        return True
-    return key.replace("-", "_") in {f.name for f in dataclasses.fields(cls.Options)}
+    if reader_cls is not None:
+        reader_opts, writer_opts = split_options(pairs, [reader_cls, writer_cls])
+        return reader_opts, writer_opts
+    # The reader is known only after sniffing: what the writer is not addressed by is the
+    # reader's (parse_options checks it against the reader found).
+    to_writer = [p for p in pairs if addressed_key(writer_cls, p.partition("=")[0])]
+    return [p for p in pairs if p not in to_writer], split_options(to_writer, [writer_cls])[0]
 
 
 class OutputFormat(StrEnum):

@@ -13,8 +13,23 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+def addressed_key(component: type, key: str) -> tuple[str, bool] | None:
+    """Which option of ``component`` a key names, and whether it named the component.
+
+    ``reader.limit``, ``kineto.limit`` (kind or name) and plain ``limit`` all address the
+    ``limit`` option of the kineto reader; a prefix of another component returns None, and so
+    does a plain key that the component does not declare.
+    """
+    prefix, dot, bare = key.partition(".")
+    if dot:
+        return (bare, True) if prefix in (component.kind, component.name) else None
+    declared = {f.name for f in dataclasses.fields(component.Options)}
+    return (key, False) if key.replace("-", "_") in declared else None
+
+
 def parse_options(component: type, pairs: Iterable[str], *, label: str | None = None) -> Any:
-    """Build ``component.Options`` from ``key=value`` strings (hyphens in keys allowed)."""
+    """Build ``component.Options`` from ``key=value`` strings (hyphens in keys allowed; a
+    ``kind.`` or ``name.`` prefix naming this component is allowed too)."""
     options_cls = component.Options
     label = label or f"{component.kind} '{component.name}'"
     fields = {f.name: f for f in dataclasses.fields(options_cls)}
@@ -22,7 +37,9 @@ def parse_options(component: type, pairs: Iterable[str], *, label: str | None = 
     values: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
-        key = key.strip().replace("-", "_")
+        key = key.strip()
+        addressed = addressed_key(component, key)
+        key = (addressed[0] if addressed else key).replace("-", "_")
         if not sep:
             raise OptionError(f"{label}: option '{pair}' is not of the form key=value")
         if key not in fields:

@@ -22,7 +22,7 @@ from tracekit.errors import (
 from tracekit.inputs import Source
 from tracekit.interfaces import Analyzer, DirectoryWriter, Reader, Writer, WriteResult
 from tracekit.model import Trace, concat_traces
-from tracekit.options import parse_options
+from tracekit.options import addressed_key, parse_options
 from tracekit.progress import NO_PROGRESS, Progress
 from tracekit.registry import Registry, load_registry
 from tracekit.report import Report
@@ -76,14 +76,13 @@ def split_options(pairs: Sequence[str], components: Sequence[type[Any]]) -> list
     routed: list[list[str]] = [[] for _ in components]
     for pair in pairs:
         key, _, value = pair.partition("=")
-        prefix, dot, bare = key.partition(".")
-        targets = [i for i, c in enumerate(components) if dot and prefix in (c.kind, c.name)]
-        if targets:
-            key = bare
-        else:
-            norm = key.replace("-", "_")
-            targets = [i for i, c in enumerate(components)
-                       if norm in {f.name for f in dataclasses.fields(c.Options)}]
+        addressed = [(i, a) for i, c in enumerate(components)
+                     if (a := addressed_key(c, key)) is not None]
+        explicit = [(i, a) for i, a in addressed if a[1]]
+        chosen = explicit or addressed
+        targets = [i for i, _ in chosen]
+        if chosen:
+            key = chosen[0][1][0]
         if not targets:
             valid = sorted({f"{c.kind}.{f.name}" for c in components
                             for f in dataclasses.fields(c.Options)})

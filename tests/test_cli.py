@@ -127,3 +127,12 @@ def test_reader_and_writer_options_are_routed(tmp_path):
 def test_quiet_prints_nothing(tmp_path):
     proc = run("convert", str(CPU_TRACE), "-o", str(tmp_path / "o.pftrace"), "--quiet")
     assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == ""
+
+
+@pytest.mark.parametrize("key", ["reader.memory_counters", "kineto.memory_counters"])
+def test_prefixed_reader_option_with_a_detected_reader(tmp_path, key):
+    """The documented reader.key=value form works when the reader is found by sniffing."""
+    proc = run("convert", str(CPU_TRACE), "-o", str(tmp_path / "o.pftrace"), "-O",
+               f"{key}=false", "-O", "writer.args=false")
+    assert proc.returncode == 0, proc.stderr
+    assert "0 counter values" in proc.stderr
