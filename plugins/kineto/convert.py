@@ -468,9 +468,13 @@ class Converter:
         if fill.any():
             device[fill] = unambiguous[1][np.searchsorted(unambiguous[0], pid[fill])]
         # Old traces name GPU threads "stream 7"; they arrive here as synthetic ids.
-        for i in didx[stream[didx] <= SYNTHETIC_BASE]:
-            m = _STREAM_TID.search(self.labels.get(int(stream[i]), ""))
-            stream[i] = int(m.group(1)) if m else stream[i]
+        named = didx[stream[didx] <= SYNTHETIC_BASE]
+        ids = np.unique(stream[named])
+        parsed = [_STREAM_TID.search(self.labels.get(int(i), "")) for i in ids]
+        numbers = np.array([int(m.group(1)) if m else i for m, i in zip(parsed, ids,
+                                                                         strict=True)],
+                           dtype=np.int64)
+        stream[named] = numbers[np.searchsorted(ids, stream[named])]
         # Each device seen, with the GPU pid whose process labels name it.
         self.gpu_devices = dict(zip(device[didx].tolist(), pid[didx].tolist(), strict=True))
         launcher = _launching_pid(table, is_dev)
