@@ -1,0 +1,109 @@
+"""Interval arithmetic on numpy arrays of half-open ``[start, end)`` ns intervals.
+
+Analyzers measure time as unions: a GPU is busy while any stream runs something, and an
+interval counted for compute is not counted again for a copy it overlaps. Every function here
+is vectorized (sorting and prefix sums), so a million kernels cost a few sorts, not a loop.
+
+A *set* is a pair ``(starts, ends)`` of sorted, disjoint, non-empty intervals, as
+:func:`union` returns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+IntervalSet = tuple[np.ndarray, np.ndarray]
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+def empty() -> IntervalSet:
+    """The empty set."""
+    return _EMPTY, _EMPTY
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> IntervalSet:
+    """Merge intervals into a set; zero-length intervals are dropped, touching ones joined."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if not len(s):
+        return empty()
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    first = np.flatnonzero(np.r_[True, s[1:] > reach[:-1]])
+    last = np.r_[first[1:] - 1, len(s) - 1]
+    return s[first], reach[last]
+
+
+def total(interval_set: IntervalSet) -> int:
+    """Total length of a set."""
+    s, e = interval_set
+    return int(np.sum(e - s)) if len(s) else 0
+
+
+def gaps(interval_set: IntervalSet) -> IntervalSet:
+    """The holes between consecutive intervals of a set (nothing before or after it)."""
+    s, e = interval_set
+    return e[:-1], s[1:]
+
+
+def covered(points: np.ndarray, interval_set: IntervalSet) -> np.ndarray:
+    """For each point, whether a set covers it."""
+    s, e = interval_set
+    if not len(s):
+        return np.zeros(len(points), dtype=bool)
+    i = np.searchsorted(s, points, side="right") - 1
+    return (i >= 0) & (e[np.maximum(i, 0)] > points)
+
+
+def covered_before(points: np.ndarray, interval_set: IntervalSet) -> np.ndarray:
+    """For each point t, how much of the set lies before t (a non-decreasing function)."""
+    s, e = interval_set
+    points = np.asarray(points, dtype=np.int64)
+    if not len(s):
+        return np.zeros(len(points), dtype=np.int64)
+    prefix = np.r_[0, np.cumsum(e - s)]
+    i = np.searchsorted(s, points, side="right") - 1
+    inside = np.clip(points - s[np.maximum(i, 0)], 0, (e - s)[np.maximum(i, 0)])
+    return np.where(i >= 0, prefix[np.maximum(i, 0)] + inside, 0)
+
+
+def covered_within(lo: np.ndarray, hi: np.ndarray, interval_set: IntervalSet) -> np.ndarray:
+    """For each window ``[lo, hi)``, how much of it the set covers."""
+    return covered_before(hi, interval_set) - covered_before(lo, interval_set)
+
+
+def segments(*sets: IntervalSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut the time the sets span into elementary segments.
+
+    Returns ``(lo, hi, mask)``: within each segment ``[lo, hi)`` membership is constant, and
+    bit ``k`` of ``mask`` says whether ``sets[k]`` covers it. Segments covered by no set are
+    included (mask 0), so ``hi - lo`` sums to the whole span.
+    """
+    points = np.unique(np.concatenate([np.r_[s, e] for s, e in sets] or [_EMPTY]))
+    lo, hi = points[:-1], points[1:]
+    mask = np.zeros(len(lo), dtype=np.int64)
+    for k, interval_set in enumerate(sets):
+        mask |= covered(lo, interval_set).astype(np.int64) << k
+    return lo, hi, mask
+
+
+def minus(a: IntervalSet, *others: IntervalSet) -> IntervalSet:
+    """The parts of ``a`` that none of ``others`` covers."""
+    if not len(a[0]):
+        return empty()
+    lo, hi, mask = segments(a, *others)
+    keep = mask == 1
+    return union(lo[keep], hi[keep])
+
+
+def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
+    """The parts covered by both sets."""
+    if not len(a[0]) or not len(b[0]):
+        return empty()
+    lo, hi, mask = segments(a, b)
+    keep = mask == 3
+    return union(lo[keep], hi[keep])
