@@ -28,7 +28,8 @@ from tracekit.pipeline import (
 from tracekit.progress import Progress
 from tracekit.report import render_text, reports_to_json
 
-DEFAULT_ANALYZERS = ["summary"]
+DEFAULT_ANALYZERS = ["bottleneck"]
+HOST_ONLY_ANALYZERS = ["summary"]
 
 
 class _Group(typer.core.TyperGroup):
@@ -145,7 +146,7 @@ class OutputFormat(StrEnum):
 def analyze(
     inputs: Inputs,
     analyzer: Annotated[list[str], typer.Option(
-        "-a", "--analyzer", help="Analyzer to run (repeatable; default: summary).")] = [],  # noqa: B006
+        "-a", "--analyzer", help="Analyzer to run (repeatable; default: bottleneck).")] = [],  # noqa: B006
     format: Annotated[OutputFormat, typer.Option("--format", "-f",
                                                  help="Report format.")] = OutputFormat.text,
     output: Annotated[Path | None, typer.Option("-o", "--output",
@@ -162,6 +163,9 @@ def analyze(
         trace = read(inputs, format=from_, registry=registry, progress=progress)
         progress.phase("analyzing")
         reports = run_analyzers(trace, names, options=option, registry=registry)
+        if not analyzer and _nothing_to_diagnose(reports):
+            # A host-only trace has no verdict to give; its summary is what there is to show.
+            reports += run_analyzers(trace, HOST_ONLY_ANALYZERS, registry=registry)
     if format is OutputFormat.json:
         data = reports_to_json(reports, [str(p) for p in inputs])
     else:
@@ -175,6 +179,10 @@ def analyze(
     with atomic_output(output) as stream:
         stream.write(data)
     _say(quiet, f"wrote {output}")
+
+
+def _nothing_to_diagnose(reports: list[Any]) -> bool:
+    return any(f.evidence.get("verdict") == "none" for r in reports for f in r.findings)
 
 
 @app.command()

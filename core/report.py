@@ -73,11 +73,16 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
         out.append(report.title)
         out.append("=" * min(len(report.title), width))
         for f in report.findings:
-            out.append(f"[{f.severity}] {f.title}")
+            out.extend(textwrap.wrap(f"[{f.severity}] {f.title}", width=width,
+                                     subsequent_indent="    "))
             if f.evidence:
-                out.append("    " + ", ".join(f"{k}: {_fmt(v)}" for k, v in f.evidence.items()))
+                evidence = ", ".join(f"{k}: {format_evidence(k, v)}"
+                                     for k, v in f.evidence.items())
+                out.extend(textwrap.wrap(evidence, width=width, initial_indent="    ",
+                                         subsequent_indent="    "))
             if f.suggestion:
-                out.append(f"    fix: {f.suggestion}")
+                out.extend(textwrap.wrap(f"fix: {f.suggestion}", width=width,
+                                         initial_indent="    ", subsequent_indent="    "))
         empty = []
         for name, table in report.tables.items():
             if table.num_rows == 0:
@@ -111,20 +116,37 @@ def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
     numeric = [not (pa.types.is_string(f.type) or pa.types.is_dictionary(f.type))
                for f in table.schema]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
-    fixed = sum(w + 2 for w, num in zip(widths, numeric, strict=True) if num) + 2
-    room = max(32, width - fixed)
+    fixed = sum(w for w, num in zip(widths, numeric, strict=True) if num) + 2 * len(heads)
+    texts = max(1, numeric.count(False))
+    room = max(32 if texts == 1 else 16, (width - fixed) // texts)
+    last = len(heads) - 1
     lines = []
     for cells in [heads, *rows]:
         parts = []
         for i, cell in enumerate(cells):
             if numeric[i]:
                 parts.append(cell.rjust(widths[i]))
-            else:
-                parts.append(cell if len(cell) <= room else cell[: room - 1] + "…")
+                continue
+            cut = cell if len(cell) <= room else cell[: room - 1] + "…"
+            # A text column before others is padded so that the columns after it line up.
+            parts.append(cut if i == last else cut.ljust(min(widths[i], room)))
         lines.append("  " + "  ".join(parts).rstrip())
     if table.num_rows > max_rows:
         lines.append(f"  ... {table.num_rows - max_rows} more rows (use --format json for all)")
     return "\n".join(lines)
+
+
+def format_evidence(key: str, v: Any) -> str:
+    """An evidence value by the unit its key names: ``*_ns`` as a duration, ``*bytes`` as a
+    size, ``*_pct`` as a percentage; anything else as it is."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if key.endswith("_ns"):
+            return format_ns(v)
+        if key.endswith("bytes"):
+            return format_bytes(v)
+        if key.endswith("_pct"):
+            return f"{v:g}%"
+    return _fmt(v)
 
 
 def _fmt_unit(v: Any, unit: str) -> str:

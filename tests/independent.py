@@ -40,3 +40,71 @@ LEGACY_TO_CATEGORY = {
     "operator": "host.op", "user_annotation": "host.annotation", "trace": "host.profiler",
     "python_function": "host.python",
 }
+
+
+# Plain-Python interval arithmetic (sort and merge loops), independent of tracekit.intervals.
+
+def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Union of [start, end) intervals as sorted disjoint ones; empty ones dropped."""
+    out: list[list[int]] = []
+    for s, e in sorted(i for i in intervals if i[1] > i[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def length(intervals: list[tuple[int, int]]) -> int:
+    return sum(e - s for s, e in merge(intervals))
+
+
+def overlap_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    """Length of the intersection of two unions."""
+    total, j = 0, 0
+    a, b = merge(a), merge(b)
+    for s, e in a:
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            total += min(e, b[k][1]) - max(s, b[k][0])
+            k += 1
+    return total
+
+
+# HTA's kernel types (hta/common/types.py, as docs/analyzers/diagnosis.md quotes them).
+def hta_kernel_type(category: str, name: str) -> str:
+    low = name.lower()
+    if category in ("gpu.memcpy", "gpu.memset") or low.startswith(
+            ("memcpy", "memset", "hipmemcpy", "hipmemset", "dma")):
+        return "MEMORY"
+    if "nccl" in low or "rccl" in low or low.startswith("hccl"):
+        return "COMMUNICATION"
+    return "COMPUTATION"
+
+
+def hta_temporal_breakdown(events: list[dict[str, Any]], doc: dict[str, Any],
+                           ) -> dict[Any, dict[str, int]]:
+    """Per device: HTA's idle, compute, non-compute and kernel (span) time in ns, over the
+    kernel, memcpy and memset events of a Kineto trace."""
+    per_device: dict[Any, list[tuple[int, int, str]]] = {}
+    for e in events:
+        cat = LEGACY_TO_CATEGORY.get(str(e.get("cat")).lower())
+        if e.get("ph") != "X" or cat not in ("gpu.kernel", "gpu.memcpy", "gpu.memset"):
+            continue
+        args = e.get("args") or {}
+        device = args.get("device", e.get("pid"))
+        start = ns(doc, e["ts"])
+        end = start + int(Decimal(e.get("dur", 0)) * 1000)
+        per_device.setdefault(device, []).append(
+            (start, end, hta_kernel_type(cat, str(e.get("name", "")))))
+    result = {}
+    for device, ops in per_device.items():
+        busy = merge([(s, e) for s, e, _ in ops])
+        span = busy[-1][1] - busy[0][0]
+        idle = span - length([(s, e) for s, e, _ in ops])
+        compute = length([(s, e) for s, e, t in ops if t == "COMPUTATION"])
+        result[device] = {"span": span, "idle": idle, "compute": compute,
+                          "non_compute": span - idle - compute}
+    return result

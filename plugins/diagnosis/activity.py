@@ -1,0 +1,203 @@
+"""What the diagnosis analyzers share: GPU work per device, the host calls that launched it,
+and the host calls that block on the device. Computed once per trace, column-wise.
+
+Kernel classes follow HTA's definitions (hta/common/types.py, peers.md section 1): a kernel
+whose name contains ``nccl``/``rccl`` (or starts with ``hccl``) is communication; memcpy and
+memset rows, and kernels named like ``Memcpy``/``Memset``/``dma``, are memory; everything
+else is compute.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.links import launch_links
+from tracekit.model import Trace
+
+COMPUTE, COMMUNICATION, MEMORY = 0, 1, 2
+CLASS_NAMES = ("compute", "communication", "memory")
+
+GPU_WORK = ("gpu.kernel", "gpu.memcpy", "gpu.memset")
+API = ("api.runtime", "api.driver")
+COMM_KERNEL = r"(?i)nccl|rccl|^hccl"
+MEMORY_KERNEL = r"(?i)^(hip)?memcpy|^(hip)?memset|^dma"
+# Calls that return only when the device has caught up (nsys' cuda_api_sync and
+# cuda_memcpy_sync rules, their HIP twins, and the synchronous copies and memsets).
+SYNC_API = (r"^(cuda|hip)(Device|Stream|Event|Ctx|Thread)Synchronize"
+            r"|^cu(Ctx|Stream|Event)Synchronize"
+            r"|^(cuda|hip)Memset(2D|3D)?$"
+            r"|^hsa_signal_wait")
+SYNC_COPY_API = r"^(cuda|hip|cu)Memcpy\w*$"  # the ones without "Async" in their name
+# Framework ops that read a device value on the host, and so synchronize.
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+@dataclass
+class DeviceWork:
+    """The GPU work of one device of one input, sorted by start."""
+
+    source: str
+    source_code: int
+    device: int
+    label: str
+    start: np.ndarray
+    end: np.ndarray
+    cls: np.ndarray
+    row: np.ndarray
+    api: np.ndarray  # index into Activity.calls, -1 where no launching call is known
+
+
+@dataclass
+class HostCalls:
+    """Host API calls and synchronizing ops, one entry each."""
+
+    row: np.ndarray
+    source: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    is_sync: np.ndarray
+    is_op: np.ndarray  # a framework op (aten::item ...) rather than an API call
+    is_launch: np.ndarray
+    prev_launch_end: np.ndarray  # end of the previous launching call on the thread, or -1
+
+
+@dataclass
+class Activity:
+    """GPU work per device and host calls, with launch links between them."""
+
+    events: pa.Table
+    names: list[str]
+    devices: list[DeviceWork]
+    calls: HostCalls
+
+    @classmethod
+    def of(cls, trace: Trace) -> Activity:
+        """The activity of ``trace``, computed on first use and kept on the trace."""
+        cached = trace.__dict__.get("_diagnosis_activity")
+        if cached is None or cached.events is not trace.events:
+            cached = _build(trace)
+            trace.__dict__["_diagnosis_activity"] = cached
+        return cached
+
+    def name(self, row: int) -> str:
+        """The event name of events row ``row``."""
+        return self.names[row]
+
+
+def _strings(column: pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks().cast(pa.string()) if column.num_chunks else \
+        pa.array([], pa.string())
+
+
+def _matches(names: pa.Array, pattern: str) -> np.ndarray:
+    hit = pc.match_substring_regex(names, pattern)
+    return hit.fill_null(False).to_numpy(zero_copy_only=False)
+
+
+def _is_sync_api(names: pa.Array) -> np.ndarray:
+    sync_copy = _matches(names, SYNC_COPY_API) & ~_matches(names, "Async")
+    return _matches(names, SYNC_API) | sync_copy
+
+
+def _build(trace: Trace) -> Activity:
+    events = trace.events
+    category = _strings(events["category"])
+    names = _strings(events["name"])
+    is_slice = pc.equal(_strings(events["kind"]), "slice").to_numpy(zero_copy_only=False)
+    timed = events["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
+    ts = events["ts_ns"].fill_null(0).to_numpy()
+    end = ts + events["dur_ns"].fill_null(0).to_numpy()
+    is_work = pc.is_in(category, pa.array(GPU_WORK)).to_numpy(zero_copy_only=False)
+    is_work &= is_slice & timed & events["device"].is_valid().to_numpy(zero_copy_only=False)
+    is_kernel = pc.equal(category, "gpu.kernel").to_numpy(zero_copy_only=False)
+    cls = np.full(events.num_rows, COMPUTE, dtype=np.int8)
+    cls[~is_kernel | _matches(names, MEMORY_KERNEL)] = MEMORY
+    cls[is_kernel & _matches(names, COMM_KERNEL)] = COMMUNICATION
+
+    key, linked, on_device = launch_links(events)
+    is_api = pc.is_in(category, pa.array(API)).to_numpy(zero_copy_only=False) & ~on_device
+    is_sync_op = pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False)
+    is_call = (is_api | is_sync_op) & is_slice & timed
+    call_rows = np.flatnonzero(is_call)
+    calls = _host_calls(events, call_rows, ts, end,
+                        is_sync=(is_api & _is_sync_api(names)) | is_sync_op,
+                        is_op=is_sync_op, is_launch=is_api & linked)
+
+    # Device row -> launching call: the first call row with the same (source, pid, corr) key.
+    launch_pos = np.flatnonzero(calls.is_launch)
+    call_keys = key[calls.row[launch_pos]]
+    order = np.argsort(call_keys, kind="stable")
+    sorted_keys, sorted_pos = call_keys[order], launch_pos[order]
+
+    source_codes = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+    source_names = events["source"].combine_chunks().dictionary.to_pylist()
+    device = events["device"].fill_null(-1).to_numpy()
+    several = len(np.unique(source_codes[is_work])) > 1
+    devices = []
+    for code, dev in sorted({(int(s), int(d)) for s, d in
+                             zip(source_codes[is_work], device[is_work], strict=True)}):
+        rows = np.flatnonzero(is_work & (source_codes == code) & (device == dev))
+        rows = rows[np.argsort(ts[rows], kind="stable")]
+        api = np.full(len(rows), -1, dtype=np.int64)
+        want = linked[rows] & (len(sorted_keys) > 0)
+        if want.any():
+            k = key[rows[want]]
+            i = np.minimum(np.searchsorted(sorted_keys, k), len(sorted_keys) - 1)
+            hit = sorted_keys[i] == k
+            api[np.flatnonzero(want)[hit]] = sorted_pos[i[hit]]
+        source = source_names[code]
+        label = f"{source} GPU {dev}" if several else f"GPU {dev}"
+        devices.append(DeviceWork(source, code, dev, label, ts[rows], end[rows], cls[rows],
+                                  rows, api))
+    return Activity(events, names.to_pylist(), devices, calls)
+
+
+def _host_calls(events: pa.Table, rows: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                is_sync: np.ndarray, is_op: np.ndarray, is_launch: np.ndarray) -> HostCalls:
+    source = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)[rows]
+    pid = events["pid"].fill_null(-1).to_numpy()[rows]
+    tid = events["tid"].fill_null(-1).to_numpy()[rows]
+    start, stop = ts[rows], end[rows]
+    launch = is_launch[rows]
+    # Previous launching call on the same thread: sort launches by (thread, start).
+    prev = np.full(len(rows), -1, dtype=np.int64)
+    pos = np.flatnonzero(launch)
+    order = pos[np.lexsort((start[pos], tid[pos], pid[pos], source[pos]))]
+    same = (source[order][1:] == source[order][:-1]) & (pid[order][1:] == pid[order][:-1]) & \
+        (tid[order][1:] == tid[order][:-1])
+    prev[order[1:][same]] = stop[order[:-1][same]]
+    return HostCalls(rows, source, pid, tid, start, stop, is_sync[rows], is_op[rows], launch,
+                     prev)
+
+
+def host_reads(activity: Activity) -> int:
+    """How many times the host read a device value (``.item()`` and the like): the count of
+    ``aten::_local_scalar_dense`` ops, or of ``aten::item`` where the trace has only those."""
+    calls = activity.calls
+    names = activity.events["name"].take(pa.array(calls.row[calls.is_op])).cast(pa.string())
+    values = names.to_numpy(zero_copy_only=False)
+    return int(max((values == "aten::_local_scalar_dense").sum(), (values == "aten::item").sum()))
+
+
+def steps(trace: Trace) -> pa.Table:
+    """``ProfilerStep#N`` ranges: source, step number, start and end (ns), by start."""
+    ev = trace.events
+    names = _strings(ev["name"])
+    is_step = pc.and_(pc.starts_with(names, "ProfilerStep#"),
+                      pc.equal(_strings(ev["category"]), "host.annotation"))
+    rows = ev.filter(pc.and_(is_step, ev["ts_ns"].is_valid()))
+    numbers = [int(m.group(1)) if (m := STEP_NAME.match(n)) else -1
+               for n in _strings(rows["name"]).to_pylist()]
+    start = rows["ts_ns"].to_numpy()
+    table = pa.table({
+        "source": _strings(rows["source"]), "step": pa.array(numbers, pa.int64()),
+        "start": start, "end": start + rows["dur_ns"].fill_null(0).to_numpy()})
+    table = table.filter(pc.greater_equal(table["step"], 0))
+    return table.sort_by([("source", "ascending"), ("start", "ascending")])

@@ -1,0 +1,92 @@
+"""The ``breakdown`` analyzer: per device, where the time from first to last GPU activity went.
+
+Each instant is counted once, by priority: compute, then exposed communication, then exposed
+memory (memcpy/memset), else idle (TraceLens' gpu_timeline; HTA's temporal breakdown merges
+communication and memory into "non-compute"). Per ``ProfilerStep#N`` when the trace has them:
+the same split inside each step's host range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import tracekit
+from tracekit.model import Trace
+from tracekit.plugins.diagnosis.activity import Activity, steps
+from tracekit.plugins.diagnosis.columns import pct, table
+from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timeline
+from tracekit.report import Report
+
+PARTS = ("compute", "communication", "memory", "idle")
+LABELS = {"compute": "compute", "communication": "comm", "memory": "mem", "idle": "idle"}
+
+
+class BreakdownAnalyzer(tracekit.Analyzer):
+    """Idle, compute, communication and memory time per device and per step."""
+
+    name = "breakdown"
+    description = "per device (and step): GPU time split into compute, comm, memory, idle"
+
+    @dataclass(frozen=True)
+    class Options:
+        per_step: bool = field(default=True, metadata={
+            "help": "also split each ProfilerStep#N range, when the trace has them"})
+
+    def analyze(self, trace: Trace) -> Report:
+        report = Report(analyzer=self.name, title="GPU time breakdown")
+        timelines = [device_timeline(w) for w in Activity.of(trace).devices]
+        if not timelines:
+            report.notes.append("no GPU activity in this trace")
+        report.tables["devices"] = devices_table(timelines)
+        report.table_titles["devices"] = "Per device, first to last GPU activity"
+        if self.options.per_step:
+            report.tables["steps"] = steps_table(trace, timelines)
+            report.table_titles["steps"] = "Per step (ProfilerStep#N host ranges)"
+        return report
+
+
+def devices_table(timelines: list[DeviceTimeline], compact: bool = False) -> pa.Table:
+    """One row per device: span and each part in ns (unless ``compact``) and % of the span."""
+    cols: dict[str, list[Any]] = {k: [] for k in ("device", "span", *PARTS)}
+    for tl in timelines:
+        cols["device"].append(tl.work.label)
+        cols["span"].append(tl.span)
+        for part, ns in tl.shares().items():
+            cols[part].append(ns)
+    spec: list[tuple[str, str, str | None, Any]] = [("device", "str", None, cols["device"]),
+                                                     ("span", "int", "ns", cols["span"])]
+    if not compact:
+        spec.extend((LABELS[part], "int", "ns", cols[part]) for part in PARTS)
+    for part in PARTS:
+        spec.append((f"{LABELS[part]}_pct", "float", "%",
+                     [pct(v, s) for v, s in zip(cols[part], cols["span"], strict=True)]))
+    return table(spec)
+
+
+def steps_table(trace: Trace, timelines: list[DeviceTimeline]) -> pa.Table:
+    """One row per (step, device of the step's input)."""
+    spans = steps(trace)
+    cols: dict[str, list[Any]] = {k: [] for k in ("step", "device", "dur", *PARTS)}
+    for tl in timelines:
+        mine = spans.filter(pc.equal(spans["source"], tl.work.source))
+        if not mine.num_rows:
+            continue
+        lo, hi = mine["start"].to_numpy(), mine["end"].to_numpy()
+        parts = tl.within(lo, hi)
+        cols["step"].extend(mine["step"].to_pylist())
+        cols["device"].extend([tl.work.label] * mine.num_rows)
+        cols["dur"].extend((hi - lo).tolist())
+        for part in PARTS:
+            cols[part].extend(parts[part].tolist())
+    dur = np.asarray(cols["dur"], dtype=np.int64)
+    spec: list[tuple[str, str, str | None, Any]] = [
+        ("step", "int", None, cols["step"]), ("device", "str", None, cols["device"]),
+        ("duration", "int", "ns", cols["dur"])]
+    for part in PARTS:
+        spec.append((f"{LABELS[part]}_pct", "float", "%",
+                     [pct(v, d) for v, d in zip(cols[part], dur.tolist(), strict=True)]))
+    return table(spec)

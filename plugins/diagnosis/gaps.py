@@ -1,0 +1,227 @@
+"""The ``gaps`` analyzer: when each GPU sat idle, for how long, and what the host was doing.
+
+A gap is a hole in the union of a device's activity across all its streams (nsys' gpu_gaps
+rule, peers.md section 2: no leading or trailing gap). Each gap is attributed to a cause by
+the host call that launched the work ending it (HTA's host-wait / kernel-wait split,
+refined):
+
+- ``queued``: that work was launched before the GPU went idle, so the host was not late (a
+  cross-stream dependency or launch latency held it);
+- ``sync``: a synchronizing call (device/stream/event synchronize, a synchronous copy,
+  ``aten::item``) of the launching process returned inside the gap: the host waited for the
+  GPU to drain, then the GPU waited for the host;
+- ``launch``: the launching thread was issuing back-to-back launches (the previous launch
+  ended at most ``launch_gap_us`` earlier): launch overhead, the kernels are too short;
+- ``cpu``: the launching thread spent longer than that between launches: host work;
+- ``unknown``: the trace does not say which call launched the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import tracekit
+from tracekit import intervals as iv
+from tracekit.model import Trace
+from tracekit.plugins.diagnosis.activity import Activity
+from tracekit.plugins.diagnosis.columns import pct, table
+from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timeline
+from tracekit.report import Finding, Report, format_ns
+
+CAUSES = ("sync", "launch", "cpu", "queued", "unknown")
+SYNC, LAUNCH, CPU, QUEUED, UNKNOWN = range(5)
+BUCKETS = ((0, 10_000, "< 10µs"), (10_000, 100_000, "10–100µs"),
+           (100_000, 1_000_000, "100µs–1ms"), (1_000_000, 10_000_000, "1–10ms"),
+           (10_000_000, 2**62, "≥ 10ms"))
+HOST_CONTEXT = ("host.op", "host.annotation", "host.python", "host.os", "api.runtime",
+                "api.driver")
+
+
+@dataclass
+class Gaps:
+    """The idle gaps of one device with their causes."""
+
+    timeline: DeviceTimeline
+    lo: np.ndarray
+    hi: np.ndarray
+    cause: np.ndarray
+    call: np.ndarray  # index into Activity.calls of the launch that ended the gap, or -1
+    next_row: np.ndarray  # events row of the work that ended the gap
+
+    @property
+    def dur(self) -> np.ndarray:
+        return self.hi - self.lo
+
+    def by_cause(self) -> dict[str, int]:
+        """Idle ns per cause."""
+        return {c: int(self.dur[self.cause == i].sum()) for i, c in enumerate(CAUSES)}
+
+
+def device_gaps(activity: Activity, timeline: DeviceTimeline, launch_gap_ns: int) -> Gaps:
+    """Find and attribute the idle gaps of one device."""
+    work, calls = timeline.work, activity.calls
+    lo, hi = iv.gaps(timeline.busy)
+    first = np.searchsorted(work.start, hi, side="left")  # the work that starts at hi
+    call = work.api[first] if len(first) else np.empty(0, np.int64)
+    cause = np.full(len(lo), UNKNOWN, dtype=np.int8)
+    known = call >= 0
+    c = np.where(known, call, 0)
+    launched = calls.start[c] if len(calls.start) else np.zeros(len(lo), np.int64)
+    # Synchronizing calls of the processes that launch work on this device.
+    pids = np.unique(calls.pid[work.api[work.api >= 0]])
+    mine = calls.is_sync & (calls.source == work.source_code) & np.isin(calls.pid, pids)
+    sync_ends = np.sort(calls.end[mine])
+    synced = np.searchsorted(sync_ends, hi, "right") > np.searchsorted(sync_ends, lo, "right")
+    prev = calls.prev_launch_end[c] if len(calls.start) else np.full(len(lo), -1)
+    back_to_back = (prev >= 0) & (launched - prev <= launch_gap_ns)
+    cause[known] = np.select(
+        [launched <= lo, synced, back_to_back], [QUEUED, SYNC, LAUNCH], CPU)[known]
+    rows = work.row[first] if len(first) else np.empty(0, np.int64)
+    return Gaps(timeline, lo, hi, cause, np.where(known, call, -1), rows)
+
+
+def all_gaps(trace: Trace, launch_gap_us: float) -> list[Gaps]:
+    """The attributed gaps of every device of ``trace``."""
+    activity = Activity.of(trace)
+    return [device_gaps(activity, device_timeline(w), int(launch_gap_us * 1000))
+            for w in activity.devices]
+
+
+def host_context(trace: Trace, gaps: Gaps, index: int) -> str:
+    """What the launching thread did during one gap: its longest-overlapping host ranges."""
+    activity = Activity.of(trace)
+    call = int(gaps.call[index])
+    if call < 0:
+        return "-"
+    calls = activity.calls
+    ev = activity.events
+    lo, hi = int(gaps.lo[index]), int(gaps.hi[index])
+    same = pc.and_(pc.equal(ev["pid"], int(calls.pid[call])),
+                   pc.equal(ev["tid"], int(calls.tid[call])))
+    category = ev["category"].cast(pa.string())
+    start, end = ev["ts_ns"], pc.add(ev["ts_ns"], ev["dur_ns"])
+    mask = pc.and_(pc.and_(same, pc.is_in(category, pa.array(HOST_CONTEXT))),
+                   pc.and_(pc.less(start, hi), pc.greater(end, lo)))
+    mask = pc.and_(mask, pc.equal(ev["source"].cast(pa.string()), gaps.timeline.work.source))
+    rows = np.flatnonzero(mask.fill_null(False).to_numpy(zero_copy_only=False))
+    if not len(rows):
+        return "no recorded host activity"
+    s = ev["ts_ns"].to_numpy()[rows]
+    e = s + ev["dur_ns"].fill_null(0).to_numpy()[rows]
+    overlap = np.minimum(e, hi) - np.maximum(s, lo)
+    # Most of the gap first; among equals the shortest range, the most specific one.
+    order = np.lexsort((e - s, -overlap))[:2]
+    top, share = rows[order], overlap[order]
+    return ", ".join(f"{activity.name(int(r))} ({pct(o, hi - lo):.0f}%)"
+                     for r, o in zip(top, share, strict=True))
+
+
+class GapsAnalyzer(tracekit.Analyzer):
+    """GPU idle intervals per device: their causes, distribution and the largest ones."""
+
+    name = "gaps"
+    description = "GPU idle gaps per device: causes, distribution, largest with host context"
+
+    @dataclass(frozen=True)
+    class Options:
+        min_gap_us: float = field(default=0.0, metadata={
+            "help": "list only gaps at least this long (µs)"})
+        top: int = field(default=10, metadata={"help": "how many of the largest gaps to list"})
+        launch_gap_us: float = field(default=50.0, metadata={
+            "help": "host time between launches up to which a gap counts as launch overhead"})
+
+    def analyze(self, trace: Trace) -> Report:
+        report = Report(analyzer=self.name, title="GPU idle gaps")
+        per_device = all_gaps(trace, self.options.launch_gap_us)
+        if not per_device:
+            report.notes.append("no GPU activity in this trace")
+        report.tables["causes"] = _causes_table(per_device)
+        report.table_titles["causes"] = "Idle time by cause (% of the device's span)"
+        report.tables["distribution"] = _distribution_table(per_device)
+        report.table_titles["distribution"] = "Gap lengths"
+        report.tables["largest"] = self._largest(trace, per_device)
+        report.table_titles["largest"] = (
+            f"Largest gaps (at least {self.options.min_gap_us:g}µs; 'at': since the first "
+            "activity)")
+        report.findings.extend(gap_findings(per_device))
+        return report
+
+    def _largest(self, trace: Trace, per_device: list[Gaps]) -> pa.Table:
+        min_ns = int(self.options.min_gap_us * 1000)
+        picked = [(int(g.dur[i]), d, int(i)) for d, g in enumerate(per_device)
+                  for i in np.flatnonzero(g.dur >= max(min_ns, 1))]
+        picked.sort(key=lambda x: (-x[0], x[1], x[2]))
+        rows: dict[str, list[Any]] = {k: [] for k in
+                                      ("device", "at", "dur", "cause", "next", "host")}
+        activity = Activity.of(trace)
+        for dur, d, i in picked[: self.options.top]:
+            g = per_device[d]
+            rows["device"].append(g.timeline.work.label)
+            rows["at"].append(int(g.lo[i]) - g.timeline.start)
+            rows["dur"].append(dur)
+            rows["cause"].append(CAUSES[g.cause[i]])
+            rows["next"].append(activity.name(int(g.next_row[i])))
+            rows["host"].append(host_context(trace, g, i))
+        return table([("device", "str", None, rows["device"]), ("at", "int", "ns", rows["at"]),
+                      ("duration", "int", "ns", rows["dur"]),
+                      ("cause", "str", None, rows["cause"]),
+                      ("host_during_gap", "str", None, rows["host"]),
+                      ("next_gpu_work", "str", None, rows["next"])])
+
+
+def _causes_table(per_device: list[Gaps]) -> pa.Table:
+    cols: dict[str, list[Any]] = {k: [] for k in ("device", "cause", "count", "total", "pct")}
+    for g in per_device:
+        for i, cause in enumerate(CAUSES):
+            sel = g.cause == i
+            if not sel.any():
+                continue
+            cols["device"].append(g.timeline.work.label)
+            cols["cause"].append(cause)
+            cols["count"].append(int(sel.sum()))
+            cols["total"].append(int(g.dur[sel].sum()))
+            cols["pct"].append(pct(g.dur[sel].sum(), g.timeline.span))
+    return table([("device", "str", None, cols["device"]), ("cause", "str", None, cols["cause"]),
+                  ("count", "int", None, cols["count"]), ("total", "int", "ns", cols["total"]),
+                  ("span_pct", "float", "%", cols["pct"])])
+
+
+def _distribution_table(per_device: list[Gaps]) -> pa.Table:
+    cols: dict[str, list[Any]] = {k: [] for k in ("device", "bucket", "count", "total", "pct")}
+    for g in per_device:
+        idle = int(g.dur.sum())
+        for lo, hi, label in BUCKETS:
+            sel = (g.dur >= lo) & (g.dur < hi)
+            cols["device"].append(g.timeline.work.label)
+            cols["bucket"].append(label)
+            cols["count"].append(int(sel.sum()))
+            cols["total"].append(int(g.dur[sel].sum()))
+            cols["pct"].append(pct(g.dur[sel].sum(), idle))
+    return table([("device", "str", None, cols["device"]),
+                  ("length", "str", None, cols["bucket"]), ("count", "int", None, cols["count"]),
+                  ("total", "int", "ns", cols["total"]), ("idle_pct", "float", "%", cols["pct"])])
+
+
+def gap_findings(per_device: list[Gaps], min_idle_pct: float = 10.0) -> list[Finding]:
+    """A finding per device whose GPU is idle for a large share of its span."""
+    findings = []
+    for g in per_device:
+        span, idle = g.timeline.span, int(g.dur.sum())
+        if not span or pct(idle, span) < min_idle_pct:
+            continue
+        causes = sorted(g.by_cause().items(), key=lambda kv: -kv[1])
+        top, top_ns = causes[0]
+        findings.append(Finding(
+            severity="warning" if pct(idle, span) < 30 else "critical",
+            title=f"{g.timeline.work.label} is idle {pct(idle, span)}% of its active span",
+            evidence={"idle_ns": idle, "span_ns": span, "gaps": len(g.lo),
+                      "largest_gap_ns": int(g.dur.max()) if len(g.dur) else 0,
+                      "top_cause": top, "top_cause_ns": top_ns},
+            suggestion=f"most idle time is '{top}' ({format_ns(top_ns)}); "
+                       "see 'tracekit analyze -a bottleneck' for the fix",
+            cost_ns=idle))
+    return findings

@@ -1,0 +1,155 @@
+"""The ``sync`` analyzer: time the host spends waiting for the device.
+
+Counts what nsys' expert rules cuda_api_sync, cuda_memcpy_sync and cuda_memcpy_async flag
+(peers.md section 2): device/stream/event synchronize calls and synchronous copies and
+memsets (CUDA, driver and HIP names), framework ops that read a device value on the host
+(``aten::item``, ``aten::_local_scalar_dense``), device-side waits (``gpu.sync`` rows), and
+asynchronous copies from pageable host memory, which the driver turns into synchronous ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import tracekit
+from tracekit.model import Trace
+from tracekit.plugins.diagnosis.activity import MEMORY, Activity, host_reads
+from tracekit.plugins.diagnosis.columns import pct, table
+from tracekit.report import Finding, Report, format_bytes, format_ns
+from tracekit.stats import grouped_stats
+
+
+@dataclass
+class PageableCopies:
+    """Copies with a pageable host side, per copy kind."""
+
+    kind: list[str]
+    count: list[int]
+    asynchronous: list[int]
+    bytes: list[int]
+    time: list[int]
+
+
+class SyncAnalyzer(tracekit.Analyzer):
+    """Synchronizing calls, device-side waits and pageable async copies."""
+
+    name = "sync"
+    description = "host time in synchronizing calls, device waits, pageable async copies"
+
+    @dataclass(frozen=True)
+    class Options:
+        min_share_pct: float = field(default=5.0, metadata={
+            "help": "report a finding when sync calls take at least this % of the wall time"})
+
+    def analyze(self, trace: Trace) -> Report:
+        activity = Activity.of(trace)
+        report = Report(analyzer=self.name, title="Synchronization")
+        wall = wall_time(trace)
+        report.tables["calls"] = _stats_table(activity, activity.calls.row[activity.calls.is_sync],
+                                              wall)
+        report.table_titles["calls"] = "Synchronizing host calls (% of the wall time)"
+        ev = trace.events
+        device_waits = np.flatnonzero(pc.equal(ev["category"].cast(pa.string()), "gpu.sync")
+                                      .to_numpy(zero_copy_only=False))
+        report.tables["device_waits"] = _stats_table(activity, device_waits, wall)
+        report.table_titles["device_waits"] = "Device-side waits (gpu.sync)"
+        copies = pageable_copies(activity)
+        report.tables["pageable"] = table([
+            ("copy_kind", "str", None, copies.kind), ("count", "int", None, copies.count),
+            ("async_calls", "int", None, copies.asynchronous),
+            ("bytes", "int", "bytes", copies.bytes), ("time", "int", "ns", copies.time)])
+        report.table_titles["pageable"] = "Copies to or from pageable host memory"
+        report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct))
+        return report
+
+
+def wall_time(trace: Trace) -> int:
+    """Sum over inputs of first event start to last event end (ns)."""
+    ev = trace.events.filter(trace.events["ts_ns"].is_valid())
+    if not ev.num_rows:
+        return 0
+    end = pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))
+    spans = pa.table({"source": ev["source"].cast(pa.string()), "ts": ev["ts_ns"], "end": end}) \
+        .group_by("source").aggregate([("ts", "min"), ("end", "max")])
+    return int(pc.sum(pc.subtract(spans["end_max"], spans["ts_min"])).as_py() or 0)
+
+
+def _stats_table(activity: Activity, rows: np.ndarray, wall: int) -> pa.Table:
+    ev = activity.events.take(pa.array(rows, pa.int64()))
+    s = grouped_stats(ev["name"], ev["dur_ns"])
+    return table([("name", "str", None, s["key"]), ("count", "int", None, s["count"]),
+                  ("total", "int", "ns", s["total"]), ("mean", "float", "ns", s["mean"]),
+                  ("max", "int", "ns", s["max"]),
+                  ("wall_pct", "float", "%", [pct(t, wall) for t in np.asarray(s["total"])])])
+
+
+def pageable_copies(activity: Activity) -> PageableCopies:
+    """Copies whose source or destination is pageable memory, per copy kind."""
+    ev = activity.events
+    src = ev["src_kind"].cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
+    dst = ev["dst_kind"].cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
+    kind = ev["copy_kind"].cast(pa.string()).fill_null("?").to_numpy(zero_copy_only=False)
+    size = ev["bytes"].fill_null(0).to_numpy()
+    dur = ev["dur_ns"].fill_null(0).to_numpy()
+    out = PageableCopies([], [], [], [], [])
+    per_kind: dict[str, list[int]] = {}
+    for work in activity.devices:
+        sel = (work.cls == MEMORY)
+        rows, api = work.row[sel], work.api[sel]
+        pageable = (src[rows] == "Pageable") | (dst[rows] == "Pageable")
+        rows, api = rows[pageable], api[pageable]
+        names = [activity.name(int(activity.calls.row[a])) if a >= 0 else "" for a in api]
+        is_async = np.array(["Async" in n for n in names], dtype=bool)
+        for k in np.unique(kind[rows]):
+            m = kind[rows] == k
+            acc = per_kind.setdefault(str(k), [0, 0, 0, 0])
+            acc[0] += int(m.sum())
+            acc[1] += int((m & is_async).sum())
+            acc[2] += int(size[rows][m].sum())
+            acc[3] += int(dur[rows][m].sum())
+    for k, (n, a, b, t) in sorted(per_kind.items(), key=lambda kv: -kv[1][3]):
+        out.kind.append(k)
+        out.count.append(n)
+        out.asynchronous.append(a)
+        out.bytes.append(b)
+        out.time.append(t)
+    return out
+
+
+def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
+                  min_share_pct: float = 5.0) -> list[Finding]:
+    """Findings for heavy synchronization and for pageable async copies."""
+    findings = []
+    calls = activity.calls
+    api = calls.is_sync & ~calls.is_op
+    api_time = int((calls.end - calls.start)[api].sum())
+    if wall and pct(api_time, wall) >= min_share_pct:
+        top = grouped_stats(activity.events["name"].take(pa.array(calls.row[api])),
+                            pa.array((calls.end - calls.start)[api]))
+        findings.append(Finding(
+            severity="warning",
+            title=f"the host waits for the GPU {pct(api_time, wall)}% of the wall time",
+            evidence={"sync_calls": int(api.sum()), "sync_ns": api_time,
+                      "wall_ns": wall, "top_call": top["key"][0] if top["key"] else "-",
+                      "host_reads": host_reads(activity)},
+            suggestion="remove per-step host reads of device values (.item(), .cpu(), "
+                       "printing a tensor) and explicit synchronize calls; keep metrics on "
+                       "the device and read them every N steps",
+            cost_ns=api_time))
+    async_pageable = sum(copies.asynchronous)
+    if async_pageable:
+        i = int(np.argmax(copies.asynchronous))
+        findings.append(Finding(
+            severity="warning",
+            title=f"{async_pageable:,} asynchronous copies use pageable host memory "
+                  "(they run synchronously)",
+            evidence={"copies": async_pageable, "bytes": sum(copies.bytes),
+                      "time_ns": sum(copies.time), "main_kind": copies.kind[i]},
+            suggestion=f"pin the host buffers ({format_bytes(sum(copies.bytes))} in "
+                       f"{format_ns(sum(copies.time))}): DataLoader(pin_memory=True) or "
+                       "tensor.pin_memory(), then .to(device, non_blocking=True)",
+            cost_ns=sum(copies.time)))
+    return findings

@@ -1,0 +1,321 @@
+"""The diagnosis analyzers (bottleneck, breakdown, gaps, sync, launch, overlap) against
+planted causes and independent computations on the real traces."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+import statistics
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import jsonschema
+import pytest
+import tracekit
+from helpers import FIXTURES, SHARED, shared_path, torch_traces
+from independent import (
+    hta_temporal_breakdown,
+    length,
+    load,
+    merge,
+    ns,
+    overlap_length,
+)
+from tracekit.cli import main
+from tracekit.report import render_text, reports_to_json
+from tracekit.schemas import report_schema
+
+SCENARIOS = FIXTURES / "scenarios"
+DIAGNOSIS = ["bottleneck", "breakdown", "gaps", "sync", "launch", "overlap"]
+
+
+def _scenarios():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_scenarios",
+                                                  SCENARIOS / "make_scenarios.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_scenarios = _scenarios()
+
+
+def report_of(path, analyzer, registry, options=()):
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), analyzer,
+                                options=options, registry=registry)
+    return report
+
+
+def rows(report, table):
+    return report.tables[table].to_pylist()
+
+
+# --- planted causes -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(make_scenarios.SCENARIOS))
+def test_committed_scenario_traces_are_what_the_generator_writes(name):
+    assert make_scenarios.path(name).read_bytes() == make_scenarios.render(name)
+
+
+@pytest.mark.parametrize("name", sorted(make_scenarios.SCENARIOS))
+def test_bottleneck_names_the_planted_cause(name, registry):
+    planted = make_scenarios.SCENARIOS[name][1]
+    report = report_of(make_scenarios.path(name), "bottleneck", registry)
+    verdict = report.findings[0]
+    assert verdict.evidence["verdict"] == planted
+    assert verdict.title.startswith(f"verdict: {planted},")
+    causes = rows(report, "causes")
+    assert causes[0]["cause"] == planted
+    # The causes split each device's span exactly.
+    assert sum(c["time"] for c in causes) == verdict.evidence["span_ns"]
+    # Findings after the verdict are ordered by what they cost.
+    costs = [f.cost_ns for f in report.findings[1:]]
+    assert costs == sorted(costs, reverse=True) and costs[0] == causes[0]["time"]
+
+
+def test_item_sync_gaps_follow_each_sync(registry):
+    """Each step's stream synchronize drains the GPU; the 3 ms of Python after it is idle."""
+    path = make_scenarios.path("item_sync")
+    report = report_of(path, "gaps", registry)
+    causes = {r["cause"]: r for r in rows(report, "causes")}
+    doc, events = load(path)
+    busy = merge([(ns(doc, e["ts"]), ns(doc, e["ts"]) + int(Decimal(e["dur"]) * 1000))
+                  for e in events if e.get("cat") in ("kernel", "gpu_memcpy")])
+    sync_ends = [ns(doc, e["ts"]) + int(Decimal(e["dur"]) * 1000)
+                 for e in events if e.get("name") == "cudaStreamSynchronize"]
+    after_sync = [b[0] - a[1] for a, b in itertools.pairwise(busy)
+                  if any(a[1] < t <= b[0] for t in sync_ends)]
+    # Five syncs; the one in the last step is followed by the trace's end, not by a gap.
+    assert len(sync_ends) == 5 and len(after_sync) == 4
+    assert (causes["sync"]["count"], causes["sync"]["total"]) == (4, sum(after_sync))
+    largest = rows(report, "largest")[0]
+    assert largest["cause"] == "sync" and "log_metrics" in largest["host_during_gap"]
+
+
+def test_cpu_data_prep_gap_shows_the_host_work(registry):
+    report = report_of(make_scenarios.path("cpu_data_prep"), "gaps", registry)
+    largest = rows(report, "largest")
+    assert {r["cause"] for r in largest[:4]} == {"cpu"}
+    assert all("aten::randn" in r["host_during_gap"] or "aten::cat" in r["host_during_gap"]
+               for r in largest[:4])
+    assert all(r["next_gpu_work"] == "Memcpy HtoD (Pinned -> Device)" for r in largest[:4])
+
+
+def test_tiny_kernels_launch_figures(registry):
+    path = make_scenarios.path("tiny_kernels")
+    report = report_of(path, "launch", registry)
+    [rates] = rows(report, "rates")
+    assert rates["tiny_pct"] == 100.0 and rates["short_pct"] == 100.0
+    # 3,000 kernels of 2 µs: 500,000 runs/s; one launch per 12 µs op.
+    assert rates["runs_per_s"] == 500_000.0
+    _, events = load(path)
+    launches = sorted(ns({}, e["ts"]) for e in events if e.get("name") == "cudaLaunchKernel")
+    window = launches[-1] - launches[0]
+    assert rates["launches_per_s"] == round((len(launches) - 1) * 1e9 / window, 1)
+    [finding] = report.findings
+    assert finding.title == ("GPU 0: 100.0% of kernels run under 10µs, launched slower than "
+                             "the GPU runs them")
+
+
+def test_pageable_copies_are_found(registry):
+    report = report_of(make_scenarios.path("pageable_h2d"), "sync", registry)
+    [row] = rows(report, "pageable")
+    assert (row["copy_kind"], row["count"], row["async_calls"], row["bytes"]) == (
+        "HtoD", 5, 5, 5 * (64 << 20))
+    assert any("pageable" in f.title for f in report.findings)
+
+
+def test_unoverlapped_allreduce_has_no_overlap(registry):
+    report = report_of(make_scenarios.path("unoverlapped_allreduce"), "overlap", registry)
+    comm = next(r for r in rows(report, "overlap") if r["kind"] == "communication")
+    assert comm["hidden_by_compute_pct"] == 0.0
+    assert comm["time"] == comm["exposed"] == 5 * 5_000_000
+
+
+# --- the real traces against independent computations -----------------------------------
+
+@pytest.mark.parametrize("rel", torch_traces())
+def test_breakdown_matches_hta_temporal_breakdown(rel, registry):
+    """Idle, compute and non-compute shares per device equal HTA's definitions, computed here
+    from the JSON with plain Python (see docs/analyzers/diagnosis.md for the choices)."""
+    path = shared_path(*rel.split("/"))
+    doc, events = load(path)
+    want = hta_temporal_breakdown(events, doc)
+    got = {r["device"]: r for r in rows(report_of(path, "breakdown", registry), "devices")}
+    assert len(got) == len(want)
+    for device, w in want.items():
+        g = got[f"GPU {device}"]
+        assert (g["span"], g["idle"], g["compute"]) == (w["span"], w["idle"], w["compute"])
+        assert g["comm"] + g["mem"] == w["non_compute"]
+        for ours, theirs in (("idle_pct", "idle"), ("compute_pct", "compute")):
+            assert abs(g[ours] - 100 * w[theirs] / w["span"]) <= 0.05
+
+
+def test_breakdown_per_step(registry):
+    path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    doc, events = load(path)
+    report = report_of(path, "breakdown", registry)
+    steps = {r["step"]: r for r in rows(report, "steps")}
+    busy = [(ns(doc, e["ts"]), ns(doc, e["ts"]) + int(Decimal(e["dur"]) * 1000))
+            for e in events if e.get("ph") == "X"
+            and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    ranges = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+              and e.get("ph") == "X"]
+    assert sorted(steps) == sorted(int(e["name"].split("#")[1]) for e in ranges)
+    for e in ranges:
+        lo = ns(doc, e["ts"])
+        hi = lo + int(Decimal(e["dur"]) * 1000)
+        inside = [(max(s, lo), min(t, hi)) for s, t in busy if t > lo and s < hi]
+        idle = (hi - lo) - length(inside)
+        row = steps[int(e["name"].split("#")[1])]
+        assert row["duration"] == hi - lo
+        assert row["idle_pct"] == round(100 * idle / (hi - lo), 1)
+
+
+def test_gaps_total_equals_independent_union(registry):
+    path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    doc, events = load(path)
+    busy = merge([(ns(doc, e["ts"]), ns(doc, e["ts"]) + int(Decimal(e["dur"]) * 1000))
+                  for e in events if e.get("ph") == "X"
+                  and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")])
+    holes = [b[0] - a[1] for a, b in itertools.pairwise(busy)]
+    report = report_of(path, "gaps", registry)
+    causes = rows(report, "causes")
+    assert sum(r["count"] for r in causes) == len(holes)
+    assert sum(r["total"] for r in causes) == sum(holes)
+    dist = rows(report, "distribution")
+    assert [r["count"] for r in dist] == [
+        sum(lo <= h < hi for h in holes)
+        for lo, hi in ((0, 10**4), (10**4, 10**5), (10**5, 10**6), (10**6, 10**7),
+                       (10**7, 2**62))]
+    assert rows(report, "largest")[0]["duration"] == max(holes)
+
+
+def test_launch_delay_matches_correlated_events(registry):
+    path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    doc, events = load(path)
+    calls = {e["args"]["correlation"]: e for e in events
+             if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"
+             and "correlation" in (e.get("args") or {})}
+    delays = []
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "kernel":
+            call = calls[e["args"]["correlation"]]
+            delays.append(ns(doc, e["ts"]) - ns(doc, call["ts"])
+                          - int(Decimal(call["dur"]) * 1000))
+    [delay] = rows(report_of(path, "launch", registry), "delay")
+    assert (delay["kernels"], delay["linked"]) == (len(delays), len(delays))
+    assert delay["median"] == statistics.median(delays)
+    assert delay["max"] == max(delays)
+    assert delay["outliers"] == sum(d > 100_000 for d in delays)
+
+
+def test_sync_calls_and_pageable_copies_match_the_json(registry):
+    path = shared_path("torch-trace", "kineto-tb_plugin", "resnet50_v100_2021.pt.trace.json.gz")
+    _, events = load(path)
+    report = report_of(path, "sync", registry)
+    sync_names = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+                  "cudaMemcpy"}
+    want = Counter(e["name"] for e in events if e.get("ph") == "X"
+                   and e.get("cat", "").lower() in ("runtime", "cuda_runtime")
+                   and e["name"] in sync_names)
+    got = {r["name"]: r["count"] for r in rows(report, "calls")}
+    assert got == dict(want)
+    pageable = [e for e in events if e.get("ph") == "X"
+                and e.get("cat", "").lower() in ("memcpy", "gpu_memcpy")
+                and "Pageable" in e["name"]]
+    got_pageable = rows(report, "pageable")
+    assert sum(r["count"] for r in got_pageable) == len(pageable) > 0
+    assert sum(r["bytes"] for r in got_pageable) == sum(e["args"]["bytes"] for e in pageable)
+
+
+def test_overlap_matches_independent_intersection(registry):
+    path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    doc, events = load(path)
+    comm, compute = [], []
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "kernel":
+            span = (ns(doc, e["ts"]), ns(doc, e["ts"]) + int(Decimal(e["dur"]) * 1000))
+            (comm if "nccl" in e["name"].lower() else compute).append(span)
+    report = report_of(path, "overlap", registry)
+    row = next(r for r in rows(report, "overlap") if r["kind"] == "communication")
+    hidden = overlap_length(comm, compute)
+    assert row["time"] == length(comm)
+    assert row["exposed"] == length(comm) - hidden
+    assert row["hidden_by_compute_pct"] == round(100 * hidden / length(comm), 1)
+
+
+def _nsys_gaps_sql(path: Path) -> dict[int, tuple[int, int]]:
+    """Per device: idle gaps (count, total ns) of kernels + copies + memsets, in SQL."""
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    ops = " UNION ALL ".join(f"SELECT deviceId, start, end FROM {t}" for t in (
+        "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+        if t in tables)
+    query = f"""
+        WITH ops AS ({ops}),
+        run AS (SELECT deviceId, start, MAX(end) OVER (PARTITION BY deviceId ORDER BY start, end
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach FROM ops)
+        SELECT deviceId, COUNT(*), SUM(start - reach) FROM run WHERE start > reach
+        GROUP BY deviceId"""
+    try:
+        return {d: (n, t) for d, n, t in con.execute(query)}
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("name", ["pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
+                                  "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite",
+                                  "mordred_nsys2021_quadro-rtx6000_report1.sqlite"])
+def test_nsys_gaps_equal_sql(name, registry):
+    path = shared_path("nsys-sqlite", name)
+    want = _nsys_gaps_sql(path)
+    report = report_of(path, "gaps", registry)
+    got: dict[int, list[int]] = {}
+    for r in rows(report, "causes"):
+        acc = got.setdefault(int(r["device"].split()[-1]), [0, 0])
+        acc[0] += r["count"]
+        acc[1] += r["total"]
+    assert {d: tuple(v) for d, v in got.items()} == {d: v for d, v in want.items() if v[0]}
+    # Cloverleaf's copies and kernels all have their launching API calls.
+    if name.startswith("pipit_cloverleaf"):
+        assert not any(r["cause"] == "unknown" for r in rows(report, "causes"))
+
+
+# --- output -----------------------------------------------------------------------------
+
+def test_analyze_defaults_to_the_verdict_in_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["analyze", str(make_scenarios.path("cpu_data_prep")), "-q"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "Bottleneck: CPU-bound (host work between launches starves the GPU)"
+    assert lines[2].startswith("[critical] verdict: cpu,")
+    assert max(len(line) for line in lines) <= 80
+
+
+@pytest.mark.parametrize("path", [
+    str(SCENARIOS / "tiny_kernels.pt.trace.json.gz"),
+    str(SHARED / "torch-trace" / "hta" / "nccl_data_rank0_a100.json.gz"),
+    str(SHARED / "nsys-sqlite" / "pipit_cloverleaf_nsys2024.5.1_a100.sqlite"),
+    str(FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz")])
+def test_every_diagnosis_report_validates_and_renders(path, registry):
+    if path.startswith(str(SHARED)):
+        shared_path(*Path(path).relative_to(SHARED).parts)
+    trace = tracekit.read(path, registry=registry)
+    reports = tracekit.analyze(trace, DIAGNOSIS, registry=registry)
+    jsonschema.validate(json.loads(reports_to_json(reports, [path])), report_schema())
+    text = render_text(reports, width=80)
+    assert text.startswith("Bottleneck: ")
+
+
+def test_host_only_trace_says_there_is_nothing_to_diagnose(registry):
+    report = report_of(FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz", "bottleneck",
+                       registry)
+    [finding] = report.findings
+    assert finding.evidence["verdict"] == "none"
+    assert "no GPU activity" in finding.title
