@@ -104,8 +104,8 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
 def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
     """Render an Arrow table as aligned columns, durations in human units (µs, ms, s).
 
-    Text columns (names) come last and are cut to what the terminal leaves, but never below
-    32 characters: a kernel name cut shorter says nothing.
+    The longest text column (names) is cut to what the terminal leaves, but never below 32
+    characters: a kernel name cut shorter says nothing.
     """
     if table.num_rows == 0:
         return "  (none)"
@@ -117,8 +117,13 @@ def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
                for f in table.schema]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
     fixed = sum(w for w, num in zip(widths, numeric, strict=True) if num) + 2 * len(heads)
-    texts = max(1, numeric.count(False))
-    room = max(32 if texts == 1 else 16, (width - fixed) // texts)
+    text_cols = [i for i, num in enumerate(numeric) if not num]
+    # Short text columns (status, device) keep their width; the longest one (the name) gets
+    # what the terminal leaves, never less than 32 characters.
+    longest = max(text_cols, key=lambda i: widths[i], default=-1)
+    share = max(16, (width - fixed) // max(1, len(text_cols)))
+    room_of = {i: min(widths[i], share) for i in text_cols if i != longest}
+    room_of[longest] = max(32, width - fixed - sum(room_of.values()))
     last = len(heads) - 1
     lines = []
     for cells in [heads, *rows]:
@@ -127,6 +132,7 @@ def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
             if numeric[i]:
                 parts.append(cell.rjust(widths[i]))
                 continue
+            room = room_of[i]
             cut = cell if len(cell) <= room else cell[: room - 1] + "…"
             # A text column before others is padded so that the columns after it line up.
             parts.append(cut if i == last else cut.ljust(min(widths[i], room)))

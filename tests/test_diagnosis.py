@@ -319,3 +319,56 @@ def test_host_only_trace_says_there_is_nothing_to_diagnose(registry):
     [finding] = report.findings
     assert finding.evidence["verdict"] == "none"
     assert "no GPU activity" in finding.title
+
+
+# --- diff -------------------------------------------------------------------------------
+
+def _kernel_totals(path):
+    _, events = load(path)
+    totals: dict[str, list[int]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "kernel":
+            acc = totals.setdefault(e["name"], [0, 0])
+            acc[0] += 1
+            acc[1] += int(Decimal(e["dur"]) * 1000)
+    return totals
+
+
+def test_diff_per_kernel_counts_and_times(registry):
+    a = shared_path("torch-trace", "hta", "sampled_rank-0.json.gz")
+    b = shared_path("torch-trace", "hta", "sampled_rank-1.json.gz")
+    [report] = tracekit.analyze(tracekit.read([a, b], registry=registry), "diff",
+                                options=["top=0"], registry=registry)
+    want_a, want_b = _kernel_totals(a), _kernel_totals(b)
+    got = {r["name"]: r for r in rows(report, "kernels")}
+    assert set(got) == set(want_a) | set(want_b)
+    for name, r in got.items():
+        ca, ta = want_a.get(name, (0, 0))
+        cb, tb = want_b.get(name, (0, 0))
+        assert (r["count_a"], r["time_a"], r["count_b"], r["time_b"], r["change"]) == (
+            ca, ta, cb, tb, tb - ta)
+        assert r["status"] == ("new" if not ca else "gone" if not cb else
+                               "same" if (ca, ta) == (cb, tb) else "changed")
+    changes = [abs(r["change"]) for r in rows(report, "kernels")]
+    assert changes == sorted(changes, reverse=True)
+    totals = {r["metric"]: r for r in rows(report, "totals")}
+    assert totals["kernel time"]["baseline"] == sum(t for _, t in want_a.values())
+    assert totals["kernel time"]["candidate"] == sum(t for _, t in want_b.values())
+
+
+def test_diff_across_vendors_matches_ops_by_name(registry):
+    a = shared_path("torch-trace", "tracelens", "h100_bert-small.json.gz")
+    b = shared_path("torch-trace", "tracelens", "mi300_bert-small.json.gz")
+    [report] = tracekit.analyze(tracekit.read([a, b], registry=registry), "diff",
+                                registry=registry)
+    ops = {r["name"]: r for r in rows(report, "ops")}
+    assert ops["aten::layer_norm"]["count_a"] == ops["aten::layer_norm"]["count_b"] == 10
+    kernel_finding = next(f for f in report.findings if f.title.startswith("GPU kernels:"))
+    assert kernel_finding.evidence["new"] == len(set(_kernel_totals(b)) - set(_kernel_totals(a)))
+
+
+def test_diff_needs_two_inputs(capsys):
+    assert main(["analyze", str(make_scenarios.path("item_sync")), "-a", "diff", "-q"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: diff compares two inputs, got 1: tracekit analyze BASELINE "
+                   "CANDIDATE -a diff"]

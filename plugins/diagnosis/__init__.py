@@ -1,5 +1,5 @@
-"""The diagnosis: what a workload is bound by (``bottleneck``), with the analyzers whose
-numbers it rests on (``breakdown``, ``gaps``, ``sync``, ``launch``, ``overlap``)."""
+"""The diagnosis: what a workload is bound by (``bottleneck``), the analyzers whose numbers
+it rests on (``breakdown``, ``gaps``, ``sync``, ``launch``, ``overlap``), and ``diff``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from typing import Any
 import tracekit
 from tracekit.plugins.diagnosis.bottleneck import BottleneckAnalyzer
 from tracekit.plugins.diagnosis.breakdown import BreakdownAnalyzer
+from tracekit.plugins.diagnosis.diff import DiffAnalyzer
 from tracekit.plugins.diagnosis.gaps import GapsAnalyzer
 from tracekit.plugins.diagnosis.launch import LaunchAnalyzer
 from tracekit.plugins.diagnosis.overlap import OverlapAnalyzer
 from tracekit.plugins.diagnosis.sync import SyncAnalyzer
 
 ANALYZERS = (BottleneckAnalyzer, BreakdownAnalyzer, GapsAnalyzer, SyncAnalyzer, LaunchAnalyzer,
-             OverlapAnalyzer)
+             OverlapAnalyzer, DiffAnalyzer)
 
 
 @tracekit.hookimpl

@@ -29,7 +29,7 @@ from tracekit import intervals as iv
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, Activity, host_reads
 from tracekit.plugins.diagnosis.breakdown import devices_table
-from tracekit.plugins.diagnosis.columns import pct, table
+from tracekit.plugins.diagnosis.columns import pct, short_name, table
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps, host_context
 from tracekit.plugins.diagnosis.launch import launch_stats
@@ -186,7 +186,7 @@ class Evidence:
         total = int(np.sum(s["total"])) if len(s["total"]) else 0
         out: dict[str, Any] = {"kernels": int(np.sum(s["count"])) if len(s["count"]) else 0}
         for i in range(min(3, len(s["key"]))):
-            out[f"top{i + 1}"] = f"{_short(s['key'][i])} ({pct(s['total'][i], total)}%)"
+            out[f"top{i + 1}"] = f"{short_name(s['key'][i])} ({pct(s['total'][i], total)}%)"
         return out
 
     def _communication(self) -> dict[str, Any]:
@@ -257,10 +257,3 @@ class Evidence:
         unknown = sum(int(g.dur[g.cause == GAP_CAUSES.index("unknown")].sum())
                       for g in self.per_device)
         return {"queued_ns": queued, "unattributed_ns": unknown}
-
-
-def _short(name: str, limit: int = 48) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "…"
-
-
-

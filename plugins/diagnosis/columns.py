@@ -24,3 +24,8 @@ def table(columns: list[tuple[str, str, str | None, Any]]) -> pa.Table:
 def pct(part: float, whole: float) -> float:
     """``part`` as a percentage of ``whole``, rounded to 0.1 (0 when whole is 0)."""
     return round(100.0 * part / whole, 1) if whole else 0.0
+
+
+def short_name(name: str, limit: int = 48) -> str:
+    """``name`` cut to ``limit`` characters (kernel names run to thousands)."""
+    return name if len(name) <= limit else name[: limit - 1] + "…"

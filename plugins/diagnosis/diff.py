@@ -1,0 +1,145 @@
+"""The ``diff`` analyzer: two traces side by side, per kernel and per framework op.
+
+``tracekit analyze BASELINE CANDIDATE -a diff``: the first input is the baseline. Like HTA's
+TraceDiff (peers.md section 1) it compares counts and total durations of CPU ops and GPU
+kernels by name and says which names are new or gone; it also compares the totals that
+decide the verdict (GPU kernel, copy and idle time). Inputs may come from different readers
+and vendors: kernel names then differ, while framework op names (``aten::mm``) still match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import tracekit
+from tracekit import intervals as iv
+from tracekit.errors import AnalysisError
+from tracekit.model import Trace
+from tracekit.plugins.diagnosis.activity import Activity
+from tracekit.plugins.diagnosis.columns import pct, short_name, table
+from tracekit.plugins.diagnosis.timeline import device_timeline
+from tracekit.report import Finding, Report, format_ns
+
+
+class DiffAnalyzer(tracekit.Analyzer):
+    """Count and time deltas per kernel and op between two inputs; new and gone names."""
+
+    name = "diff"
+    description = "two inputs: count and time deltas per kernel and op, new and gone names"
+
+    @dataclass(frozen=True)
+    class Options:
+        top: int = field(default=20, metadata={"help": "rows per table (0 = all)"})
+
+    def analyze(self, trace: Trace) -> Report:
+        sources = trace.sources
+        if len(sources) != 2:
+            raise AnalysisError(f"diff compares two inputs, got {len(sources)}: "
+                                "tracekit analyze BASELINE CANDIDATE -a diff")
+        a, b = sources
+        report = Report(analyzer=self.name, title=f"Diff: {a} → {b}")
+        report.tables["totals"] = _totals(trace, a, b)
+        report.table_titles["totals"] = "Totals (baseline, candidate, change)"
+        for key, category, title in (("kernels", "gpu.kernel", "GPU kernels"),
+                                     ("ops", "host.op", "Framework ops (host time)")):
+            per_name = _per_name(trace, category, a, b)
+            report.tables[key] = per_name.slice(0, self.options.top or None)
+            report.table_titles[key] = f"{title}, largest time change first"
+            report.findings.extend(_name_findings(per_name, title.split(" (")[0]))
+        report.findings[:0] = _total_findings(report.tables["totals"])
+        return report
+
+
+def _busy_and_span(trace: Trace, source: str) -> tuple[int, int]:
+    timelines = [device_timeline(w) for w in Activity.of(trace).devices if w.source == source]
+    return (sum(iv.total(t.busy) for t in timelines), sum(t.span for t in timelines))
+
+
+def _totals(trace: Trace, a: str, b: str) -> pa.Table:
+    ev = trace.events.filter(pc.equal(trace.events["kind"].cast(pa.string()), "slice"))
+    source = ev["source"].cast(pa.string())
+    category = ev["category"].cast(pa.string())
+    metrics: list[tuple[str, str, list[int]]] = []  # (name, unit, [baseline, candidate])
+    for label, cat in (("kernel time", "gpu.kernel"), ("memcpy time", "gpu.memcpy"),
+                       ("memset time", "gpu.memset")):
+        values = []
+        for s in (a, b):
+            rows = ev.filter(pc.and_(pc.equal(source, s), pc.equal(category, cat)))
+            values.append(int(pc.sum(rows["dur_ns"]).as_py() or 0))
+        metrics.append((label, "ns", values))
+    busy_span = [_busy_and_span(trace, s) for s in (a, b)]
+    metrics.append(("GPU active span", "ns", [s for _, s in busy_span]))
+    metrics.append(("GPU idle in span", "ns", [s - busy for busy, s in busy_span]))
+    return table([
+        ("metric", "str", None, [m for m, _, _ in metrics]),
+        ("baseline", "int", "ns", [v[0] for _, _, v in metrics]),
+        ("candidate", "int", "ns", [v[1] for _, _, v in metrics]),
+        ("change", "int", "ns", [v[1] - v[0] for _, _, v in metrics]),
+        ("change_pct", "float", "%", [pct(v[1] - v[0], v[0]) if v[0] else None
+                                      for _, _, v in metrics])])
+
+
+def _per_name(trace: Trace, category: str, a: str, b: str) -> pa.Table:
+    """Per name: count and total time in each input, the change, and new/gone/changed."""
+    ev = trace.events
+    rows = ev.filter(pc.and_(pc.equal(ev["category"].cast(pa.string()), category),
+                             pc.equal(ev["kind"].cast(pa.string()), "slice")))
+    grouped = pa.table({"source": rows["source"].cast(pa.string()),
+                        "name": rows["name"].cast(pa.string()),
+                        "dur": rows["dur_ns"].fill_null(0)}) \
+        .group_by(["source", "name"]).aggregate([("dur", "sum"), ("dur", "count")])
+    sides = []
+    for s, tag in ((a, "a"), (b, "b")):
+        side = grouped.filter(pc.equal(grouped["source"], s))
+        sides.append(pa.table({"name": side["name"], f"count_{tag}": side["dur_count"],
+                               f"time_{tag}": side["dur_sum"]}))
+    joined = sides[0].join(sides[1], "name", join_type="full outer")
+    count_a = joined["count_a"].fill_null(0).to_numpy()
+    count_b = joined["count_b"].fill_null(0).to_numpy()
+    time_a = joined["time_a"].fill_null(0).to_numpy()
+    time_b = joined["time_b"].fill_null(0).to_numpy()
+    status = np.select([count_a == 0, count_b == 0, (count_a == count_b) & (time_a == time_b)],
+                       ["new", "gone", "same"], "changed")
+    delta = time_b - time_a
+    order = np.lexsort((joined["name"].to_numpy(zero_copy_only=False), -np.abs(delta)))
+    return table([
+        ("status", "str", None, status[order]),
+        ("count_a", "int", None, count_a[order]), ("count_b", "int", None, count_b[order]),
+        ("time_a", "int", "ns", time_a[order]), ("time_b", "int", "ns", time_b[order]),
+        ("change", "int", "ns", delta[order]),
+        ("name", "str", None, joined["name"].to_numpy(zero_copy_only=False)[order])])
+
+
+def _total_findings(totals: pa.Table) -> list[Finding]:
+    rows = {r["metric"]: r for r in totals.to_pylist()}
+    kernel = rows["kernel time"]
+    if not (kernel["baseline"] or kernel["candidate"]):
+        return []
+    change = kernel["change"]
+    return [Finding(
+        severity="info" if change <= 0 else "warning",
+        title=f"GPU kernel time {'+' if change > 0 else ''}{format_ns(change)} "
+              f"({'+' if change > 0 else ''}{kernel['change_pct']}%)"
+              if kernel["baseline"] else f"GPU kernel time {format_ns(kernel['candidate'])} "
+              "(none in the baseline)",
+        evidence={"baseline_ns": kernel["baseline"], "candidate_ns": kernel["candidate"],
+                  "idle_change_ns": rows["GPU idle in span"]["change"]},
+        suggestion="" if change <= 0 else "the kernels below changed the most",
+        cost_ns=max(change, 0))]
+
+
+def _name_findings(per_name: pa.Table, what: str) -> list[Finding]:
+    status = per_name["status"].to_numpy(zero_copy_only=False)
+    new, gone = int((status == "new").sum()), int((status == "gone").sum())
+    if not (new or gone):
+        return []
+    names = per_name["name"].to_numpy(zero_copy_only=False)
+    return [Finding(
+        severity="info", title=f"{what}: {new} names new, {gone} gone",
+        evidence={"new": new, "gone": gone, "matched": int(len(status) - new - gone),
+                  "largest_new": short_name(str(names[status == "new"][0])) if new else "-",
+                  "largest_gone": short_name(str(names[status == "gone"][0])) if gone else "-"},
+        suggestion="")]
