@@ -31,6 +31,11 @@ STEPS = {
         "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2])",
     "tracekit analyze -a summary":
         "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[1]), 'summary')",
+    "tracekit analyze (bottleneck)":
+        "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[1]), 'bottleneck')",
+    "tracekit analyze, 6 diagnosis":
+        "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[1]), ['bottleneck', "
+        "'breakdown', 'gaps', 'sync', 'launch', 'overlap'])",
     "tracekit analyze, from .parquet":
         "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[3]), 'summary')",
     "tracekit convert -> .json.gz":

@@ -18,6 +18,7 @@ from tracekit.pipeline import (
     analyze as run_analyzers,
 )
 from tracekit.pipeline import (
+    annotate,
     default_registry,
     read,
     sniff,
@@ -99,6 +100,9 @@ def convert(
     to: Annotated[str | None, typer.Option("--to", help="Output format (default: from the "
                                            "output's extension).")] = None,
     option: OptionsOpt = [],  # noqa: B006 - typer reads the default
+    annotate_: Annotated[bool, typer.Option(
+        "--annotate", help="Add what the analyzers found as extra tracks (GPU idle gaps, "
+        "GPU busy %).")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Convert traces to another format (Perfetto by default for .pftrace)."""
@@ -111,6 +115,9 @@ def convert(
         progress.phase("reading")
         trace = read(inputs, format=from_, options=reader_opts, registry=registry,
                      progress=progress)
+        if annotate_:
+            progress.phase("annotating")
+            trace = annotate(trace, registry)
         progress.phase(f"writing {output.name}")
         result = write(trace, output, format=writer_cls, options=writer_opts,
                        registry=registry, progress=progress)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from tracekit.builder import TraceBuilder
     from tracekit.inputs import Source
     from tracekit.model import Trace
@@ -92,3 +93,8 @@ class Analyzer(Component):
     @abstractmethod
     def analyze(self, trace: Trace) -> Report:
         """Return the analysis of ``trace``."""
+
+    def annotations(self, trace: Trace) -> pa.Table | None:
+        """Optional: event rows that show this analysis on the timeline (``convert
+        --annotate``), as columns of the event schema; None (the default) adds nothing."""
+        return None

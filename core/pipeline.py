@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from tracekit.atomic import atomic_directory, atomic_output
 from tracekit.builder import TraceBuilder
 from tracekit.errors import (
@@ -21,7 +22,7 @@ from tracekit.errors import (
 )
 from tracekit.inputs import Source
 from tracekit.interfaces import Analyzer, DirectoryWriter, Reader, Writer, WriteResult
-from tracekit.model import Trace, concat_traces
+from tracekit.model import EVENTS_SCHEMA, Trace, concat_traces
 from tracekit.options import addressed_key, parse_options
 from tracekit.progress import NO_PROGRESS, Progress
 from tracekit.registry import Registry, load_registry
@@ -194,6 +195,40 @@ def write(trace: Trace, path: str | Path, *, format: str | type[Writer] | None =
     except Exception as exc:
         raise TraceWriteError(f"{path}: writer '{writer_cls.name}' failed: "
                               f"{type(exc).__name__}: {exc}") from exc
+
+
+def annotate(trace: Trace, registry: Registry | None = None) -> Trace:
+    """``trace`` with the annotation rows of every analyzer that provides them (each with
+    its default options): what ``convert --annotate`` draws on the timeline."""
+    registry = registry or default_registry()
+    tables = [trace.events]
+    for cls in registry.analyzers.values():
+        if cls.annotations is Analyzer.annotations:
+            continue
+        try:
+            rows = cls(cls.Options()).annotations(trace)
+        except TracekitError:
+            raise
+        except Exception as exc:
+            raise AnalysisError(f"analyzer '{cls.name}' failed to annotate: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        if rows is not None and rows.num_rows:
+            tables.append(_conform(rows, cls.name))
+    if len(tables) == 1:
+        return trace
+    events = pa.concat_tables(tables, promote_options="permissive").unify_dictionaries()
+    return dataclasses.replace(trace, events=events.combine_chunks())
+
+
+def _conform(rows: pa.Table, analyzer: str) -> pa.Table:
+    """Annotation rows with every column of the event schema, in its types."""
+    unknown = set(rows.column_names) - set(EVENTS_SCHEMA.names)
+    if unknown:
+        raise AnalysisError(f"analyzer '{analyzer}' annotated with columns not in the event "
+                            f"schema: {', '.join(sorted(unknown))}")
+    columns = [rows[f.name].cast(f.type) if f.name in rows.column_names
+               else pa.nulls(rows.num_rows, f.type) for f in EVENTS_SCHEMA]
+    return pa.Table.from_arrays(columns, schema=EVENTS_SCHEMA)
 
 
 def analyze(trace: Trace, names: str | Sequence[str], *, options: Iterable[str] = (),

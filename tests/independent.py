@@ -85,15 +85,20 @@ def hta_kernel_type(category: str, name: str) -> str:
 
 
 def hta_temporal_breakdown(events: list[dict[str, Any]], doc: dict[str, Any],
-                           ) -> dict[Any, dict[str, int]]:
+                           literal: bool = False) -> dict[Any, dict[str, int]]:
     """Per device: HTA's idle, compute, non-compute and kernel (span) time in ns, over the
-    kernel, memcpy and memset events of a Kineto trace."""
+    kernel, memcpy and memset events of a Kineto trace; ``literal`` takes HTA's own filter
+    instead (every event with a stream, which includes device-side waits)."""
     per_device: dict[Any, list[tuple[int, int, str]]] = {}
     for e in events:
-        cat = LEGACY_TO_CATEGORY.get(str(e.get("cat")).lower())
-        if e.get("ph") != "X" or cat not in ("gpu.kernel", "gpu.memcpy", "gpu.memset"):
-            continue
+        cat = LEGACY_TO_CATEGORY.get(str(e.get("cat")).lower(), "other")
         args = e.get("args") or {}
+        if e.get("ph") != "X":
+            continue
+        if literal and "stream" not in args:
+            continue
+        if not literal and cat not in ("gpu.kernel", "gpu.memcpy", "gpu.memset"):
+            continue
         device = args.get("device", e.get("pid"))
         start = ns(doc, e["ts"])
         end = start + int(Decimal(e.get("dur", 0)) * 1000)

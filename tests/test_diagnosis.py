@@ -153,6 +153,14 @@ def test_breakdown_matches_hta_temporal_breakdown(rel, registry):
         assert g["comm"] + g["mem"] == w["non_compute"]
         for ours, theirs in (("idle_pct", "idle"), ("compute_pct", "compute")):
             assert abs(g[ours] - 100 * w[theirs] / w["span"]) <= 0.05
+    # HTA's own filter (every event with a stream, device waits included) stays within
+    # 0.5 percentage points of ours.
+    for device, w in hta_temporal_breakdown(events, doc, literal=True).items():
+        g = got.get(f"GPU {device}")
+        if g is None:  # a device with only waits or annotations: no GPU work for us
+            continue
+        for ours, theirs in (("idle_pct", "idle"), ("compute_pct", "compute")):
+            assert abs(g[ours] - 100 * w[theirs] / w["span"]) <= 0.5
 
 
 def test_breakdown_per_step(registry):
@@ -372,3 +380,44 @@ def test_diff_needs_two_inputs(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: diff compares two inputs, got 1: tracekit analyze BASELINE "
                    "CANDIDATE -a diff"]
+
+
+# --- convert --annotate -------------------------------------------------------------------
+
+def test_convert_annotate_adds_gap_and_utilization_tracks(tmp_path, capsys):
+    from perfetto_check import decode_and_check
+
+    path = make_scenarios.path("cpu_data_prep")
+    out = tmp_path / "annotated.pftrace"
+    assert main(["convert", str(path), "-o", str(out), "--annotate", "-q"]) == 0
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    gaps = [s for s in decoded.slices if s.category == "analysis.gap"]
+    # The same gaps the gaps analyzer lists, on one track under the GPU's track.
+    registry_report = tracekit.analyze(tracekit.read(path), "gaps")[0]
+    want = sorted((r["cause"], r["duration"]) for r in rows(registry_report, "largest"))
+    assert sorted((s.name.removeprefix("GPU idle: "), s.end - s.start) for s in gaps) == want
+    [track] = {s.track for s in gaps}
+    names = [t.name for t in decoded.track_path(track)]
+    assert names[0] == "GPU idle gaps (tracekit)" and names[1].startswith("GPU 0")
+    assert {s.args.get("cause") for s in gaps} == {"cpu"}
+    # GPU busy %: one value per bin and a closing 0, each in 0..100; its time-weighted mean
+    # over the span is the busy share that breakdown reports.
+    busy = sorted((ts, v) for _, ts, v in decoded.counters)
+    assert len(busy) == 501 and busy[-1][1] == 0.0
+    assert all(0.0 <= v <= 100.0 for _, v in busy)
+    [device] = rows(tracekit.analyze(tracekit.read(path), "breakdown")[0], "devices")
+    widths = [b[0] - a[0] for a, b in itertools.pairwise(busy)]
+    mean = sum(w * v for w, (_, v) in zip(widths, busy, strict=False)) / sum(widths)
+    assert mean == pytest.approx(100 - device["idle_pct"], abs=0.1)
+
+
+def test_convert_without_annotate_adds_nothing(tmp_path, registry):
+    path = make_scenarios.path("cpu_data_prep")
+    trace = tracekit.read(path, registry=registry)
+    assert tracekit.pipeline.annotate(trace, registry).events.num_rows > trace.events.num_rows
+    out = tmp_path / "plain.pftrace"
+    assert main(["convert", str(path), "-o", str(out), "-q"]) == 0
+    from perfetto_check import decode_and_check
+
+    assert not [s for s in decode_and_check(out).slices if s.category == "analysis.gap"]

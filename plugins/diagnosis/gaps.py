@@ -133,6 +133,8 @@ class GapsAnalyzer(tracekit.Analyzer):
         top: int = field(default=10, metadata={"help": "how many of the largest gaps to list"})
         launch_gap_us: float = field(default=50.0, metadata={
             "help": "host time between launches up to which a gap counts as launch overhead"})
+        utilization_bins: int = field(default=500, metadata={
+            "help": "convert --annotate: time bins of the GPU busy % counter per device"})
 
     def analyze(self, trace: Trace) -> Report:
         report = Report(analyzer=self.name, title="GPU idle gaps")
@@ -149,6 +151,42 @@ class GapsAnalyzer(tracekit.Analyzer):
             "activity)")
         report.findings.extend(gap_findings(per_device))
         return report
+
+    def annotations(self, trace: Trace) -> pa.Table:
+        """Each idle gap as a slice on a track of its device, and the device's busy % per
+        time bin as a counter (``utilization_bins`` bins over its span)."""
+        per_device = all_gaps(trace, self.options.launch_gap_us)
+        parts: dict[str, list[Any]] = {k: [] for k in (
+            "kind", "category", "name", "ts_ns", "dur_ns", "device", "value", "source", "args")}
+        for g in per_device:
+            work, n = g.timeline.work, len(g.lo)
+            causes = np.array(CAUSES, dtype=object)[g.cause]
+            parts["kind"].append(np.full(n, "slice", dtype=object))
+            parts["category"].append(np.full(n, "analysis.gap", dtype=object))
+            parts["name"].append(np.array([f"GPU idle: {c}" for c in CAUSES],
+                                          dtype=object)[g.cause])
+            parts["ts_ns"].append(g.lo)
+            parts["dur_ns"].append(g.dur)
+            parts["value"].append(np.full(n, np.nan))
+            parts["args"].append(np.array([f'{{"cause": "{c}"}}' for c in causes],
+                                          dtype=object))
+            lo, busy = _utilization(g.timeline, self.options.utilization_bins)
+            m = len(lo)
+            parts["kind"].append(np.full(m, "counter", dtype=object))
+            parts["category"].append(np.full(m, "counter.utilization", dtype=object))
+            parts["name"].append(np.full(m, "GPU busy (%)", dtype=object))
+            parts["ts_ns"].append(lo)
+            parts["dur_ns"].append(np.zeros(m, dtype=np.int64))
+            parts["value"].append(busy)
+            parts["args"].append(np.full(m, None, dtype=object))
+            for part in (n, m):
+                parts["device"].append(np.full(part, work.device))
+                parts["source"].append(np.full(part, work.source, dtype=object))
+        columns = {k: np.concatenate(v) if v else [] for k, v in parts.items()}
+        table_ = pa.table({k: pa.array(v, from_pandas=True) for k, v in columns.items()})
+        is_counter = pc.equal(table_["kind"], "counter")
+        return table_.set_column(table_.schema.get_field_index("dur_ns"), "dur_ns",
+                                 pc.if_else(is_counter, None, table_["dur_ns"]))
 
     def _largest(self, trace: Trace, per_device: list[Gaps]) -> pa.Table:
         min_ns = int(self.options.min_gap_us * 1000)
@@ -171,6 +209,15 @@ class GapsAnalyzer(tracekit.Analyzer):
                       ("cause", "str", None, rows["cause"]),
                       ("host_during_gap", "str", None, rows["host"]),
                       ("next_gpu_work", "str", None, rows["next"])])
+
+
+def _utilization(timeline: DeviceTimeline, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bin starts over the span (and its end) with the busy % of each bin (0 at the end)."""
+    edges = np.unique(np.linspace(timeline.start, timeline.end, max(bins, 1) + 1)
+                      .round().astype(np.int64))
+    lo, hi = edges[:-1], edges[1:]
+    busy = iv.covered_within(lo, hi, timeline.busy) * 100.0 / np.maximum(hi - lo, 1)
+    return np.r_[lo, timeline.end], np.r_[np.round(busy, 2), 0.0]
 
 
 def _causes_table(per_device: list[Gaps]) -> pa.Table:

@@ -17,7 +17,9 @@ import pyarrow.compute as pc
 from tracekit.model import Trace
 from tracekit.plugins.perfetto.wire import encode_message
 
-THREAD, PROCESS, GLOBAL, STREAM, COUNTER, DEVICE_COUNTER = range(6)
+THREAD, PROCESS, GLOBAL, STREAM, COUNTER, DEVICE_COUNTER, DEVICE_ANALYSIS = range(7)
+# Spans an analyzer derived (convert --annotate) get a track of their own under the device.
+ANALYSIS_TRACKS = {"analysis.gap": "GPU idle gaps (tracekit)"}
 _NULL = -(2**62)
 _SYNTHETIC = -(2**40)  # readers give string pids/tids ids at or below this
 
@@ -84,9 +86,15 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
     cls = np.where(device != _NULL, STREAM, np.where(pid == _NULL, GLOBAL,
                                                     np.where(tid == _NULL, PROCESS, THREAD)))
     cls = np.where(is_counter, np.where(device != _NULL, DEVICE_COUNTER, COUNTER), cls)
-    a = np.select([cls == STREAM, cls == DEVICE_COUNTER, cls == GLOBAL], [device, device, 0], pid)
-    b = np.select([cls == STREAM, cls == THREAD, (cls == COUNTER) | (cls == DEVICE_COUNTER)],
-                  [stream, tid, name_idx], 0)
+    category = events["category"].combine_chunks()
+    analysis_kinds = list(ANALYSIS_TRACKS)
+    kind_of = pc.index_in(category.cast(pa.string()), pa.array(analysis_kinds)).fill_null(-1) \
+        .to_numpy(zero_copy_only=False)
+    cls = np.where((kind_of >= 0) & (device != _NULL) & ~is_counter, DEVICE_ANALYSIS, cls)
+    on_device = (cls == STREAM) | (cls == DEVICE_COUNTER) | (cls == DEVICE_ANALYSIS)
+    a = np.select([on_device, cls == GLOBAL], [device, 0], pid)
+    b = np.select([cls == STREAM, cls == THREAD, (cls == COUNTER) | (cls == DEVICE_COUNTER),
+                   cls == DEVICE_ANALYSIS], [stream, tid, name_idx, kind_of], 0)
     keys = np.rec.fromarrays([cls, src, a, b], names="cls,src,a,b")
     unique, row_track = np.unique(keys, return_inverse=True) if n else (keys, np.array([], int))
     names = _Names(trace, source_names)
@@ -135,10 +143,15 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
             label = f"Stream {kb}" if kb != _NULL else "(no stream)"
             uuid = declare(stable_uuid("stream", s, ka, kb), (_NAME, label), (_PARENT, parent),
                            (_SIBLING_RANK, kb if kb != _NULL else 0))
+        elif c == DEVICE_ANALYSIS:
+            parent = device_track(s, ka)
+            label = ANALYSIS_TRACKS[analysis_kinds[kb]]
+            uuid = declare(stable_uuid("analysis", s, ka, kb), (_NAME, label),
+                           (_PARENT, parent), (_SIBLING_RANK, -1 - kb))
         else:
             parent = device_track(s, ka) if c == DEVICE_COUNTER else process_track(s, ka)
             label = counter_names[kb]
-            unit = (_UNIT_SIZE_BYTES if "memory" in label else None)
+            unit = (_UNIT_SIZE_BYTES if "memory" in label else None)  # % has no unit enum
             uuid = declare(stable_uuid("counter", c, s, ka, kb), (_NAME, label),
                            (_PARENT, parent), (_COUNTER, encode_message((3, unit))))
         plan.uuids.append(uuid)
