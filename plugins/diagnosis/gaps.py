@@ -189,9 +189,13 @@ class GapsAnalyzer(tracekit.Analyzer):
                                  pc.if_else(is_counter, None, table_["dur_ns"]))
 
     def _largest(self, trace: Trace, per_device: list[Gaps]) -> pa.Table:
-        min_ns = int(self.options.min_gap_us * 1000)
-        picked = [(int(g.dur[i]), d, int(i)) for d, g in enumerate(per_device)
-                  for i in np.flatnonzero(g.dur >= max(min_ns, 1))]
+        min_ns = max(int(self.options.min_gap_us * 1000), 1)
+        picked = []
+        for d, g in enumerate(per_device):
+            dur = g.dur
+            idx = np.flatnonzero(dur >= min_ns)
+            idx = idx[np.argsort(-dur[idx], kind="stable")[: self.options.top]]
+            picked.extend((int(dur[i]), d, int(i)) for i in idx)
         picked.sort(key=lambda x: (-x[0], x[1], x[2]))
         rows: dict[str, list[Any]] = {k: [] for k in
                                       ("device", "at", "dur", "cause", "next", "host")}
