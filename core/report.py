@@ -119,11 +119,12 @@ def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
     fixed = sum(w for w, num in zip(widths, numeric, strict=True) if num) + 2 * len(heads)
     text_cols = [i for i, num in enumerate(numeric) if not num]
     # Short text columns (status, device) keep their width; the longest one (the name) gets
-    # what the terminal leaves, never less than 32 characters.
+    # what the terminal leaves, never less than 32 characters (20 beside other text).
     longest = max(text_cols, key=lambda i: widths[i], default=-1)
     share = max(16, (width - fixed) // max(1, len(text_cols)))
     room_of = {i: min(widths[i], share) for i in text_cols if i != longest}
-    room_of[longest] = max(32, width - fixed - sum(room_of.values()))
+    room_of[longest] = max(32 if len(text_cols) == 1 else 20,
+                           width - fixed - sum(room_of.values()))
     last = len(heads) - 1
     lines = []
     for cells in [heads, *rows]:

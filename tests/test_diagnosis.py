@@ -319,6 +319,7 @@ def test_every_diagnosis_report_validates_and_renders(path, registry):
     jsonschema.validate(json.loads(reports_to_json(reports, [path])), report_schema())
     text = render_text(reports, width=80)
     assert text.startswith("Bottleneck: ")
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
 def test_host_only_trace_says_there_is_nothing_to_diagnose(registry):
