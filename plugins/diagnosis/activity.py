@@ -10,7 +10,8 @@ else is compute.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +35,7 @@ SYNC_API = (r"^(cuda|hip)(Device|Stream|Event|Ctx|Thread)Synchronize"
 SYNC_COPY_API = r"^(cuda|hip|cu)Memcpy\w*$"  # the ones without "Async" in their name
 # Framework ops that read a device value on the host, and so synchronize.
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
+NO_GPU = "no GPU activity in this trace"
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 
@@ -76,6 +78,7 @@ class Activity:
     names: list[str]
     devices: list[DeviceWork]
     calls: HostCalls
+    cache: dict[str, Any] = field(default_factory=dict)  # what analyzers derive and share
 
     @classmethod
     def of(cls, trace: Trace) -> Activity:

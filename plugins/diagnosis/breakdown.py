@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import Activity, steps
+from tracekit.plugins.diagnosis.activity import NO_GPU, steps
 from tracekit.plugins.diagnosis.columns import pct, table
-from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timeline
+from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.report import Report
 
 PARTS = ("compute", "communication", "memory", "idle")
@@ -38,9 +38,9 @@ class BreakdownAnalyzer(tracekit.Analyzer):
 
     def analyze(self, trace: Trace) -> Report:
         report = Report(analyzer=self.name, title="GPU time breakdown")
-        timelines = [device_timeline(w) for w in Activity.of(trace).devices]
+        timelines = device_timelines(trace)
         if not timelines:
-            report.notes.append("no GPU activity in this trace")
+            report.notes.append(NO_GPU)
         report.tables["devices"] = devices_table(timelines)
         report.table_titles["devices"] = "Per device, first to last GPU activity"
         if self.options.per_step:

@@ -18,9 +18,8 @@ import tracekit
 from tracekit import intervals as iv
 from tracekit.errors import AnalysisError
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import Activity
 from tracekit.plugins.diagnosis.columns import pct, short_name, table
-from tracekit.plugins.diagnosis.timeline import device_timeline
+from tracekit.plugins.diagnosis.timeline import device_timelines
 from tracekit.report import Finding, Report, format_ns
 
 
@@ -54,7 +53,7 @@ class DiffAnalyzer(tracekit.Analyzer):
 
 
 def _busy_and_span(trace: Trace, source: str) -> tuple[int, int]:
-    timelines = [device_timeline(w) for w in Activity.of(trace).devices if w.source == source]
+    timelines = [t for t in device_timelines(trace) if t.work.source == source]
     return (sum(iv.total(t.busy) for t in timelines), sum(t.span for t in timelines))
 
 

@@ -27,9 +27,9 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import intervals as iv
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import Activity
+from tracekit.plugins.diagnosis.activity import NO_GPU, Activity
 from tracekit.plugins.diagnosis.columns import pct, table
-from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timeline
+from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.report import Finding, Report, format_ns
 
 CAUSES = ("sync", "launch", "cpu", "queued", "unknown")
@@ -87,8 +87,11 @@ def device_gaps(activity: Activity, timeline: DeviceTimeline, launch_gap_ns: int
 def all_gaps(trace: Trace, launch_gap_us: float) -> list[Gaps]:
     """The attributed gaps of every device of ``trace``."""
     activity = Activity.of(trace)
-    return [device_gaps(activity, device_timeline(w), int(launch_gap_us * 1000))
-            for w in activity.devices]
+    key = f"gaps {launch_gap_us}"
+    if key not in activity.cache:
+        activity.cache[key] = [device_gaps(activity, t, int(launch_gap_us * 1000))
+                               for t in device_timelines(trace)]
+    return activity.cache[key]
 
 
 def host_context(trace: Trace, gaps: Gaps, index: int) -> str:
@@ -140,7 +143,7 @@ class GapsAnalyzer(tracekit.Analyzer):
         report = Report(analyzer=self.name, title="GPU idle gaps")
         per_device = all_gaps(trace, self.options.launch_gap_us)
         if not per_device:
-            report.notes.append("no GPU activity in this trace")
+            report.notes.append(NO_GPU)
         report.tables["causes"] = _causes_table(per_device)
         report.table_titles["causes"] = "Idle time by cause (% of the device's span)"
         report.tables["distribution"] = _distribution_table(per_device)

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import tracekit
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import Activity, DeviceWork
+from tracekit.plugins.diagnosis.activity import NO_GPU, Activity, DeviceWork
 from tracekit.plugins.diagnosis.columns import pct, table
 from tracekit.report import Finding, Report
 from tracekit.stats import grouped_stats
@@ -84,7 +84,7 @@ class LaunchAnalyzer(tracekit.Analyzer):
         tiny_ns = int(self.options.tiny_us * 1000)
         stats = [launch_stats(activity, w, tiny_ns) for w in activity.devices]
         if not stats:
-            report.notes.append("no GPU activity in this trace")
+            report.notes.append(NO_GPU)
         cutoff = int(self.options.delay_cutoff_us * 1000)
         report.tables["delay"] = _delay_table(stats, cutoff)
         report.table_titles["delay"] = (f"Launch delay: device start - launch call end "

@@ -14,9 +14,9 @@ import pyarrow as pa
 import tracekit
 from tracekit import intervals as iv
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import Activity
+from tracekit.plugins.diagnosis.activity import NO_GPU
 from tracekit.plugins.diagnosis.columns import pct, table
-from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timeline
+from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.report import Finding, Report, format_ns
 
 
@@ -28,9 +28,9 @@ class OverlapAnalyzer(tracekit.Analyzer):
 
     def analyze(self, trace: Trace) -> Report:
         report = Report(analyzer=self.name, title="Compute, copy and communication overlap")
-        timelines = [device_timeline(w) for w in Activity.of(trace).devices]
+        timelines = device_timelines(trace)
         if not timelines:
-            report.notes.append("no GPU activity in this trace")
+            report.notes.append(NO_GPU)
         report.tables["overlap"] = overlap_table(timelines)
         report.table_titles["overlap"] = "Per device (overlap % = share hidden behind compute)"
         report.findings.extend(overlap_findings(timelines))

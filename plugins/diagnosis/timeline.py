@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 from tracekit import intervals as iv
 from tracekit.intervals import IntervalSet
-from tracekit.plugins.diagnosis.activity import COMMUNICATION, COMPUTE, MEMORY, DeviceWork
+from tracekit.model import Trace
+from tracekit.plugins.diagnosis.activity import (
+    COMMUNICATION,
+    COMPUTE,
+    MEMORY,
+    Activity,
+    DeviceWork,
+)
 
 
 @dataclass
@@ -66,3 +73,11 @@ def device_timeline(work: DeviceWork) -> DeviceTimeline:
     end = int(busy[1][-1]) if len(busy[0]) else 0
     return DeviceTimeline(work, start, end, compute, comm, memory, busy,
                           iv.minus(comm, compute), iv.minus(memory, compute, comm))
+
+
+def device_timelines(trace: Trace) -> list[DeviceTimeline]:
+    """The timeline of every device of ``trace``, computed once and shared by analyzers."""
+    activity = Activity.of(trace)
+    if "timelines" not in activity.cache:
+        activity.cache["timelines"] = [device_timeline(w) for w in activity.devices]
+    return activity.cache["timelines"]
