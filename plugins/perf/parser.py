@@ -1,0 +1,262 @@
+"""``perf script`` text, line by line, into sample and tracepoint rows with shared stacks.
+
+The sample header is found by its timestamp token (``secs.frac:`` with 6 to 9 decimals) and
+read from the right: ``comm [pid/]tid [[cpu]] time: [period] event: [payload]``, where comm
+may hold spaces and digits (formats.md section 4.3). Old perf prints no timestamp at all
+(``comm tid event:``). Frames (``addr sym[+off] (dso)``, leaf first) follow until a blank
+line; without callchains the one frame sits on the header line itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+HEADER_TS = re.compile(r"^(?P<pre>.*?)\s*(?<!\S)(?P<sec>\d+)\.(?P<frac>\d{6,9}):(?:\s+|$)"
+                       r"(?P<rest>.*)$")
+HEADER_NO_TS = re.compile(r"^(?P<pre>.*?\S)\s+(?P<ids>-?\d+(?:/-?\d+)?)\s+(?:\[\d+\]\s+)?"
+                          r"(?P<rest>(?:\d+\s+)?[^\s:]\S*:(?:\s.*)?)$")
+REST = re.compile(r"^(?:(?P<period>\d+)\s+)?(?P<event>\S+?):?(?:\s+(?P<tail>.*))?$")
+FRAME = re.compile(r"^\s*(?P<addr>[0-9a-fA-F]+)\s+(?P<body>.*\S)\s*$")
+CPU = re.compile(r"^\[(\d+)\]$")
+IDS = re.compile(r"^(-?\d+)(?:/(-?\d+))?$")
+OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
+NO_STACK = "[no call stack]"
+
+
+@dataclass
+class Header:
+    comm: str
+    pid: int | None
+    tid: int
+    cpu: int | None
+    ts_ns: int | None
+    period: int | None
+    event: str
+    tail: str
+
+
+def parse_header(line: str) -> Header | None:
+    """The sample header of ``line``, or None when it is not one."""
+    m = HEADER_TS.match(line)
+    if m:
+        ts_ns: int | None = int(m["sec"]) * 1_000_000_000 + int(m["frac"].ljust(9, "0"))
+        pre, rest = m["pre"].split(), m["rest"]
+    else:
+        m = HEADER_NO_TS.match(line)
+        if not m:
+            return None
+        ts_ns, pre, rest = None, [*m["pre"].split(), m["ids"]], m["rest"]
+    cpu = None
+    if pre and (c := CPU.match(pre[-1])):
+        cpu = int(c.group(1))
+        pre = pre[:-1]
+    if not pre or not (ids := IDS.match(pre[-1])):
+        return None
+    pid, tid = (int(ids.group(1)), int(ids.group(2))) if ids.group(2) else \
+        (None, int(ids.group(1)))
+    r = REST.match(rest.strip())
+    if not r:
+        return None
+    return Header(" ".join(pre[:-1]), pid, tid, cpu, ts_ns,
+                  int(r["period"]) if r["period"] else None, r["event"], r["tail"] or "")
+
+
+def parse_frame(line: str) -> tuple[str, str | None] | None:
+    """(symbol without offset, dso) of a frame line, or None. The dso is the last balanced
+    parenthesized group, so ``(/lib/x.so (deleted))`` stays whole."""
+    m = FRAME.match(line)
+    if not m:
+        return None
+    body = m["body"]
+    dso = None
+    if body.endswith(")"):
+        depth = 0
+        for i in range(len(body) - 1, -1, -1):
+            ch = body[i]
+            if ch == ")":
+                depth += 1
+            elif ch == "(":
+                depth -= 1
+                if depth == 0:
+                    if i == 0 or body[i - 1] == " ":
+                        dso = body[i + 1:-1]
+                        body = body[:i].rstrip()
+                    break
+    if not body:
+        return None
+    return OFFSET.sub("", body), dso
+
+
+def _looks_like_header(line: str) -> bool:
+    """A padded header line (right-aligned comm) rather than a frame: it has ``time: ``."""
+    return (": " in line or line.endswith(":")) and HEADER_TS.match(line) is not None
+
+
+@dataclass
+class Columns:
+    """Rows parsed so far, column by column (flushed in chunks by the reader)."""
+
+    kind: list[str] = field(default_factory=list)
+    category: list[str] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    ts_ns: list[int | None] = field(default_factory=list)
+    pid: list[int | None] = field(default_factory=list)
+    tid: list[int] = field(default_factory=list)
+    value: list[float] = field(default_factory=list)
+    stack_id: list[int | None] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def as_dict(self) -> dict[str, list[Any]]:
+        return {k: getattr(self, k) for k in ("kind", "category", "name", "ts_ns", "pid", "tid",
+                                              "value", "stack_id", "args")}
+
+
+class StackTable:
+    """Frames by (symbol, dso) and call sites by (parent, frame): every sample's stack is a
+    path in one shared tree."""
+
+    def __init__(self) -> None:
+        self.frames: dict[tuple[str, str | None], int] = {}
+        self.sites: dict[tuple[int, int], int] = {}
+        self.site_parent: list[int | None] = []
+        self.site_frame: list[int] = []
+
+    def stack_of(self, leaf_first: list[tuple[str, str | None]]) -> int:
+        """The call-site id of a callchain given leaf first."""
+        parent = -1
+        for frame in reversed(leaf_first):
+            fid = self.frames.get(frame)
+            if fid is None:
+                fid = self.frames[frame] = len(self.frames)
+            site = self.sites.get((parent, fid))
+            if site is None:
+                site = self.sites[(parent, fid)] = len(self.site_frame)
+                self.site_parent.append(None if parent < 0 else parent)
+                self.site_frame.append(fid)
+            parent = site
+        return parent
+
+
+@dataclass
+class Counts:
+    """What the parser met besides samples, for the reader's account."""
+
+    samples: int = 0
+    tracepoints: int = 0
+    header_lines: int = 0
+    side_band: int = 0
+    lost: int = 0
+    detail_lines: int = 0
+    unparsed: int = 0
+    first_unparsed: tuple[int, str] | None = None
+
+
+class PerfScriptParser:
+    """Feed lines; rows accumulate in ``columns``, stacks in ``stacks``."""
+
+    def __init__(self) -> None:
+        self.columns = Columns()
+        self.stacks = StackTable()
+        self.counts = Counts()
+        self.header_lines: list[str] = []
+        self.threads: dict[tuple[int | None, int], str] = {}
+        self.events: dict[str, int] = {}
+        self._current: Header | None = None
+        self._frames: list[tuple[str, str | None]] = []
+        self._seen_sample = False
+
+    def feed(self, lines: Iterable[str], first_line_no: int = 1) -> None:
+        """Parse ``lines`` (numbered from ``first_line_no``)."""
+        for no, raw in enumerate(lines, first_line_no):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                self._end_sample()
+                continue
+            if line.startswith("#"):
+                if not self._seen_sample:
+                    self.header_lines.append(line)
+                self.counts.header_lines += 1
+                continue
+            if self._current is not None and line[0] in " \t" and not _looks_like_header(line):
+                frame = parse_frame(line)
+                if frame is not None:
+                    self._frames.append(frame)
+                else:
+                    self.counts.detail_lines += 1  # -F +srcline and other per-frame lines
+                continue
+            self._header(line, no)
+
+    def _header(self, line: str, no: int) -> None:
+        if "PERF_RECORD_" in line:
+            self._end_sample()
+            self.counts.side_band += 1
+            return
+        if re.search(r"\bLOST\b", line):
+            self._end_sample()
+            self.counts.lost += 1
+            return
+        header = parse_header(line)
+        if header is None:
+            self._end_sample()
+            self.counts.unparsed += 1
+            if self.counts.first_unparsed is None:
+                self.counts.first_unparsed = (no, line[:120])
+            return
+        self._end_sample()
+        self._seen_sample = True
+        self._current = header
+        tail_frame = parse_frame(header.tail) if header.tail else None
+        if tail_frame is not None:  # a sample without callchain: its ip on the same line
+            self._frames.append(tail_frame)
+            header.tail = ""
+
+    def finish(self) -> None:
+        """End the last sample (files need not end with a blank line)."""
+        self._end_sample()
+
+    def _end_sample(self) -> None:
+        h = self._current
+        if h is None:
+            return
+        self._current = None
+        frames, self._frames = self._frames, []
+        c = self.columns
+        stack = self.stacks.stack_of(frames) if frames else None
+        self.events[h.event] = self.events.get(h.event, 0) + 1
+        if h.comm:
+            self.threads.setdefault((h.pid, h.tid), h.comm)
+        args: dict[str, Any] = {"event": h.event}
+        if h.cpu is not None:
+            args["cpu"] = h.cpu
+        if h.tail:  # a tracepoint: its payload
+            c.kind.append("instant")
+            c.category.append("host.instant")
+            c.name.append(h.event)
+            args["payload"] = h.tail
+            self.counts.tracepoints += 1
+        else:
+            c.kind.append("sample")
+            c.category.append("cpu.sample")
+            c.name.append(frames[0][0] if frames else NO_STACK)
+            self.counts.samples += 1
+        if h.period is not None:
+            args["period"] = h.period
+        c.ts_ns.append(h.ts_ns)
+        c.pid.append(h.pid)
+        c.tid.append(h.tid)
+        c.value.append(float(h.period) if h.period is not None else 1.0)
+        c.stack_id.append(stack)
+        c.args.append(orjson.dumps(args).decode())
+
+    def take_columns(self) -> Columns:
+        """The rows parsed so far; the parser starts a new batch."""
+        out, self.columns = self.columns, Columns()
+        return out
