@@ -13,6 +13,30 @@ from tracekit.model import EVENTS_SCHEMA, SCHEMA_VERSION, SCHEMAS, ReadLog, Trac
 ColumnData = pa.Array | pa.ChunkedArray | np.ndarray | Sequence[Any]
 
 
+def null_column(type_: pa.DataType, n: int) -> pa.Array:
+    """An all-null column of ``n`` rows. Fixed-width ones share one zeroed buffer: most event
+    columns are null for most readers (a CPU sample has no grid, stream or bytes), and a
+    buffer per column would cost 8 bytes a row for each of them."""
+    if not (pa.types.is_integer(type_) or pa.types.is_floating(type_)):
+        return pa.nulls(n, type_)
+    zeros = _zeros(n)
+    return pa.Array.from_buffers(type_, n, [zeros, zeros], null_count=n)
+
+
+_zero_buffers: dict[int, pa.Buffer] = {}
+
+
+def _zeros(n: int) -> pa.Buffer:
+    """A zeroed buffer big enough for ``n`` 8-byte values (validity bitmaps use its start)."""
+    buf = _zero_buffers.get(n)
+    if buf is None:
+        if len(_zero_buffers) > 8:
+            _zero_buffers.clear()
+        buf = _zero_buffers[n] = pa.allocate_buffer(8 * max(n, 1), resizable=False)
+        np.frombuffer(buf, dtype=np.uint8)[:] = 0
+    return buf
+
+
 class TraceBuilder:
     """Collects what a reader produces for one input (its ``source``).
 
@@ -68,7 +92,7 @@ class TraceBuilder:
 
     def _column(self, f: pa.Field, data: ColumnData | None, n: int) -> pa.Array:
         if data is None:
-            return pa.nulls(n, f.type)
+            return null_column(f.type, n)
         try:
             if isinstance(data, pa.ChunkedArray):
                 data = data.combine_chunks()
@@ -155,7 +179,9 @@ class TraceBuilder:
             return adopted
         if self._batches:
             events = pa.Table.from_batches(self._batches, schema=EVENTS_SCHEMA)
-            events = events.unify_dictionaries().combine_chunks()
+            # Not combined into one chunk: that would copy every column at once, doubling the
+            # peak memory of a large read; consumers combine the columns they need.
+            events = events.unify_dictionaries()
         else:
             events = EVENTS_SCHEMA.empty_table()
         tables = {}

@@ -31,6 +31,7 @@ from tracekit.report import render_text, reports_to_json
 
 DEFAULT_ANALYZERS = ["bottleneck"]
 HOST_ONLY_ANALYZERS = ["summary"]
+SAMPLE_ANALYZERS = ["hotspots"]
 
 
 class _Group(typer.core.TyperGroup):
@@ -171,8 +172,10 @@ def analyze(
         progress.phase("analyzing")
         reports = run_analyzers(trace, names, options=option, registry=registry)
         if not analyzer and _nothing_to_diagnose(reports):
-            # A host-only trace has no verdict to give; its summary is what there is to show.
-            reports += run_analyzers(trace, HOST_ONLY_ANALYZERS, registry=registry)
+            # A host-only trace has no verdict to give; its summary (and, with CPU samples,
+            # its hotspots) is what there is to show.
+            extra = HOST_ONLY_ANALYZERS + (SAMPLE_ANALYZERS if _has_samples(trace) else [])
+            reports += run_analyzers(trace, extra, registry=registry)
     if format is OutputFormat.json:
         data = reports_to_json(reports, [str(p) for p in inputs])
     else:
@@ -186,6 +189,13 @@ def analyze(
     with atomic_output(output) as stream:
         stream.write(data)
     _say(quiet, f"wrote {output}")
+
+
+def _has_samples(trace: Any) -> bool:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return bool(pc.any(pc.equal(trace.events["kind"].cast(pa.string()), "sample")).as_py())
 
 
 def _nothing_to_diagnose(reports: list[Any]) -> bool:

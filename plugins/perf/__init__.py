@@ -32,7 +32,7 @@ class PerfScriptReader(tracekit.Reader):
 
     @dataclass(frozen=True)
     class Options:
-        batch_rows: int = field(default=200_000, metadata={
+        batch_rows: int = field(default=50_000, metadata={
             "help": "rows per Arrow batch while streaming"})
 
     @classmethod

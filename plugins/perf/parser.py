@@ -19,13 +19,14 @@ import orjson
 HEADER_TS = re.compile(r"^(?P<pre>.*?)\s*(?<!\S)(?P<sec>\d+)\.(?P<frac>\d{6,9}):(?:\s+|$)"
                        r"(?P<rest>.*)$")
 HEADER_NO_TS = re.compile(r"^(?P<pre>.*?\S)\s+(?P<ids>-?\d+(?:/-?\d+)?)\s+(?:\[\d+\]\s+)?"
-                          r"(?P<rest>(?:\d+\s+)?[^\s:]\S*:(?:\s.*)?)$")
+                          r"(?P<rest>(?:\d+\s+)?(?![\d.]+:)[^\s:]\S*:(?:\s.*)?)$")
 REST = re.compile(r"^(?:(?P<period>\d+)\s+)?(?P<event>\S+?):?(?:\s+(?P<tail>.*))?$")
 FRAME = re.compile(r"^\s*(?P<addr>[0-9a-fA-F]+)\s+(?P<body>.*\S)\s*$")
 CPU = re.compile(r"^\[(\d+)\]$")
 IDS = re.compile(r"^(-?\d+)(?:/(-?\d+))?$")
 OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
 NO_STACK = "[no call stack]"
+UNKNOWN = "[unknown]"
 
 
 @dataclass
@@ -68,12 +69,17 @@ def parse_header(line: str) -> Header | None:
 
 def parse_frame(line: str) -> tuple[str, str | None] | None:
     """(symbol without offset, dso) of a frame line, or None. The dso is the last balanced
-    parenthesized group, so ``(/lib/x.so (deleted))`` stays whole."""
+    parenthesized group, so ``(/lib/x.so (deleted))`` stays whole; an empty symbol (old perf)
+    is ``[unknown]``."""
     m = FRAME.match(line)
     if not m:
         return None
     body = m["body"]
     dso = None
+    cut = body.rfind(" (")
+    if body.endswith(")") and cut >= 0 and "(" not in (candidate := body[cut + 2:-1]) \
+            and ")" not in candidate:
+        return OFFSET.sub("", body[:cut].rstrip()) or UNKNOWN, candidate
     if body.endswith(")"):
         depth = 0
         for i in range(len(body) - 1, -1, -1):
@@ -88,7 +94,8 @@ def parse_frame(line: str) -> tuple[str, str | None] | None:
                         body = body[:i].rstrip()
                     break
     if not body:
-        return None
+        # Old perf prints an unresolved symbol as nothing at all; newer perf as [unknown].
+        return (UNKNOWN, dso) if dso is not None else None
     return OFFSET.sub("", body), dso
 
 
@@ -170,7 +177,11 @@ class PerfScriptParser:
         self.threads: dict[tuple[int | None, int], str] = {}
         self.events: dict[str, int] = {}
         self._current: Header | None = None
-        self._frames: list[tuple[str, str | None]] = []
+        self._lines: list[str] = []  # frame lines of the current sample, as read
+        self._tail_frame: tuple[str, str | None] | None = None
+        # Stacks recur: their text maps to (call-site id, leaf, detail lines) without
+        # parsing every frame again. Bounded, so a file of all-distinct stacks stays flat.
+        self._stack_cache: dict[str, tuple[int | None, str | None, int]] = {}
         self._seen_sample = False
 
     def feed(self, lines: Iterable[str], first_line_no: int = 1) -> None:
@@ -185,12 +196,9 @@ class PerfScriptParser:
                     self.header_lines.append(line)
                 self.counts.header_lines += 1
                 continue
-            if self._current is not None and line[0] in " \t" and not _looks_like_header(line):
-                frame = parse_frame(line)
-                if frame is not None:
-                    self._frames.append(frame)
-                else:
-                    self.counts.detail_lines += 1  # -F +srcline and other per-frame lines
+            if self._current is not None and (line[0] == "\t" or (
+                    line[0] == " " and not _looks_like_header(line))):
+                self._lines.append(line)
                 continue
             self._header(line, no)
 
@@ -215,7 +223,7 @@ class PerfScriptParser:
         self._current = header
         tail_frame = parse_frame(header.tail) if header.tail else None
         if tail_frame is not None:  # a sample without callchain: its ip on the same line
-            self._frames.append(tail_frame)
+            self._tail_frame = tail_frame
             header.tail = ""
 
     def finish(self) -> None:
@@ -227,13 +235,14 @@ class PerfScriptParser:
         if h is None:
             return
         self._current = None
-        frames, self._frames = self._frames, []
         c = self.columns
-        stack = self.stacks.stack_of(frames) if frames else None
+        stack, leaf = self._stack()
         self.events[h.event] = self.events.get(h.event, 0) + 1
-        if h.comm:
-            self.threads.setdefault((h.pid, h.tid), h.comm)
         args: dict[str, Any] = {"event": h.event}
+        # A thread keeps its first name; a sample taken under another (after exec or a
+        # rename) carries its own, as stackcollapse-perf folds by each sample's comm.
+        if h.comm and self.threads.setdefault((h.pid, h.tid), h.comm) != h.comm:
+            args["comm"] = h.comm
         if h.cpu is not None:
             args["cpu"] = h.cpu
         if h.tail:  # a tracepoint: its payload
@@ -245,16 +254,34 @@ class PerfScriptParser:
         else:
             c.kind.append("sample")
             c.category.append("cpu.sample")
-            c.name.append(frames[0][0] if frames else NO_STACK)
+            c.name.append(leaf or NO_STACK)
             self.counts.samples += 1
-        if h.period is not None:
-            args["period"] = h.period
         c.ts_ns.append(h.ts_ns)
         c.pid.append(h.pid)
         c.tid.append(h.tid)
         c.value.append(float(h.period) if h.period is not None else 1.0)
         c.stack_id.append(stack)
         c.args.append(orjson.dumps(args).decode())
+
+    def _stack(self) -> tuple[int | None, str | None]:
+        """The call-site id and leaf name of the current sample's frames."""
+        lines, self._lines = self._lines, []
+        if self._tail_frame is not None:
+            frame, self._tail_frame = self._tail_frame, None
+            return self.stacks.stack_of([frame]), frame[0]
+        if not lines:
+            return None, None
+        key = "\n".join(lines)
+        hit = self._stack_cache.get(key)
+        if hit is None:
+            frames = [f for f in map(parse_frame, lines) if f is not None]
+            stack = self.stacks.stack_of(frames) if frames else None
+            hit = (stack, frames[0][0] if frames else None, len(lines) - len(frames))
+            if len(self._stack_cache) >= 100_000:
+                self._stack_cache.clear()
+            self._stack_cache[key] = hit
+        self.counts.detail_lines += hit[2]  # -F +srcline and other per-frame lines
+        return hit[0], hit[1]
 
     def take_columns(self) -> Columns:
         """The rows parsed so far; the parser starts a new batch."""

@@ -1,0 +1,69 @@
+"""Call stacks of samples: the frames of each stack id, root first, from the stacks tree."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.model import Trace
+
+
+class StackTree:
+    """The stacks and frames tables of a trace, for walking paths from the root."""
+
+    def __init__(self, trace: Trace) -> None:
+        stacks = trace.stacks
+        self._parent = dict(zip(stacks["stack_id"].to_pylist(), stacks["parent_id"].to_pylist(),
+                                strict=True))
+        self._frame = dict(zip(stacks["stack_id"].to_pylist(), stacks["frame_id"].to_pylist(),
+                               strict=True))
+        frames = trace.frames
+        self.names = dict(zip(frames["frame_id"].to_pylist(), frames["name"].to_pylist(),
+                              strict=True))
+        self.modules = dict(zip(frames["frame_id"].to_pylist(), frames["module"].to_pylist(),
+                                strict=True))
+        self._paths: dict[int, tuple[int, ...]] = {}
+
+    def frames(self, stack_id: int) -> tuple[int, ...]:
+        """Frame ids from the root to the leaf of ``stack_id``."""
+        path = self._paths.get(stack_id)
+        if path is not None:
+            return path
+        chain, node = [], stack_id
+        while node is not None and node not in self._paths:
+            chain.append(node)
+            node = self._parent.get(node)
+        path = self._paths[node] if node is not None else ()
+        for site in reversed(chain):
+            path = (*path, self._frame[site])
+            self._paths[site] = path
+        return path
+
+    def names_of(self, stack_id: int) -> list[str]:
+        """Frame names from the root to the leaf of ``stack_id``."""
+        return [self.names[f] for f in self.frames(stack_id)]
+
+
+def sample_weights(events: pa.Table, weight: str) -> pa.Array:
+    """Per row: 1 for ``weight="samples"``, else the row's value (period, CPU time)."""
+    if weight == "samples":
+        return pa.array([1.0] * events.num_rows, pa.float64())
+    return pc.fill_null(events["value"], 1.0).combine_chunks()
+
+
+def sample_events(events: pa.Table, event: str | None) -> tuple[pa.Table, list[str]]:
+    """CPU sample rows of one sampled event (perf's ``args.event``), and the events seen.
+
+    ``event`` None keeps the most frequent event, as FlameGraph keeps one event type:
+    folding cycles and instructions together would mean nothing.
+    """
+    rows = events.filter(pc.equal(events["category"].cast(pa.string()), "cpu.sample"))
+    names = pc.struct_field(pc.extract_regex(pc.fill_null(rows["args"], ""),
+                                             r'"event":"(?P<e>[^"]*)"'), "e")
+    names = pc.if_else(pc.is_valid(names), names, pa.scalar(""))
+    counts = pc.value_counts(names).to_pylist()
+    seen = [c["values"] for c in sorted(counts, key=lambda c: (-c["counts"], c["values"]))]
+    if len(seen) <= 1 and event is None:
+        return rows, seen
+    keep = event if event is not None else seen[0]
+    return rows.filter(pc.equal(names, keep)), seen
+

@@ -1,0 +1,157 @@
+"""The ``hotspots`` analyzer: where sampled CPU time goes, per function, module and call path.
+
+For every input with CPU samples and call stacks (perf script, Nsight Systems CPU sampling)
+and for untimed per-function aggregates. *Self* weight is the weight of samples whose leaf
+is the function; *total* weight counts each sample once for every distinct function on its
+stack (recursion is not counted twice), as perf report's children mode and speedscope do.
+The weight is the sample's value (perf's period, nsys' weight of 1) or, with
+``-O weight=samples``, one per sample.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import tracekit
+from tracekit.model import Trace
+from tracekit.report import Report
+from tracekit.stacks import StackTree, sample_events, sample_weights
+
+
+def _field(name: str, type_: pa.DataType, unit: str | None = None) -> pa.Field:
+    return pa.field(name, type_, metadata={"unit": unit} if unit else None)
+
+
+class HotspotsAnalyzer(tracekit.Analyzer):
+    """Self and total weight per function and module; the heaviest call paths."""
+
+    name = "hotspots"
+    description = "CPU samples: self/total weight per function and module, heaviest paths"
+
+    @dataclass(frozen=True)
+    class Options:
+        top: int = field(default=20, metadata={"help": "rows per table (0 = all)"})
+        weight: str = field(default="value", metadata={
+            "help": "value (period, CPU time) or samples (one per sample)"})
+        event: str = field(default="", metadata={
+            "help": "the sampled event to use (default: the most frequent one)"})
+
+    def analyze(self, trace: Trace) -> Report:
+        if self.options.weight not in ("value", "samples"):
+            raise tracekit.errors.OptionError(
+                f"analyzer 'hotspots': weight must be value or samples, "
+                f"not {self.options.weight!r}")
+        report = Report(analyzer=self.name, title="CPU hotspots")
+        rows, events = sample_events(trace.events, self.options.event or None)
+        if len(events) > 1:
+            report.notes.append(f"events sampled: {', '.join(events)}; this report uses "
+                                f"'{self.options.event or events[0]}' (-O event=NAME)")
+        weights = sample_weights(rows, self.options.weight).to_numpy(zero_copy_only=False)
+        self_w: dict[tuple[str, str], float] = defaultdict(float)
+        total_w: dict[tuple[str, str], float] = defaultdict(float)
+        mod_self: dict[str, float] = defaultdict(float)
+        mod_total: dict[str, float] = defaultdict(float)
+        paths: dict[int, float] = {}
+        tree = StackTree(trace)
+        has_stack = rows["stack_id"].is_valid().to_numpy(zero_copy_only=False)
+        # Aggregate per distinct stack first: there are far fewer stacks than samples.
+        stack = rows["stack_id"].fill_null(-1).to_numpy()[has_stack]
+        ids, inverse = np.unique(stack, return_inverse=True)
+        per_stack = np.bincount(inverse.reshape(-1), weights=weights[has_stack],
+                                minlength=len(ids))
+        for sid, w in zip(ids.tolist(), per_stack.tolist(), strict=True):
+            frames = tree.frames(sid)
+            if not frames:
+                continue
+            keys = [(tree.names[f], tree.modules[f] or "") for f in frames]
+            self_w[keys[-1]] += w
+            mod_self[keys[-1][1]] += w
+            for key in set(keys):
+                total_w[key] += w
+            for module in {k[1] for k in keys}:
+                mod_total[module] += w
+            paths[sid] = w
+        # Rows without a stack (aggregates, samples the tool could not unwind): self only.
+        names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[~has_stack]
+        for name, w in zip(names.tolist(), weights[~has_stack].tolist(), strict=True):
+            self_w[(name, "")] += w
+            total_w[(name, "")] += w
+            mod_self[""] += w
+            mod_total[""] += w
+        grand = float(weights.sum())
+        unit = "" if self.options.weight == "samples" else \
+            _unit(trace, self.options.event or (events[0] if events else ""))
+        integral = bool(np.all(np.mod(weights, 1) == 0))
+        report.tables["functions"] = self._table(
+            [(k[0], k[1], self_w.get(k, 0.0), t) for k, t in total_w.items()], grand, unit,
+            integral)
+        report.table_titles["functions"] = "Functions by self weight"
+        report.tables["modules"] = self._table(
+            [(m, "", mod_self.get(m, 0.0), t) for m, t in mod_total.items()], grand, unit,
+            integral, module_table=True)
+        report.table_titles["modules"] = "Modules by self weight"
+        report.tables["paths"] = self._paths(tree, paths, grand, unit, integral)
+        report.table_titles["paths"] = "Heaviest call paths (root ... leaf)"
+        report.notes.append(f"{rows.num_rows:,} samples, total weight {grand:,.0f}"
+                            + (f" {unit}" if unit else ""))
+        return report
+
+    def _table(self, rows: list[tuple[str, str, float, float]], grand: float, unit: str,
+               integral: bool, module_table: bool = False) -> pa.Table:
+        rows.sort(key=lambda r: (-r[2], -r[3], r[0], r[1]))
+        if self.options.top:
+            rows = rows[: self.options.top]
+        wtype, cast = (pa.int64(), int) if integral else (pa.float64(), float)
+        columns = [
+            ("self_pct", pa.float64(), "%", [_pct(r[2], grand) for r in rows]),
+            ("self", wtype, unit, [cast(r[2]) for r in rows]),
+            ("total_pct", pa.float64(), "%", [_pct(r[3], grand) for r in rows]),
+            ("total", wtype, unit, [cast(r[3]) for r in rows]),
+        ]
+        if module_table:
+            columns.append(("module", pa.string(), None, [r[0] or "(none)" for r in rows]))
+        else:
+            columns.append(("module", pa.string(), None, [r[1] or "-" for r in rows]))
+            columns.append(("function", pa.string(), None, [r[0] for r in rows]))
+        return pa.table([pa.array(v, t) for _, t, _, v in columns],
+                        schema=pa.schema([_field(n, t, u) for n, t, u, _ in columns]))
+
+    def _paths(self, tree: StackTree, paths: dict[int, float], grand: float,
+               unit: str, integral: bool) -> pa.Table:
+        top = sorted(paths.items(), key=lambda kv: (-kv[1], kv[0]))
+        if self.options.top:
+            top = top[: self.options.top]
+        text = [" > ".join(_leafward(tree.names_of(sid))) for sid, _ in top]
+        wtype, cast = (pa.int64(), int) if integral else (pa.float64(), float)
+        return pa.table([pa.array([_pct(w, grand) for _, w in top], pa.float64()),
+                         pa.array([cast(w) for _, w in top], wtype),
+                         pa.array(text, pa.string())],
+                        schema=pa.schema([_field("pct", pa.float64(), "%"),
+                                          _field("weight", wtype, unit),
+                                          _field("path", pa.string())]))
+
+
+def _leafward(names: list[str], keep: int = 6) -> list[str]:
+    """The last ``keep`` frames of a path (the leaf end says most), with an ellipsis."""
+    return names if len(names) <= keep else ["…", *names[-keep:]]
+
+
+def _pct(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 1) if whole else 0.0
+
+
+def _unit(trace: Trace, event: str) -> str:
+    """``ns`` where the weight is CPU time (perf's cpu-clock and task-clock periods are ns)."""
+    readers = {m.get("reader") for m in trace.metadata.get("sources", {}).values()}
+    if readers == {"perf"} and event.split(":")[0] in ("cpu-clock", "task-clock"):
+        return "ns"
+    return ""
+
+
+@tracekit.hookimpl
+def register_analyzers(register: Any) -> None:
+    register(HotspotsAnalyzer)
