@@ -43,11 +43,22 @@ class StackTree:
         return [self.names[f] for f in self.frames(stack_id)]
 
 
-def sample_weights(events: pa.Table, weight: str) -> pa.Array:
-    """Per row: 1 for ``weight="samples"``, else the row's value (period, CPU time)."""
+def sample_weights(events: pa.Table, weight: str) -> tuple[pa.Array, str]:
+    """Per row its weight, and the weight's unit (``ns`` or empty).
+
+    ``weight="samples"``: 1 per sampled row. Otherwise the row's value (perf's period, 1 for
+    nsys). Untimed aggregate rows (VTune) always weigh what they total: their ``dur_ns``
+    (CPU time) where they have one, else their value; counting report rows would mean
+    nothing.
+    """
+    n = events.num_rows
+    aggregate = pc.and_(pc.is_null(events["ts_ns"]), pc.is_valid(events["dur_ns"]))
+    has_aggregates = bool(pc.any(aggregate).as_py()) if n else False
+    if has_aggregates and bool(pc.all(aggregate).as_py()):
+        return pc.cast(events["dur_ns"], pa.float64()).combine_chunks(), "ns"
     if weight == "samples":
-        return pa.array([1.0] * events.num_rows, pa.float64())
-    return pc.fill_null(events["value"], 1.0).combine_chunks()
+        return pa.array([1.0] * n, pa.float64()), ""
+    return pc.fill_null(events["value"], 1.0).combine_chunks(), ""
 
 
 def sample_events(events: pa.Table, event: str | None) -> tuple[pa.Table, list[str]]:

@@ -6,7 +6,9 @@ taken under: a thread renamed by exec folds under each name in turn), ``;`` insi
 name becomes ``:``, and only one sampled
 event is folded (the most frequent unless ``-O event=NAME``): adding cycles to instructions
 would mean nothing. The count is the number of samples, or their summed value (perf's period)
-with ``-O weight=value``. Lines are sorted, so the output is deterministic.
+with ``-O weight=value``; untimed aggregates (VTune rows) count their CPU time in µs, and
+stacks that weigh nothing (tree nodes with no self time) are left out. Lines are sorted, so
+the output is deterministic.
 """
 
 from __future__ import annotations
@@ -59,7 +61,10 @@ class FoldedWriter(tracekit.Writer):
         if (~has_stack).any():
             result.skipped["samples without a call stack"] += int((~has_stack).sum())
         rows = rows.filter(pa.array(has_stack))
-        weights = sample_weights(rows, self.options.weight).to_numpy(zero_copy_only=False)
+        weights_arr, unit = sample_weights(rows, self.options.weight)
+        weights = weights_arr.to_numpy(zero_copy_only=False)
+        if unit == "ns":  # untimed aggregates (VTune): CPU time, folded in whole µs
+            weights = np.round(weights / 1000)
         roots, root_names = _roots(trace, rows)
         stack = rows["stack_id"].to_numpy()
         keys = np.stack([roots, stack]) if len(stack) else np.empty((2, 0), np.int64)
@@ -69,19 +74,22 @@ class FoldedWriter(tracekit.Writer):
         lines: dict[str, float] = defaultdict(float)
         for (root, sid), w in zip(uniq.T.tolist(), sums.tolist(), strict=True):
             names = [_clean(n) for n in tree.names_of(sid)]
-            if self.options.process:
+            if self.options.process and root_names[root] is not None:
                 names.insert(0, _clean(root_names[root]))
             lines[";".join(names)] += w
         for text in sorted(lines):
             w = lines[text]
+            if not w:
+                continue
             count = int(w) if float(w).is_integer() else w
             stream.write(f"{text} {count}\n".encode())
-        result.written["stacks"] = len(lines)
+        result.written["stacks"] = sum(1 for w in lines.values() if w)
         result.written["samples"] = rows.num_rows
         return result
 
-def _roots(trace: Trace, rows: pa.Table) -> tuple[np.ndarray, list[str]]:
-    """Per row, an index into the returned names: the thread's name, else its id."""
+def _roots(trace: Trace, rows: pa.Table) -> tuple[np.ndarray, list[str | None]]:
+    """Per row, an index into the returned names: the thread's name, else its id, else
+    None (aggregates have no thread: their stacks start at their own root)."""
     names = {(r["source"], r["pid"], r["tid"]): r["name"]
              for r in trace.threads.to_pylist() if r["name"]}
     keys = list(zip(rows["source"].cast(pa.string()).to_pylist(), rows["pid"].to_pylist(),
@@ -89,9 +97,9 @@ def _roots(trace: Trace, rows: pa.Table) -> tuple[np.ndarray, list[str]]:
     renamed = pc.struct_field(pc.extract_regex(pc.fill_null(rows["args"], ""),
                                                r'"comm":"(?P<c>(?:[^"\\]|\\.)*)"'), "c")
     own = [orjson.loads(f'"{c}"') if c is not None else None for c in renamed.to_pylist()]
-    labels = [c or names.get(k) or (f"tid {k[2]}" if k[2] is not None else "?")
+    labels = [c or names.get(k) or (f"tid {k[2]}" if k[2] is not None else None)
               for c, k in zip(own, keys, strict=True)]
-    index: dict[str, int] = {}
+    index: dict[str | None, int] = {}
     codes = np.array([index.setdefault(label, len(index)) for label in labels],
                      dtype=np.int64)
     return codes, list(index)

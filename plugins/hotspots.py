@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import tracekit
 from tracekit.model import Trace
-from tracekit.report import Report
+from tracekit.report import Report, format_ns
 from tracekit.stacks import StackTree, sample_events, sample_weights
 
 
@@ -50,7 +50,8 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         if len(events) > 1:
             report.notes.append(f"events sampled: {', '.join(events)}; this report uses "
                                 f"'{self.options.event or events[0]}' (-O event=NAME)")
-        weights = sample_weights(rows, self.options.weight).to_numpy(zero_copy_only=False)
+        weights_arr, weight_unit = sample_weights(rows, self.options.weight)
+        weights = weights_arr.to_numpy(zero_copy_only=False)
         self_w: dict[tuple[str, str], float] = defaultdict(float)
         total_w: dict[tuple[str, str], float] = defaultdict(float)
         mod_self: dict[str, float] = defaultdict(float)
@@ -78,13 +79,15 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         # Rows without a stack (aggregates, samples the tool could not unwind): self only.
         names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[~has_stack]
         for name, w in zip(names.tolist(), weights[~has_stack].tolist(), strict=True):
+            if not w:
+                continue  # a report's Total row, or a row with nothing in it
             self_w[(name, "")] += w
             total_w[(name, "")] += w
             mod_self[""] += w
             mod_total[""] += w
         grand = float(weights.sum())
-        unit = "" if self.options.weight == "samples" else \
-            _unit(trace, self.options.event or (events[0] if events else ""))
+        unit = weight_unit or ("" if self.options.weight == "samples" else
+                               _unit(trace, self.options.event or (events[0] if events else "")))
         integral = bool(np.all(np.mod(weights, 1) == 0))
         report.tables["functions"] = self._table(
             [(k[0], k[1], self_w.get(k, 0.0), t) for k, t in total_w.items()], grand, unit,
@@ -96,8 +99,8 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         report.table_titles["modules"] = "Modules by self weight"
         report.tables["paths"] = self._paths(tree, paths, grand, unit, integral)
         report.table_titles["paths"] = "Heaviest call paths (root ... leaf)"
-        report.notes.append(f"{rows.num_rows:,} samples, total weight {grand:,.0f}"
-                            + (f" {unit}" if unit else ""))
+        report.notes.append(f"{rows.num_rows:,} samples, total weight "
+                            + (format_ns(grand) if unit == "ns" else f"{grand:,.6g}"))
         return report
 
     def _table(self, rows: list[tuple[str, str, float, float]], grand: float, unit: str,
