@@ -61,20 +61,28 @@ def sample_weights(events: pa.Table, weight: str) -> tuple[pa.Array, str]:
     return pc.fill_null(events["value"], 1.0).combine_chunks(), ""
 
 
-def sample_events(events: pa.Table, event: str | None) -> tuple[pa.Table, list[str]]:
+SAMPLE_COLUMNS = ("category", "name", "ts_ns", "dur_ns", "value", "stack_id", "args",
+                  "source", "pid", "tid")
+
+
+def sample_events(trace: Trace, event: str | None) -> tuple[pa.Table, list[str]]:
     """CPU sample rows of one sampled event (perf's ``args.event``), and the events seen.
 
     ``event`` None keeps the most frequent event, as FlameGraph keeps one event type:
-    folding cycles and instructions together would mean nothing.
+    folding cycles and instructions together would mean nothing. Only the columns that
+    sample consumers use are kept, and nothing is copied when every row qualifies.
     """
-    rows = events.filter(pc.equal(events["category"].cast(pa.string()), "cpu.sample"))
-    names = pc.struct_field(pc.extract_regex(pc.fill_null(rows["args"], ""),
-                                             r'"event":"(?P<e>[^"]*)"'), "e")
-    names = pc.if_else(pc.is_valid(names), names, pa.scalar(""))
-    counts = pc.value_counts(names).to_pylist()
-    seen = [c["values"] for c in sorted(counts, key=lambda c: (-c["counts"], c["values"]))]
+    events = trace.events.select(list(SAMPLE_COLUMNS))
+    is_sample = pc.equal(events["category"].cast(pa.string()), "cpu.sample")
+    rows = events if pc.all(is_sample).as_py() else events.filter(is_sample)
+    counts: dict[str, int] = {}
+    for meta in trace.metadata.get("sources", {}).values():
+        for name, n in (meta.get("events") or {}).items():
+            counts[name] = counts.get(name, 0) + n
+    seen = [e for e, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     if len(seen) <= 1 and event is None:
         return rows, seen
     keep = event if event is not None else seen[0]
-    return rows.filter(pc.equal(names, keep)), seen
-
+    names = pc.struct_field(pc.extract_regex(pc.fill_null(rows["args"], ""),
+                                             r'"event":"(?P<e>[^"]*)"'), "e")
+    return rows.filter(pc.fill_null(pc.equal(names, keep), False)), seen

@@ -26,6 +26,8 @@ from tracekit.errors import OptionError
 from tracekit.model import Trace
 from tracekit.stacks import StackTree, sample_events, sample_weights
 
+_NULL = -(2**62)
+
 
 class FoldedWriter(tracekit.Writer):
     """Folded stacks for flame graphs (FlameGraph, inferno, speedscope)."""
@@ -48,7 +50,7 @@ class FoldedWriter(tracekit.Writer):
             raise OptionError(f"writer 'folded': weight must be samples or value, "
                               f"not {self.options.weight!r}")
         result = tracekit.WriteResult()
-        rows, _ = sample_events(trace.events, self.options.event or None)
+        rows, _ = sample_events(trace, self.options.event or None)
         all_samples = int(pc.sum(pc.equal(trace.events["category"].cast(pa.string()),
                                           "cpu.sample")).as_py() or 0)
         if all_samples > rows.num_rows:
@@ -89,20 +91,33 @@ class FoldedWriter(tracekit.Writer):
 
 def _roots(trace: Trace, rows: pa.Table) -> tuple[np.ndarray, list[str | None]]:
     """Per row, an index into the returned names: the thread's name, else its id, else
-    None (aggregates have no thread: their stacks start at their own root)."""
+    None (aggregates have no thread: their stacks start at their own root). A sample taken
+    under another name than its thread's (``args.comm``) gets its own."""
     names = {(r["source"], r["pid"], r["tid"]): r["name"]
              for r in trace.threads.to_pylist() if r["name"]}
-    keys = list(zip(rows["source"].cast(pa.string()).to_pylist(), rows["pid"].to_pylist(),
-                    rows["tid"].to_pylist(), strict=True))
-    renamed = pc.struct_field(pc.extract_regex(pc.fill_null(rows["args"], ""),
-                                               r'"comm":"(?P<c>(?:[^"\\]|\\.)*)"'), "c")
-    own = [orjson.loads(f'"{c}"') if c is not None else None for c in renamed.to_pylist()]
-    labels = [c or names.get(k) or (f"tid {k[2]}" if k[2] is not None else None)
-              for c, k in zip(own, keys, strict=True)]
-    index: dict[str | None, int] = {}
-    codes = np.array([index.setdefault(label, len(index)) for label in labels],
-                     dtype=np.int64)
-    return codes, list(index)
+    sources = rows["source"].combine_chunks()
+    keys = np.stack([sources.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                     rows["pid"].fill_null(_NULL).to_numpy(), rows["tid"].fill_null(_NULL)
+                     .to_numpy()]) if rows.num_rows else np.empty((3, 0), np.int64)
+    threads, codes = np.unique(keys, axis=1, return_inverse=True)
+    codes = codes.reshape(-1)
+    source_names = sources.dictionary.to_pylist()
+    labels: list[str | None] = []
+    for s, pid, tid in threads.T.tolist():
+        key = (source_names[s], None if pid == _NULL else pid, None if tid == _NULL else tid)
+        labels.append(names.get(key) or (f"tid {tid}" if tid != _NULL else None))
+    renamed = np.flatnonzero(pc.fill_null(pc.match_substring(rows["args"], '"comm":'), False)
+                             .to_numpy(zero_copy_only=False))
+    if len(renamed):
+        args = rows["args"].take(pa.array(renamed)).to_pylist()
+        index = {label: i for i, label in enumerate(labels)}
+        for row, text in zip(renamed.tolist(), args, strict=True):
+            comm = orjson.loads(text).get("comm")
+            if comm not in index:
+                index[comm] = len(labels)
+                labels.append(comm)
+            codes[row] = index[comm]
+    return codes, labels
 
 
 def _clean(name: str) -> str:

@@ -46,7 +46,7 @@ class HotspotsAnalyzer(tracekit.Analyzer):
                 f"analyzer 'hotspots': weight must be value or samples, "
                 f"not {self.options.weight!r}")
         report = Report(analyzer=self.name, title="CPU hotspots")
-        rows, events = sample_events(trace.events, self.options.event or None)
+        rows, events = sample_events(trace, self.options.event or None)
         if len(events) > 1:
             report.notes.append(f"events sampled: {', '.join(events)}; this report uses "
                                 f"'{self.options.event or events[0]}' (-O event=NAME)")
@@ -77,8 +77,9 @@ class HotspotsAnalyzer(tracekit.Analyzer):
                 mod_total[module] += w
             paths[sid] = w
         # Rows without a stack (aggregates, samples the tool could not unwind): self only.
-        names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[~has_stack]
-        for name, w in zip(names.tolist(), weights[~has_stack].tolist(), strict=True):
+        unstacked = np.flatnonzero(~has_stack)
+        names = rows["name"].take(pa.array(unstacked)).cast(pa.string()).to_pylist()
+        for name, w in zip(names, weights[unstacked].tolist(), strict=True):
             if not w:
                 continue  # a report's Total row, or a row with nothing in it
             self_w[(name, "")] += w

@@ -68,7 +68,8 @@ class PerfettoWriter(tracekit.Writer):
             stream.write(_encode_chunk(packets, lo, hi, args, flows, annotations))
             if progress:
                 progress.update(hi, len(packets.ts))
-        samples = events.filter(pc.equal(events["kind"].cast(pa.string()), "sample"))
+        samples = events.select(["ts_ns", "pid", "tid", "stack_id"]).filter(
+            pc.equal(events["kind"].cast(pa.string()), "sample"))
         if samples.num_rows:
             for chunk in sample_packets(trace, samples):
                 stream.write(chunk)
@@ -97,7 +98,8 @@ class PerfettoWriter(tracekit.Writer):
             if count:
                 result.skipped[reason] += count
             keep = pc.and_(keep, pc.invert(mask))
-        return events.filter(keep)
+        # Filtering copies every column: only do it when something is left out.
+        return events if pc.all(keep).as_py() else events.filter(keep)
 
     def _packets(self, events: pa.Table, plan: Any, result: tracekit.WriteResult) -> _Packets:
         kind = events["kind"].cast(pa.string())

@@ -22,7 +22,7 @@ def sample_packets(trace: Trace, samples: pa.Table) -> Iterator[bytes]:
     then one PerfSample per row of ``samples`` (rows with a stack_id, sorted by time)."""
     stacks = {r["stack_id"]: (r["parent_id"], r["frame_id"]) for r in trace.stacks.to_pylist()}
     frames = trace.frames.to_pylist()
-    used = sorted(set(samples["stack_id"].to_pylist()))
+    used = np.unique(samples["stack_id"].to_numpy()).tolist()
     # Callstack iid = stack_id + 1; frames listed root first ("bottom frame first").
     callstacks = []
     for stack_id in used:
