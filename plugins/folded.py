@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit.errors import OptionError
+from tracekit.factorize import factorize
 from tracekit.model import Trace
 from tracekit.stacks import StackTree, sample_events, sample_weights
 
@@ -69,12 +70,12 @@ class FoldedWriter(tracekit.Writer):
             weights = np.round(weights / 1000)
         roots, root_names = _roots(trace, rows)
         stack = rows["stack_id"].to_numpy()
-        keys = np.stack([roots, stack]) if len(stack) else np.empty((2, 0), np.int64)
-        uniq, inverse = np.unique(keys, axis=1, return_inverse=True)
-        sums = np.bincount(inverse.reshape(-1), weights=weights, minlength=uniq.shape[1])
+        inverse, (root_of, stack_of) = factorize(roots, stack)
+        sums = np.bincount(inverse, weights=weights, minlength=len(root_of))
         tree = StackTree(trace)
         lines: dict[str, float] = defaultdict(float)
-        for (root, sid), w in zip(uniq.T.tolist(), sums.tolist(), strict=True):
+        for root, sid, w in zip(root_of.tolist(), stack_of.tolist(), sums.tolist(),
+                                strict=True):
             names = [_clean(n) for n in tree.names_of(sid)]
             if self.options.process and root_names[root] is not None:
                 names.insert(0, _clean(root_names[root]))
@@ -96,14 +97,12 @@ def _roots(trace: Trace, rows: pa.Table) -> tuple[np.ndarray, list[str | None]]:
     names = {(r["source"], r["pid"], r["tid"]): r["name"]
              for r in trace.threads.to_pylist() if r["name"]}
     sources = rows["source"].combine_chunks()
-    keys = np.stack([sources.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                     rows["pid"].fill_null(_NULL).to_numpy(), rows["tid"].fill_null(_NULL)
-                     .to_numpy()]) if rows.num_rows else np.empty((3, 0), np.int64)
-    threads, codes = np.unique(keys, axis=1, return_inverse=True)
-    codes = codes.reshape(-1)
+    codes, (src_of, pid_of, tid_of) = factorize(
+        sources.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+        rows["pid"].fill_null(_NULL).to_numpy(), rows["tid"].fill_null(_NULL).to_numpy())
     source_names = sources.dictionary.to_pylist()
     labels: list[str | None] = []
-    for s, pid, tid in threads.T.tolist():
+    for s, pid, tid in zip(src_of.tolist(), pid_of.tolist(), tid_of.tolist(), strict=True):
         key = (source_names[s], None if pid == _NULL else pid, None if tid == _NULL else tid)
         labels.append(names.get(key) or (f"tid {tid}" if tid != _NULL else None))
     renamed = np.flatnonzero(pc.fill_null(pc.match_substring(rows["args"], '"comm":'), False)

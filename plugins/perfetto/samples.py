@@ -13,7 +13,7 @@ from tracekit.plugins.perfetto.wire import MessageColumns, encode_message
 
 SEQUENCE_ID = 2  # a sequence of its own: its interned frames never meet the events' names
 _CLEARED, _NEEDS_STATE = 1, 2
-_CHUNK = 100_000
+_CHUNK = 20_000  # rows encoded at once: the encoder needs ~300 bytes a row
 _INTERN_BATCH = 5_000
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracekit.factorize import factorize
 from tracekit.model import Trace
 from tracekit.plugins.perfetto.wire import encode_message
 
@@ -95,8 +96,8 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
     a = np.select([on_device, cls == GLOBAL], [device, 0], pid)
     b = np.select([cls == STREAM, cls == THREAD, (cls == COUNTER) | (cls == DEVICE_COUNTER),
                    cls == DEVICE_ANALYSIS], [stream, tid, name_idx, kind_of], 0)
-    keys = np.rec.fromarrays([cls, src, a, b], names="cls,src,a,b")
-    unique, row_track = np.unique(keys, return_inverse=True) if n else (keys, np.array([], int))
+    row_track, key_columns = factorize(cls.astype(np.int64), src.astype(np.int64), a, b)
+    unique = np.stack(key_columns, axis=1) if n else np.empty((0, 4), dtype=np.int64)
     names = _Names(trace, source_names)
     plan = TrackPlan(row_track=row_track.reshape(-1), uuids=[])
     declared: set[int] = set()
