@@ -84,6 +84,9 @@ def test_recorded_trace_to_chrome_json_and_back(tmp_path, registry):
     "torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz",
     "nsys-sqlite/pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
     "nsys-sqlite/nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite",
+    FIXTURES / "perf-recorded" / "burn_pid_ns.perf",
+    "perf-script/speedscope/system-wide.linux-perf.txt",
+    "vtune-csv/inferno/vtune-topdown.csv",
 ])
 def test_parquet_round_trip_is_identical(path, tmp_path, registry):
     path = path if not isinstance(path, str) else shared_path(*path.split("/"))

@@ -352,15 +352,6 @@ def test_hotspots_equal_independent_sums(registry):
     assert by_name[top][1] == total_w[top]
 
 
-def test_parquet_round_trip_of_a_perf_input(registry, tmp_path):
-    trace = tracekit.read(RECORDED / "burn.perf", registry=registry)
-    out = tmp_path / "burn.parquet"
-    tracekit.write(trace, out, registry=registry)
-    back = tracekit.read(out, registry=registry)
-    for name in ("events", "stacks", "frames", "threads", "processes"):
-        assert back.table(name).equals(trace.table(name)), name
-
-
 # --- a live recording --------------------------------------------------------------------
 
 def _perf_usable() -> str | None:
