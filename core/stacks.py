@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.model import Trace
@@ -57,7 +58,7 @@ def sample_weights(events: pa.Table, weight: str) -> tuple[pa.Array, str]:
     if has_aggregates and bool(pc.all(aggregate).as_py()):
         return pc.cast(events["dur_ns"], pa.float64()).combine_chunks(), "ns"
     if weight == "samples":
-        return pa.array([1.0] * n, pa.float64()), ""
+        return pa.array(np.ones(n)), ""
     return pc.fill_null(events["value"], 1.0).combine_chunks(), ""
 
 
@@ -73,7 +74,7 @@ def sample_events(trace: Trace, event: str | None) -> tuple[pa.Table, list[str]]
     sample consumers use are kept, and nothing is copied when every row qualifies.
     """
     events = trace.events.select(list(SAMPLE_COLUMNS))
-    is_sample = pc.equal(events["category"].cast(pa.string()), "cpu.sample")
+    is_sample = equals(events["category"], "cpu.sample")
     rows = events if pc.all(is_sample).as_py() else events.filter(is_sample)
     counts: dict[str, int] = {}
     for meta in trace.metadata.get("sources", {}).values():
@@ -86,3 +87,17 @@ def sample_events(trace: Trace, event: str | None) -> tuple[pa.Table, list[str]]
     names = pc.struct_field(pc.extract_regex(pc.fill_null(rows["args"], ""),
                                              r'"event":"(?P<e>[^"]*)"'), "e")
     return rows.filter(pc.fill_null(pc.equal(names, keep), False)), seen
+
+
+def equals(column: pa.ChunkedArray, value: str) -> pa.ChunkedArray:
+    """``column == value`` for a dictionary column, compared on its codes: casting millions
+    of rows to strings first would materialize every one of them."""
+    chunks = []
+    for chunk in column.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            chunks.append(pc.fill_null(pc.equal(chunk, value), False))
+            continue
+        code = pc.index(chunk.dictionary, value).as_py()
+        chunks.append(pc.fill_null(pc.equal(chunk.indices, code), False) if code >= 0 else
+                      pa.array(np.zeros(len(chunk), dtype=bool)))
+    return pa.chunked_array(chunks, pa.bool_())

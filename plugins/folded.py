@@ -25,7 +25,7 @@ import tracekit
 from tracekit.errors import OptionError
 from tracekit.factorize import factorize
 from tracekit.model import Trace
-from tracekit.stacks import StackTree, sample_events, sample_weights
+from tracekit.stacks import StackTree, equals, sample_events, sample_weights
 
 _NULL = -(2**62)
 
@@ -52,8 +52,7 @@ class FoldedWriter(tracekit.Writer):
                               f"not {self.options.weight!r}")
         result = tracekit.WriteResult()
         rows, _ = sample_events(trace, self.options.event or None)
-        all_samples = int(pc.sum(pc.equal(trace.events["category"].cast(pa.string()),
-                                          "cpu.sample")).as_py() or 0)
+        all_samples = int(pc.sum(equals(trace.events["category"], "cpu.sample")).as_py() or 0)
         if all_samples > rows.num_rows:
             result.skipped["samples of another event (-O event=NAME picks one)"] += \
                 all_samples - rows.num_rows
@@ -63,7 +62,8 @@ class FoldedWriter(tracekit.Writer):
         has_stack = rows["stack_id"].is_valid().to_numpy(zero_copy_only=False)
         if (~has_stack).any():
             result.skipped["samples without a call stack"] += int((~has_stack).sum())
-        rows = rows.filter(pa.array(has_stack))
+        if not has_stack.all():
+            rows = rows.filter(pa.array(has_stack))
         weights_arr, unit = sample_weights(rows, self.options.weight)
         weights = weights_arr.to_numpy(zero_copy_only=False)
         if unit == "ns":  # untimed aggregates (VTune): CPU time, folded in whole µs
