@@ -30,3 +30,12 @@ def torch_traces() -> list[str]:
     return sorted(str(p.relative_to(SHARED)) for p in base.rglob("*.json*"))
 
 
+
+
+def read_text(tmp_path: Path, registry, text: str, name: str, format: str):
+    """Write ``text`` to ``tmp_path/name`` and read it with the reader called ``format``."""
+    import tracekit
+
+    path = tmp_path / name
+    path.write_text(text)
+    return tracekit.read(path, format=format, registry=registry)

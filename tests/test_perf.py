@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import FIXTURES, SHARED, shared_path
+from helpers import FIXTURES, SHARED, read_text, shared_path
 from perfetto_check import decode_and_check
 from tracekit.cli import main
 
@@ -147,10 +147,8 @@ def test_tracepoint_with_payload_and_callchain(registry):
 
 # --- pitfalls (formats.md section 7, 21 to 26) ---------------------------------------------
 
-def read_text(tmp_path, registry, text, name="t.perf"):
-    path = tmp_path / name
-    path.write_text(text)
-    return tracekit.read(path, format="perf", registry=registry)
+def read_perf(tmp_path, registry, text, name="t.perf"):
+    return read_text(tmp_path, registry, text, name, "perf")
 
 
 def rows_of(trace):
@@ -165,7 +163,7 @@ def test_pitfall_21_comm_pid_tid_cpu_padding_and_decimals(tmp_path, registry):
             "   java    77/88     94564.2: cycles:\n\n"  # one decimal: not a timestamp
             "simple-terminat     9 198789.478194:    1001001 cpu-clock:\n"
             "\t    7f00 f (/x)\n")
-    trace = read_text(tmp_path, registry, text)
+    trace = read_perf(tmp_path, registry, text)
     rows = rows_of(trace)
     assert [(r["pid"], r["tid"]) for r in rows] == [(24636, 25607), (None, 5858), (None, 9)]
     assert [r["ts_ns"] for r in rows] == [94564109216000, 94564109217123, 198789478194000]
@@ -182,7 +180,7 @@ def test_pitfall_22_period_modifiers_and_padded_event_names(tmp_path, registry):
             "a 1 1.000002: cpu_atom/cycles/Pu:\n\t 1 f (/x)\n\n"
             "a 1 1.000003:       1000       cycles:\n\t 1 f (/x)\n\n"
             "a 1 1.000004:       1000 instructions:\n\t 1 f (/x)\n")
-    trace = read_text(tmp_path, registry, text)
+    trace = read_perf(tmp_path, registry, text)
     rows = rows_of(trace)
     assert [r["value"] for r in rows] == [250000.0, 1.0, 1000.0, 1000.0]
     events = trace.metadata["sources"]["t.perf"]["events"]
@@ -195,7 +193,7 @@ def test_pitfall_23_tracepoint_payloads_with_colons(tmp_path, registry):
             "sched:sched_switch: prev_comm=migration/9 prev_pid=67 ==> next_comm=swapper/9\n"
             "x 5 [001] 1.000000: syscalls:sys_enter_recvmmsg: fd: 0x00000003, runtime=4050 [ns]\n"
             "\tffffffff81000000 entry_SYSCALL_64+0x0 ([kernel.kallsyms])\n")
-    rows = rows_of(read_text(tmp_path, registry, text))
+    rows = rows_of(read_perf(tmp_path, registry, text))
     assert [r["name"] for r in rows] == ["sched:sched_switch", "syscalls:sys_enter_recvmmsg"]
     assert '"payload":"fd: 0x00000003, runtime=4050 [ns]"' in rows[1]["args"]
     assert rows[0]["stack_id"] is None and rows[1]["stack_id"] is not None
@@ -208,7 +206,7 @@ def test_pitfall_24_single_line_samples_and_no_final_blank_line(tmp_path, regist
             "           false 39654 19115.489719:          1 cycles:      "
             "7fa68b1f2d84 _dl_start+0x4 (/usr/lib/ld-2.31.so)\n"
             "a 1 2.000000: cycles:\n\t 10 last (/x)")  # callchain sample, no final newline
-    rows = rows_of(read_text(tmp_path, registry, text))
+    rows = rows_of(read_perf(tmp_path, registry, text))
     assert [r["name"] for r in rows] == ["[unknown]", "_dl_start", "last"]
 
 
@@ -223,7 +221,7 @@ def test_pitfall_25_frame_forms(tmp_path, registry):
             "\t    7f05 gone (/usr/lib/libz.so.1 (deleted))\n"
             "  foo.c:12\n"  # -F +srcline
             "\t    7f06 (anonymous namespace)::helper() (/x)\n")
-    trace = read_text(tmp_path, registry, text)
+    trace = read_perf(tmp_path, registry, text)
     frames = {r["frame_id"]: (r["name"], r["module"]) for r in trace.frames.to_pylist()}
     assert sorted(frames.values()) == sorted([
         ("[unknown]", "[unknown]"), ("[unknown]", "[kernel.kallsyms]"), ("foo", "/x"),
@@ -246,7 +244,7 @@ def test_pitfall_26_header_side_band_lost_and_out_of_order(tmp_path, registry):
             "a 1 2.000000: cycles:\n\t 1 later (/x)\n\n"
             "a 1 1.000000: cycles:\n\t 1 earlier (/x)\n\n"
             "LOST 20 events!\n")
-    trace = read_text(tmp_path, registry, text)
+    trace = read_perf(tmp_path, registry, text)
     meta = trace.metadata["sources"]["t.perf"]
     assert (meta["hostname"], meta["tool_version"]) == ("box", "6.1")
     assert meta["event_descriptions"][0].startswith("name = cycles")

@@ -10,7 +10,7 @@ from collections import Counter
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import SHARED, shared_path
+from helpers import SHARED, read_text, shared_path
 from tracekit.cli import main
 
 
@@ -87,9 +87,7 @@ def test_top_down_tree_depth_from_spaces_and_quoted_names(registry):
 # --- pitfalls 16 to 20 ---------------------------------------------------------------------
 
 def read_csv(tmp_path, registry, text, name="r.csv"):
-    path = tmp_path / name
-    path.write_text(text)
-    return tracekit.read(path, format="vtune", registry=registry)
+    return read_text(tmp_path, registry, text, name, "vtune")
 
 
 def values_of(trace):
