@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 import sqlite3
 from collections import Counter, defaultdict
@@ -87,12 +88,16 @@ def test_every_export_reads_with_counts_equal_to_sql(name, registry, tmp_path):
     assert path.stat().st_mtime_ns == mtime
     # And it converts to a valid Perfetto trace with every slice.
     out = tmp_path / "out.pftrace"
-    tracekit.write(trace, out, registry=registry)
+    result = tracekit.write(trace, out, registry=registry)
     decoded = decode_and_check(out)
     assert decoded.violations == []
     kinds = Counter(trace.events["kind"].cast(pa.string()).to_pylist())
     assert len(decoded.slices) == kinds["slice"]
-    assert len(decoded.instants) == kinds["instant"]
+    # nsys diagnostics from before the session start have negative times: counted, not drawn.
+    before_start = sum(1 for e in trace.events.to_pylist()
+                       if e["ts_ns"] is not None and e["ts_ns"] < 0)
+    assert result.skipped.get("negative timestamps", 0) == before_start
+    assert len(decoded.instants) == kinds["instant"] - before_start
     assert len(decoded.samples) == kinds["sample"]
 
 
@@ -458,3 +463,62 @@ def test_start_end_range_ending_on_another_thread(tmp_path, registry):
         ("load", 10, 40, 4, 4)
     import json
     assert json.loads(row["args"])["endGlobalTid"] == _gtid(4, 9)
+
+
+def test_profiler_overhead_and_diagnostics_equal_sql(registry):
+    path = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
+    trace = tracekit.read(path, registry=registry)
+    ev = trace.events.to_pylist()
+    overhead = [e for e in ev if e["category"] == "host.overhead"]
+    [(n, total)] = sql(path, "SELECT count(*), sum(end - start) FROM PROFILER_OVERHEAD")
+    assert (len(overhead), sum(e["dur_ns"] for e in overhead)) == (n, total)
+    want_names = Counter(r[0] for r in sql(path, "SELECT s.value FROM PROFILER_OVERHEAD o "
+                                                 "JOIN StringIds s ON s.id = o.nameId"))
+    assert Counter(e["name"] for e in overhead) == want_names
+    diags = [e for e in ev if e["name"] == "nsys diagnostic"]
+    texts = [r[0] for r in sql(path, "SELECT text FROM DIAGNOSTIC_EVENT")]
+    assert sorted(json.loads(e["args"])["text"] for e in diags) == sorted(texts)
+    assert sorted(e["ts_ns"] for e in diags) == sorted(
+        r[0] for r in sql(path, "SELECT timestamp FROM DIAGNOSTIC_EVENT"))
+
+
+def test_gpu_metrics_become_counters_named_from_target_info(tmp_path, registry):
+    path = _export(tmp_path)
+    with writable(path) as con:
+        con.execute("CREATE TABLE GPU_METRICS (rawTimestamp INT, timestamp INT, typeId INT, "
+                    "metricId INT, value INT)")
+        con.executemany("INSERT INTO GPU_METRICS VALUES (?,?,?,?,?)",
+                        [(0, 1000, 1, 5, 80), (0, 2000, 1, 5, 20), (0, 1000, 1, 7, 3)])
+        con.execute("CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INT, sourceId INT, "
+                    "typeName TEXT, metricId INT, metricName TEXT)")
+        con.execute("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (1, 0, 'GH100', 5, "
+                    "'SM Active [Throughput %]')")
+    trace = tracekit.read(path, registry=registry)
+    rows = sorted((r["name"], r["ts_ns"], r["value"]) for r in trace.events.to_pylist())
+    assert rows == [("SM Active [Throughput %] (GPU type 1)", 1000, 80.0),
+                    ("SM Active [Throughput %] (GPU type 1)", 2000, 20.0),
+                    ("metric 7 (GPU type 1)", 1000, 3.0)]
+    assert {r["category"] for r in trace.events.to_pylist()} == {"counter.gpu_metrics"}
+
+
+def test_whole_graph_rows_are_gpu_work_linked_to_their_launch(tmp_path, registry):
+    g = _gtid(300, 301)
+    path = _export(tmp_path, runtime=[(100, 150, 0, g, 9, 1)],
+                   strings=[(1, "cudaGraphLaunch_v10000")])
+    with writable(path) as con:
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INT, end INT, "
+                    "deviceId INT, contextId INT, greenContextId INT, streamId INT, "
+                    "correlationId INT, globalPid INT, graphId INT, graphExecId INT)")
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES "
+                    "(200, 900, 0, 1, NULL, 7, 9, ?, 4, 5)", ((300 << 24) | (1 << 48),))
+    trace = tracekit.read(path, registry=registry)
+    [graph] = [r for r in trace.events.to_pylist() if r["category"] == "gpu.graph"]
+    assert (graph["ts_ns"], graph["dur_ns"], graph["device"], graph["stream"],
+            graph["correlation"], graph["pid"]) == (200, 700, 0, 7, 9, 300)
+    assert json.loads(graph["args"]) == {"graphId": 4, "graphExecId": 5, "contextId": 1}
+    [report] = tracekit.analyze(trace, "launch", registry=registry)
+    [delay] = report.tables["delay"].to_pylist()
+    assert delay["linked"] == 0  # launch counts kernels; the graph is work for the rest
+    [breakdown] = tracekit.analyze(trace, "breakdown", registry=registry)
+    [device] = breakdown.tables["devices"].to_pylist()
+    assert (device["span"], device["compute"]) == (700, 700)

@@ -22,7 +22,8 @@ from tracekit.model import Trace
 COMPUTE, COMMUNICATION, MEMORY = 0, 1, 2
 CLASS_NAMES = ("compute", "communication", "memory")
 
-GPU_WORK = ("gpu.kernel", "gpu.memcpy", "gpu.memset")
+# A graph traced whole (nsys --cuda-graph-trace=graph) is one row for all its kernels.
+GPU_WORK = ("gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.graph")
 API = ("api.runtime", "api.driver")
 COMM_KERNEL = r"(?i)nccl|rccl|^hccl"
 MEMORY_KERNEL = r"(?i)^(hip)?memcpy|^(hip)?memset|^dma"
@@ -121,7 +122,9 @@ def _build(trace: Trace) -> Activity:
     is_work &= is_slice & timed & events["device"].is_valid().to_numpy(zero_copy_only=False)
     is_kernel = pc.equal(category, "gpu.kernel").to_numpy(zero_copy_only=False)
     cls = np.full(events.num_rows, COMPUTE, dtype=np.int8)
-    cls[~is_kernel | _matches(names, MEMORY_KERNEL)] = MEMORY
+    is_memop = pc.is_in(category, pa.array(["gpu.memcpy", "gpu.memset"])).to_numpy(
+        zero_copy_only=False)
+    cls[is_memop | (is_kernel & _matches(names, MEMORY_KERNEL))] = MEMORY
     cls[is_kernel & _matches(names, COMM_KERNEL)] = COMMUNICATION
 
     key, linked, on_device = launch_links(events)

@@ -15,6 +15,7 @@ import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
+from tracekit.plugins.nsys import extra as E
 from tracekit.plugins.nsys import samples as samples_mod
 from tracekit.plugins.nsys import tables as T
 from tracekit.plugins.nsys.db import ExportDatabase, decode_pid, decode_tid
@@ -102,6 +103,12 @@ class NsysReader(tracekit.Reader):
                 if progress:
                     progress.phase(f"reading {table}")
                 columns = convert()
+                add(table, columns, len(columns["ts_ns"]))
+        extras = ((E.OVERHEAD, E.profiler_overhead), (E.DIAGNOSTICS, E.diagnostics),
+                  (E.GRAPH_TRACE, E.graph_trace), (E.GPU_METRICS, E.gpu_metrics))
+        for table, convert in extras:
+            if table in db.tables and db.count(table):
+                columns = convert(db)
                 add(table, columns, len(columns["ts_ns"]))
         if T.RUNTIME in db.tables:
             columns, carriers = T.runtime(db)

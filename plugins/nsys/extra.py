@@ -1,0 +1,78 @@
+"""Less common Nsight Systems tables: the profiler's own overhead, diagnostics, CUDA graph
+executions and GPU metrics (formats.md sections 1.5 and 1.8)."""
+
+from __future__ import annotations
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.plugins.nsys.db import ExportDatabase, col, decode_pid, decode_tid, table_args
+from tracekit.plugins.nsys.tables import Columns, _constant, _device, _timing
+
+OVERHEAD = "PROFILER_OVERHEAD"
+DIAGNOSTICS = "DIAGNOSTIC_EVENT"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+GPU_METRICS = "GPU_METRICS"
+GPU_METRIC_NAMES = "TARGET_INFO_GPU_METRICS"
+
+
+def profiler_overhead(db: ExportDatabase) -> Columns:
+    """PROFILER_OVERHEAD to host.overhead slices on the thread the profiler stalled."""
+    t = db.arrow(f"SELECT * FROM {OVERHEAD}")
+    gtid = col(t, "globalTid")
+    n = t.num_rows
+    return {"kind": _constant(n, "slice"), "category": _constant(n, "host.overhead"),
+            **_timing(t), "name": db.names(col(t, "nameId")), "pid": decode_pid(gtid),
+            "tid": decode_tid(gtid), "args": table_args(t, ("returnValue", "overheadType"))}
+
+
+def diagnostics(db: ExportDatabase) -> Columns:
+    """DIAGNOSTIC_EVENT to host.instant rows named 'nsys diagnostic', the message in args."""
+    t = db.arrow(f"SELECT * FROM {DIAGNOSTICS}")
+    n = t.num_rows
+    cols = {c: t[c].to_pylist() if c in t.column_names else [None] * n
+            for c in ("text", "severity", "source", "timestampType")}
+    args = [orjson.dumps({k: v[i] for k, v in cols.items() if v[i] is not None}).decode()
+            for i in range(n)]
+    return {"kind": _constant(n, "instant"), "category": _constant(n, "host.instant"),
+            "name": _constant(n, "nsys diagnostic"), "ts_ns": col(t, "timestamp"),
+            "pid": decode_pid(col(t, "globalPid")), "args": pa.array(args, pa.string())}
+
+
+def graph_trace(db: ExportDatabase) -> Columns:
+    """CUPTI_ACTIVITY_KIND_GRAPH_TRACE (graphs traced whole) to gpu.graph slices on their
+    stream, linked to the launching cudaGraphLaunch by correlation id."""
+    t = db.arrow(f"SELECT * FROM {GRAPH_TRACE}")
+    n = t.num_rows
+    return {**_device(t, "gpu.graph"), "name": _constant(n, "CUDA graph"),
+            "args": table_args(t, ("graphId", "graphExecId", "contextId", "greenContextId"))}
+
+
+def gpu_metrics(db: ExportDatabase) -> Columns:
+    """GPU_METRICS samples to counter.gpu_metrics rows, one counter per metric and GPU type.
+
+    Metric names come from TARGET_INFO_GPU_METRICS by (typeId, metricId), whose ids nsys does
+    not promise to keep stable across versions. Which GPU a typeId stands for is not
+    documented, so the counter's name carries the type rather than a guessed device.
+    """
+    names = db.arrow(f"SELECT typeId, metricId, metricName FROM {GPU_METRIC_NAMES}") \
+        if GPU_METRIC_NAMES in db.tables else None
+    t = db.arrow(f"SELECT timestamp, typeId, metricId, value FROM {GPU_METRICS}")
+    n = t.num_rows
+    type_id = col(t, "typeId")
+    metric = col(t, "metricId")
+    label = pc.binary_join_element_wise("metric ", metric.cast(pa.string()), "")
+    if names is not None and names.num_rows:
+        key = pc.binary_join_element_wise(type_id.cast(pa.string()), metric.cast(pa.string()),
+                                          ":")
+        known = pc.binary_join_element_wise(col(names, "typeId").cast(pa.string()),
+                                            col(names, "metricId").cast(pa.string()), ":")
+        position = pc.index_in(key, value_set=known)
+        found = pc.take(names["metricName"].combine_chunks().cast(pa.string()),
+                        pc.fill_null(position, 0))
+        label = pc.if_else(pc.is_valid(position), found, label)
+    counter = pc.binary_join_element_wise(label, " (GPU type ", type_id.cast(pa.string()), ")",
+                                          "")
+    return {"kind": _constant(n, "counter"), "category": _constant(n, "counter.gpu_metrics"),
+            "name": counter.dictionary_encode(), "ts_ns": col(t, "timestamp"),
+            "pid": pa.nulls(n, pa.int64()), "value": col(t, "value", pa.float64())}
