@@ -522,3 +522,23 @@ def test_whole_graph_rows_are_gpu_work_linked_to_their_launch(tmp_path, registry
     [breakdown] = tracekit.analyze(trace, "breakdown", registry=registry)
     [device] = breakdown.tables["devices"].to_pylist()
     assert (device["span"], device["compute"]) == (700, 700)
+
+
+def test_os_runtime_calls_carry_their_call_stacks(registry):
+    path = shared_path("nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")
+    trace = tracekit.read(path, registry=registry)
+    osrt = [e for e in trace.events.to_pylist() if e["category"] == "host.os"]
+    [(with_chain,)] = sql(path, "SELECT count(*) FROM OSRT_API WHERE callchainId IN "
+                                "(SELECT id FROM OSRT_CALLCHAINS)")
+    assert sum(e["stack_id"] is not None for e in osrt) == with_chain > 0
+    # The leaf of each call's stack is its callchain's stackDepth 0 symbol, per call.
+    leaves = Counter(r[0] for r in sql(
+        path, "SELECT s.value FROM OSRT_API o JOIN OSRT_CALLCHAINS c ON c.id = o.callchainId "
+              "AND c.stackDepth = 0 JOIN StringIds s ON s.id = c.symbol"))
+    stacks = {r["stack_id"]: r["frame_id"] for r in trace.stacks.to_pylist()}
+    frames = {r["frame_id"]: r["name"] for r in trace.frames.to_pylist()}
+    got = Counter(frames[stacks[e["stack_id"]]] for e in osrt if e["stack_id"] is not None)
+    assert got == leaves
+    # The samples' tree and the OS runtime tree share the tables without colliding ids.
+    ids = trace.stacks["stack_id"].to_pylist()
+    assert len(ids) == len(set(ids))

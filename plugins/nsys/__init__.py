@@ -97,7 +97,7 @@ class NsysReader(tracekit.Reader):
         progress = getattr(out, "progress", None)
         simple = ((T.KERNEL, lambda: T.kernels(db, self.options.short_names)),
                   (T.MEMCPY, lambda: T.memcpys(db)), (T.MEMSET, lambda: T.memsets(db)),
-                  (T.SYNC, lambda: T.syncs(db)), (T.OSRT, lambda: T.osrt(db)))
+                  (T.SYNC, lambda: T.syncs(db)))
         for table, convert in simple:
             if table in db.tables:
                 if progress:
@@ -123,14 +123,29 @@ class NsysReader(tracekit.Reader):
         if samples_mod.SAMPLES in db.tables:
             if progress:
                 progress.phase("reading CPU samples")
-            columns, stacks, frames = samples_mod.samples(db)
+            columns, tree = samples_mod.samples(db)
             add(samples_mod.SAMPLES, columns, len(columns["ts_ns"]))
-            out.add_table("stacks", stacks)
-            out.add_table("frames", frames)
+            out.add_table("stacks", tree.stacks)
+            out.add_table("frames", tree.frames)
+            stack_base, frame_base = tree.stacks.num_rows, tree.frames.num_rows
             if samples_mod.CALLCHAINS in db.tables:
                 out.note(samples_mod.CALLCHAINS, "call stacks of the samples",
                          db.count(samples_mod.CALLCHAINS))
                 done.add(samples_mod.CALLCHAINS)
+        else:
+            stack_base = frame_base = 0
+        if T.OSRT in db.tables:
+            osrt_tree = None
+            if samples_mod.OSRT_CALLCHAINS in db.tables:
+                osrt_tree = samples_mod.chain_tree(db, samples_mod.OSRT_CALLCHAINS,
+                                                   stack_base, frame_base)
+                out.add_table("stacks", osrt_tree.stacks)
+                out.add_table("frames", osrt_tree.frames)
+                out.note(samples_mod.OSRT_CALLCHAINS, "call stacks of the OS runtime calls",
+                         db.count(samples_mod.OSRT_CALLCHAINS))
+                done.add(samples_mod.OSRT_CALLCHAINS)
+            columns = T.osrt(db, osrt_tree)
+            add(T.OSRT, columns, len(columns["ts_ns"]))
         if T.NVTX in db.tables:
             columns, counts = T.nvtx(db)
             add(T.NVTX, columns, counts["ranges"] + counts["marks"])

@@ -1,7 +1,10 @@
 """CPU samples: COMPOSITE_EVENTS + SAMPLING_CALLCHAINS to cpu.sample rows sharing one
-call-site tree (stacks) and one frame table, built level by level with numpy."""
+call-site tree (stacks) and one frame table, built level by level with numpy; the same tree
+builder serves the OS runtime calls' OSRT_CALLCHAINS."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -10,33 +13,53 @@ from tracekit.plugins.nsys.db import ExportDatabase, col, decode_pid, decode_tid
 
 SAMPLES = "COMPOSITE_EVENTS"
 CALLCHAINS = "SAMPLING_CALLCHAINS"
+OSRT_CALLCHAINS = "OSRT_CALLCHAINS"
 
 
-def samples(db: ExportDatabase) -> tuple[dict, pa.Table, pa.Table]:
-    """Return (event columns, stacks table, frames table).
+@dataclass
+class ChainTree:
+    """Call chains (one per chain id) as a call-site tree: stacks and frames tables, and per
+    chain id its leaf call site and leaf frame."""
 
-    In SAMPLING_CALLCHAINS ``stackDepth`` 0 is the leaf (the function executing); the root is
-    the deepest entry. Equal paths from the root share stack ids, so a million samples share
-    their frames.
+    chain_ids: np.ndarray  # sorted
+    leaf_stack: np.ndarray
+    leaf_frame: np.ndarray
+    stacks: pa.Table
+    frames: pa.Table
+
+    def lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(found, leaf stack, leaf frame) for each id."""
+        if not len(self.chain_ids):
+            zeros = np.zeros(len(ids), dtype=np.int64)
+            return np.zeros(len(ids), dtype=bool), zeros, zeros
+        pos = np.clip(np.searchsorted(self.chain_ids, ids), 0, len(self.chain_ids) - 1)
+        return self.chain_ids[pos] == ids, self.leaf_stack[pos], self.leaf_frame[pos]
+
+
+def chain_tree(db: ExportDatabase, table: str, stack_base: int = 0,
+               frame_base: int = 0) -> ChainTree:
+    """Build the tree of a callchain table (id, symbol, module, stackDepth), ids numbered
+    from ``stack_base`` and ``frame_base`` so that several tables share one trace.
+
+    ``stackDepth`` 0 is the leaf (the function executing); the root is the deepest entry.
+    Equal paths from the root share stack ids, so a million rows share their frames.
     """
-    ev = db.arrow(f"SELECT * FROM {SAMPLES} ORDER BY id")
-    chain = db.arrow(f"SELECT id, symbol, module, stackDepth FROM {CALLCHAINS}"
-                     if CALLCHAINS in db.tables else "SELECT 0 AS id, 0 AS symbol, "
+    chain = db.arrow(f"SELECT id, symbol, module, stackDepth FROM {table}"
+                     if table in db.tables else "SELECT 0 AS id, 0 AS symbol, "
                      "0 AS module, 0 AS stackDepth WHERE 0")
-    sample_id = col(ev, "id").to_numpy(zero_copy_only=False)
     ids = col(chain, "id").to_numpy(zero_copy_only=False)
     depth = col(chain, "stackDepth").to_numpy(zero_copy_only=False)
     symbol = col(chain, "symbol").to_numpy(zero_copy_only=False)
     module = col(chain, "module").to_numpy(zero_copy_only=False)
     # Frames: distinct (symbol, module) pairs.
     pairs, frame_of_row = np.unique(np.stack([symbol, module]), axis=1, return_inverse=True)
-    frame_of_row = frame_of_row.reshape(-1)
+    frame_of_row = frame_of_row.reshape(-1) + frame_base
     frames = pa.table({
-        "frame_id": np.arange(pairs.shape[1], dtype=np.int64),
+        "frame_id": np.arange(pairs.shape[1], dtype=np.int64) + frame_base,
         "name": pc.fill_null(db.names(pa.array(pairs[0])).cast(pa.string()), "[unknown]"),
         "module": db.names(pa.array(pairs[1])).cast(pa.string()),
     })
-    # Order each sample's frames root first: by id, then depth descending.
+    # Order each chain's frames root first: by id, then depth descending.
     order = np.lexsort((-depth, ids))
     ids_o, frame_o = ids[order], frame_of_row[order]
     starts = np.flatnonzero(np.r_[True, ids_o[1:] != ids_o[:-1]]) if len(ids_o) else \
@@ -46,7 +69,7 @@ def samples(db: ExportDatabase) -> tuple[dict, pa.Table, pa.Table]:
     parent_of_row = np.full(len(ids_o), -1, dtype=np.int64)
     stack_of_row = np.empty(len(ids_o), dtype=np.int64)
     stack_parent, stack_frame = [], []
-    next_id = 0
+    next_id = stack_base
     for k in range(int(level.max(initial=-1)) + 1):
         rows = np.flatnonzero(level == k)
         if k:
@@ -59,20 +82,23 @@ def samples(db: ExportDatabase) -> tuple[dict, pa.Table, pa.Table]:
         next_id += keys.shape[1]
     parent = np.concatenate(stack_parent) if stack_parent else np.array([], dtype=np.int64)
     stacks = pa.table({
-        "stack_id": np.arange(next_id, dtype=np.int64),
+        "stack_id": np.arange(stack_base, next_id, dtype=np.int64),
         "parent_id": pa.array(parent, mask=parent < 0),
         "frame_id": np.concatenate(stack_frame) if stack_frame else np.array([], np.int64),
     })
-    # Each sample's stack is the one of its leaf (its last row, root first).
+    # Each chain's stack is the one of its leaf (its last row, root first).
     leaf_rows = np.r_[starts[1:] - 1, len(ids_o) - 1] if len(starts) else starts
-    pos = np.searchsorted(ids_o[starts], sample_id) if len(starts) else \
-        np.zeros(len(sample_id), dtype=np.int64)
-    pos = np.clip(pos, 0, max(len(starts) - 1, 0))
-    has_chain = (ids_o[starts][pos] == sample_id) if len(starts) else \
-        np.zeros(len(sample_id), dtype=bool)
-    leaf = stack_of_row[leaf_rows][pos] if len(starts) else np.zeros(len(sample_id), np.int64)
-    leaf_frame = frame_o[leaf_rows][pos] if len(starts) else np.zeros(len(sample_id), np.int64)
-    frame_names = frames["name"].combine_chunks()
+    return ChainTree(ids_o[starts], stack_of_row[leaf_rows], frame_o[leaf_rows], stacks,
+                     frames)
+
+
+def samples(db: ExportDatabase) -> tuple[dict, ChainTree]:
+    """Return (event columns, the samples' call-chain tree)."""
+    ev = db.arrow(f"SELECT * FROM {SAMPLES} ORDER BY id")
+    tree = chain_tree(db, CALLCHAINS)
+    sample_id = col(ev, "id").to_numpy(zero_copy_only=False)
+    has_chain, leaf, leaf_frame = tree.lookup(sample_id)
+    frame_names = tree.frames["name"].combine_chunks()
     name = pa.DictionaryArray.from_arrays(pa.array(np.where(has_chain, leaf_frame, 0)
                                                    .astype(np.int32), mask=~has_chain),
                                           frame_names if len(frame_names) else
@@ -88,4 +114,4 @@ def samples(db: ExportDatabase) -> tuple[dict, pa.Table, pa.Table]:
         "value": pa.array(np.ones(n)), "stack_id": pa.array(leaf, mask=~has_chain),
         "args": table_args(ev, ("cpu", "threadState", "cpuCycles")),
     }
-    return out, stacks, frames
+    return out, tree

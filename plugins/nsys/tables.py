@@ -194,17 +194,25 @@ def nvtx(db: ExportDatabase) -> tuple[Columns, dict[str, int]]:
     return out, counts
 
 
-def osrt(db: ExportDatabase) -> Columns:
-    """OSRT_API to host.os slices."""
-    t = db.arrow(f"SELECT start, end, globalTid, nameId, returnValue, nestingLevel "
-                 f"FROM {OSRT}" if {"returnValue", "nestingLevel"} <= set(db.columns(OSRT))
-                 else f"SELECT * FROM {OSRT}")
+def osrt(db: ExportDatabase, tree: Any = None) -> Columns:
+    """OSRT_API to host.os slices; with the call-chain ``tree`` of OSRT_CALLCHAINS, each
+    call that has a callchainId gets its stack."""
+    wanted = ["start", "end", "globalTid", "nameId", "returnValue", "nestingLevel",
+              "callchainId"]
+    present = [c for c in wanted if c in db.columns(OSRT)]
+    t = db.arrow(f"SELECT {', '.join(present)} FROM {OSRT}")
     gtid = col(t, "globalTid")
     n = t.num_rows
-    return {"kind": _constant(n, "slice"), "category": _constant(n, "host.os"), **_timing(t),
-            "name": db.names(col(t, "nameId")), "pid": decode_pid(gtid),
-            "tid": decode_tid(gtid),
-            "args": table_args(t, ("returnValue", "nestingLevel"))}
+    out = {"kind": _constant(n, "slice"), "category": _constant(n, "host.os"), **_timing(t),
+           "name": db.names(col(t, "nameId")), "pid": decode_pid(gtid),
+           "tid": decode_tid(gtid),
+           "args": table_args(t, ("returnValue", "nestingLevel"))}
+    if tree is not None and "callchainId" in t.column_names:
+        chain = col(t, "callchainId")
+        found, leaf, _ = tree.lookup(chain.fill_null(-1).to_numpy(zero_copy_only=False))
+        found &= chain.is_valid().to_numpy(zero_copy_only=False)
+        out["stack_id"] = pa.array(leaf, mask=~found)
+    return out
 
 
 def _copy_short(enum_name: str | None) -> str | None:
