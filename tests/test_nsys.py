@@ -542,3 +542,24 @@ def test_os_runtime_calls_carry_their_call_stacks(registry):
     # The samples' tree and the OS runtime tree share the tables without colliding ids.
     ids = trace.stacks["stack_id"].to_pylist()
     assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("name", ["pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
+                                  "mordred_nsys2021_quadro-rtx6000_report1.sqlite"])
+def test_scheduling_slices_pair_sched_in_with_sched_out_as_sql_does(name, registry):
+    path = shared_path("nsys-sqlite", name)
+    want = {(r[0] & 0xFFFFFF, r[1]): r[2] for r in sql(path, """
+        WITH ordered AS (
+          SELECT globalTid, start, isSchedIn,
+                 LEAD(start) OVER w AS next_start, LEAD(isSchedIn) OVER w AS next_in
+          FROM SCHED_EVENTS WINDOW w AS (PARTITION BY globalTid ORDER BY start, isSchedIn))
+        SELECT globalTid, count(*), sum(next_start - start) FROM ordered
+        WHERE isSchedIn = 1 AND next_in = 0 GROUP BY globalTid""")}
+    trace = tracekit.read(path, registry=registry)
+    got: dict = {}
+    for e in trace.events.to_pylist():
+        if e["category"] == "host.sched":
+            acc = got.setdefault(e["tid"], [0, 0])
+            acc[0] += 1
+            acc[1] += e["dur_ns"]
+    assert got == {tid: [n, total] for (tid, n), total in want.items()}

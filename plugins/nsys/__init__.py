@@ -110,6 +110,14 @@ class NsysReader(tracekit.Reader):
             if table in db.tables and db.count(table):
                 columns = convert(db)
                 add(table, columns, len(columns["ts_ns"]))
+        if E.SCHED in db.tables and db.count(E.SCHED):
+            columns, unpaired = E.scheduling(db)
+            out.add_events(columns)
+            pids.update(pc.unique(columns["pid"]).drop_null().to_pylist())
+            out.note(E.SCHED, "events (a sched-in and its sched-out per slice)",
+                     2 * len(columns["ts_ns"]))
+            out.note(E.SCHED, "skipped: a sched-in or sched-out without its pair", unpaired)
+            done.add(E.SCHED)
         if T.RUNTIME in db.tables:
             columns, carriers = T.runtime(db)
             add(T.RUNTIME, columns, len(columns["ts_ns"]))

@@ -3,6 +3,7 @@ executions and GPU metrics (formats.md sections 1.5 and 1.8)."""
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,6 +14,7 @@ OVERHEAD = "PROFILER_OVERHEAD"
 DIAGNOSTICS = "DIAGNOSTIC_EVENT"
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 GPU_METRICS = "GPU_METRICS"
+SCHED = "SCHED_EVENTS"
 GPU_METRIC_NAMES = "TARGET_INFO_GPU_METRICS"
 
 
@@ -76,3 +78,25 @@ def gpu_metrics(db: ExportDatabase) -> Columns:
     return {"kind": _constant(n, "counter"), "category": _constant(n, "counter.gpu_metrics"),
             "name": counter.dictionary_encode(), "ts_ns": col(t, "timestamp"),
             "pid": pa.nulls(n, pa.int64()), "value": col(t, "value", pa.float64())}
+
+
+def scheduling(db: ExportDatabase) -> tuple[Columns, int]:
+    """SCHED_EVENTS (points) to host.sched slices: each sched-in paired with the same
+    thread's next sched-out. Returns the columns and how many points had no pair."""
+    t = db.arrow(f"SELECT * FROM {SCHED}")
+    gtid = col(t, "globalTid").fill_null(-1).to_numpy(zero_copy_only=False)
+    start = col(t, "start").fill_null(0).to_numpy(zero_copy_only=False)
+    into = col(t, "isSchedIn").fill_null(0).to_numpy(zero_copy_only=False) == 1
+    cpu = col(t, "cpu").fill_null(-1).to_numpy(zero_copy_only=False)
+    order = np.lexsort((~into, start, gtid))  # at equal times, an "out" before an "in"
+    g, s_, i_, c = gtid[order], start[order], into[order], cpu[order]
+    pair = np.flatnonzero(i_[:-1] & ~i_[1:] & (g[:-1] == g[1:])) if len(g) > 1 else \
+        np.array([], dtype=np.int64)
+    n = len(pair)
+    global_tid = pa.array(g[pair])
+    cols = {"kind": _constant(n, "slice"), "category": _constant(n, "host.sched"),
+            "name": _constant(n, "running"), "ts_ns": pa.array(s_[pair]),
+            "dur_ns": pa.array(s_[pair + 1] - s_[pair]), "pid": decode_pid(global_tid),
+            "tid": decode_tid(global_tid),
+            "args": pa.array([f'{{"cpu":{x}}}' for x in c[pair].tolist()], pa.string())}
+    return cols, len(g) - 2 * n
