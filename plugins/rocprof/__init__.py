@@ -1,0 +1,149 @@
+"""Reader for AMD rocprof CSV output: rocprof v1 (``results.csv`` and its stats files) and
+rocprofv3 traces (kernel, HIP/HSA API, marker, memory copy) and stats, one file, the files
+sharing its prefix, or a whole output directory, read as one trace."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import tracekit
+from tracekit.builder import TraceBuilder
+from tracekit.errors import TraceReadError
+from tracekit.inputs import Source
+from tracekit.plugins.rocprof.convert import CONVERTERS
+from tracekit.plugins.rocprof.files import CsvFile, header_of, kind_of, read_csv
+
+CLOCK = "ROCm runtime host clock, ns (uptime-like, not the Unix epoch)"
+# <prefix>_<trace>.csv names rocprofv3 writes; results.<x>.csv for v1.
+TRACE_SUFFIX = re.compile(r"^(?P<prefix>.+?)_(?:kernel_trace|hip_api_trace|"
+                          r"hip_runtime_trace|hsa_api_trace|marker_api_trace|memory_copy_trace|"
+                          r"memory_allocation_trace|counter_collection|[a-z_]*stats)"
+                          r"(?:_[\w-]+)?\.csv$", re.IGNORECASE)
+
+
+def input_files(source: Source) -> list[Path]:
+    """The CSV files of one input: a directory's (recursively), or a file and the rocprofv3
+    files beside it that share its ``<prefix>_`` (v1's results.* files are alternative views
+    of one run, so they are not merged)."""
+    if source.is_dir:
+        return sorted(p for p in source.path.rglob("*.csv") if p.is_file())
+    m = TRACE_SUFFIX.match(source.path.name)
+    if not m:
+        return [source.path]
+    prefix = m.group("prefix")
+    siblings = [p for p in source.path.parent.glob("*.csv")
+                if (s := TRACE_SUFFIX.match(p.name)) and s.group("prefix") == prefix]
+    return sorted(set(siblings) | {source.path})
+
+
+class RocprofCsvReader(tracekit.Reader):
+    """rocprof v1 and rocprofv3 CSV (files, prefixes or output directories)."""
+
+    name = "rocprof"
+    description = "AMD rocprof v1 / rocprofv3 CSV traces and stats (file or directory)"
+    extensions = (".csv",)
+
+    @classmethod
+    def sniff(cls, source: Source) -> float:
+        if source.is_dir:
+            found = [p for p in source.path.rglob("*.csv")][:50]
+            return 0.9 if any(_kind_of_file(p) for p in found) else 0.0
+        if not source.head or b"\0" in source.head:
+            return 0.0
+        return 0.9 if kind_of(header_of(source.head.decode("utf-8", "replace"))) else 0.0
+
+    def read(self, source: Source, out: TraceBuilder) -> None:
+        files: list[CsvFile] = []
+        for path in input_files(source):
+            f = read_csv(path)
+            if f is None:
+                if path == source.path:
+                    raise TraceReadError("line 1: not a rocprof CSV header", path=path)
+                out.note(f"{path.name}", "skipped: not a rocprof CSV", 1)
+                continue
+            files.append(f)
+        if not files:
+            raise TraceReadError("no rocprof CSV files here", path=source.path)
+        converted = []
+        for f in files:
+            if f.kind not in CONVERTERS:
+                out.note(f.path.name, f"skipped: {f.kind} not read yet", f.table.num_rows)
+                continue
+            converted.append((f, CONVERTERS[f.kind](f)))
+        _fill_launching_pids(converted)
+        for f, columns in converted:
+            out.add_events({k: v for k, v in columns.items() if v is not None})
+            out.note(f.path.name, "events", f.table.num_rows)
+        self._side_tables(converted, out)
+        out.metadata.update({"format": "rocprof CSV", "tool": "rocprof", "clock": CLOCK,
+                             "files": {f.path.name: f.kind for f in files}})
+
+    @staticmethod
+    def _side_tables(converted: list[tuple[CsvFile, dict[str, Any]]], out: TraceBuilder) -> None:
+        pids: set[int] = set()
+        threads: set[tuple[int, int]] = set()
+        devices: set[int] = set()
+        for _, c in converted:
+            pid = c.get("pid")
+            tid = c.get("tid")
+            if pid is not None:
+                pids.update(v for v in pc.unique(pa.array(pid)).to_pylist() if v is not None)
+            if pid is not None and tid is not None and c["category"][0].startswith(("api",
+                                                                                   "host")):
+                pairs = pa.table({"p": pa.array(pid), "t": pa.array(tid)}).group_by(
+                    ["p", "t"]).aggregate([])
+                threads.update((p, t) for p, t in zip(pairs["p"].to_pylist(),
+                                                      pairs["t"].to_pylist(), strict=True)
+                               if p is not None and t is not None)
+            if c.get("device") is not None:
+                devices.update(v for v in pc.unique(pa.array(c["device"])).to_pylist()
+                               if v is not None)
+        for pid in sorted(pids):
+            out.add_process(pid)
+        for pid, tid in sorted(threads):
+            out.add_thread(pid, tid)
+        for device in sorted(devices):
+            out.add_device(device, vendor="amd", kind="gpu")
+
+
+def _kind_of_file(path: Path) -> str | None:
+    with open(path, "rb") as fh:
+        return kind_of(header_of(fh.read(8192).decode("utf-8", "replace")))
+
+
+def _fill_launching_pids(converted: list[tuple[CsvFile, dict[str, Any]]]) -> None:
+    """Device rows without a pid (the v3 kernel trace has no Process_Id column) take the pid
+    of the API call with the same correlation id, where exactly one process has that id."""
+    api = [c for f, c in converted if f.kind == "v3_api"]
+    if not api:
+        return
+    corr = np.concatenate([pa.array(c["correlation"]).fill_null(-1).to_numpy(
+        zero_copy_only=False) for c in api])
+    pid = np.concatenate([pa.array(c["pid"]).fill_null(-1).to_numpy(zero_copy_only=False)
+                          for c in api])
+    keep = (corr >= 0) & (pid >= 0)
+    pairs = np.unique(np.stack([corr[keep], pid[keep]]), axis=1)
+    ids, counts = np.unique(pairs[0], return_counts=True)
+    unique = pairs[:, np.isin(pairs[0], ids[counts == 1])]
+    for f, c in converted:
+        if f.kind not in ("v3_kernel", "v3_memcpy") or c.get("correlation") is None:
+            continue
+        have = pa.array(c["pid"])
+        if have.null_count == 0:
+            continue
+        want = pa.array(c["correlation"]).fill_null(-1).to_numpy(zero_copy_only=False)
+        pos = np.clip(np.searchsorted(unique[0], want), 0, max(unique.shape[1] - 1, 0))
+        hit = (unique[0][pos] == want) if unique.shape[1] else np.zeros(len(want), bool)
+        found = pa.array(np.where(hit, unique[1][pos] if unique.shape[1] else 0, 0),
+                         mask=~hit)
+        c["pid"] = pc.if_else(pc.is_valid(have), have, found)
+
+
+@tracekit.hookimpl
+def register_readers(register: Any) -> None:
+    register(RocprofCsvReader)

@@ -1,0 +1,154 @@
+"""rocprof CSV columns to event columns, one file kind at a time (formats.md section 2)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.plugins.rocprof.files import CsvFile
+
+Columns = dict[str, Any]
+PID_IN_NAME = re.compile(r"^(\d+)_")
+V1_KNOWN = {"index", "kernelname", "gpu-id", "queue-id", "queue-index", "pid", "tid", "grd",
+            "wgr", "lds", "scr", "arch_vgpr", "accum_vgpr", "vgpr", "sgpr", "fbar", "wave_size",
+            "sig", "obj", "dispatchns", "beginns", "endns", "completens", "durationns"}
+
+
+def _first(f: CsvFile, *names: str) -> pa.Array | None:
+    for name in names:
+        values = f.ints(name)
+        if values is not None:
+            return values
+    return None
+
+
+def _const(n: int, value: str) -> list[str]:
+    return [value] * n
+
+
+def _span(f: CsvFile, start: str, end: str) -> tuple[pa.Array, pa.Array]:
+    ts, stop = f.ints(start), f.ints(end)
+    return ts, pc.subtract(stop, ts)
+
+
+def _json_rows(f: CsvFile, names: list[str]) -> pa.Array | None:
+    """Per row a JSON object of the text cells of ``names`` (those the file has)."""
+    present = [n for n in names if n in f.table.column_names]
+    if not present:
+        return None
+    parts = [pc.binary_join_element_wise(f'"{n}":"', pc.fill_null(f.text(n), ""), '"', "")
+             for n in present]
+    body = pc.binary_join_element_wise(*parts, ",") if len(parts) > 1 else parts[0]
+    return pc.binary_join_element_wise("{", body, "}", "")
+
+
+def file_pid(f: CsvFile) -> int | None:
+    """The pid in a rocprofv3 file name (``<pid>_kernel_trace.csv``), if any."""
+    m = PID_IN_NAME.match(f.path.name)
+    return int(m.group(1)) if m else None
+
+
+def v3_kernels(f: CsvFile) -> Columns:
+    n = f.table.num_rows
+    ts, dur = _span(f, "start_timestamp", "end_timestamp")
+    pid = f.ints("process_id")
+    if pid is None:
+        fp = file_pid(f)
+        pid = pa.array([fp] * n, pa.int64())
+    return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
+            "name": f.text("kernel_name"), "ts_ns": ts, "dur_ns": dur, "pid": pid,
+            "tid": f.ints("thread_id"), "device": f.ints("agent_id"),
+            "stream": _first(f, "stream_id", "queue_id"),
+            "correlation": f.ints("correlation_id"),
+            "grid_x": f.ints("grid_size_x"), "grid_y": f.ints("grid_size_y"),
+            "grid_z": f.ints("grid_size_z"), "block_x": f.ints("workgroup_size_x"),
+            "block_y": f.ints("workgroup_size_y"), "block_z": f.ints("workgroup_size_z"),
+            "registers": f.ints("vgpr_count"),
+            "shared_mem_bytes": _first(f, "lds_block_size", "group_segment_size"),
+            "args": _json_rows(f, ["dispatch_id", "kernel_id", "queue_id", "scratch_size",
+                                   "private_segment_size", "accum_vgpr_count", "sgpr_count"])}
+
+
+def v3_api(f: CsvFile) -> Columns:
+    """HIP calls as api.runtime, HSA as api.driver, markers as annotation ranges (or
+    instants where start equals end), by the Domain column."""
+    n = f.table.num_rows
+    domain = pc.utf8_upper(pc.fill_null(f.text("domain"), ""))
+    ts, dur = _span(f, "start_timestamp", "end_timestamp")
+    marker = pc.starts_with(domain, "MARKER").to_numpy(zero_copy_only=False)
+    hsa = pc.starts_with(domain, "HSA").to_numpy(zero_copy_only=False)
+    instant = marker & (pc.fill_null(pc.equal(dur, 0), False).to_numpy(zero_copy_only=False))
+    category = np.where(marker, "host.annotation", np.where(hsa, "api.driver", "api.runtime"))
+    kind = np.where(instant, "instant", "slice")
+    pid = f.ints("process_id")
+    if pid is None:
+        pid = pa.array([file_pid(f)] * n, pa.int64())
+    correlation = f.ints("correlation_id")
+    return {"kind": kind.tolist(), "category": category.tolist(), "name": f.text("function"),
+            "ts_ns": ts, "dur_ns": pc.if_else(pa.array(instant), None, dur), "pid": pid,
+            "tid": f.ints("thread_id"),
+            "correlation": pc.if_else(pa.array(marker), None, correlation),
+            "args": _json_rows(f, ["domain"])}
+
+
+_DIRECTION = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD",
+              "HOST_TO_HOST": "HtoH"}
+
+
+def v3_memcpys(f: CsvFile) -> Columns:
+    n = f.table.num_rows
+    ts, dur = _span(f, "start_timestamp", "end_timestamp")
+    direction = pc.replace_substring(pc.utf8_upper(pc.fill_null(f.text("direction"), "")),
+                                     "MEMORY_COPY_", "")
+    kinds = [_DIRECTION.get(d, d.title() if d else None)
+             for d in direction.to_pylist()]
+    src, dst = f.ints("source_agent_id"), f.ints("destination_agent_id")
+    to_device = pc.equal(direction, "HOST_TO_DEVICE")
+    device = pc.if_else(to_device, dst, src)
+    correlation = f.ints("correlation_id")
+    return {"kind": _const(n, "slice"), "category": _const(n, "gpu.memcpy"),
+            "name": [f"Memcpy {k}" if k else "Memcpy" for k in kinds], "ts_ns": ts,
+            "dur_ns": dur, "device": device, "stream": f.ints("stream_id"),
+            "pid": pa.array([file_pid(f)] * n, pa.int64()),
+            "correlation": pc.if_else(pc.equal(correlation, 0), None, correlation),
+            "copy_kind": kinds, "args": _json_rows(f, ["direction", "source_agent_id",
+                                                       "destination_agent_id"])}
+
+
+_STATS_CATEGORY = (("hip", "api.runtime"), ("hsa", "api.driver"), ("copy", "gpu.memcpy"),
+                   ("marker", "host.annotation"), ("kernel", "gpu.kernel"))
+
+
+def stats(f: CsvFile) -> Columns:
+    """``*stats.csv``: untimed aggregates (count and total per name)."""
+    n = f.table.num_rows
+    lower = f.path.name.lower()
+    category = next((c for key, c in _STATS_CATEGORY if key in lower), "gpu.kernel")
+    return {"kind": _const(n, "slice"), "category": _const(n, category),
+            "name": f.text("name"), "ts_ns": pa.nulls(n, pa.int64()),
+            "dur_ns": f.ints("totaldurationns"), "count": f.ints("calls"),
+            "args": _json_rows(f, ["averagens", "percentage", "minns", "maxns", "stddev"])}
+
+
+def v1_kernels(f: CsvFile) -> Columns:
+    """``results.csv``: one row per dispatch; without BeginNs/EndNs (counter-only runs) the
+    rows are untimed. Columns tracekit has no place for (counters) stay in args."""
+    n = f.table.num_rows
+    timed = "beginns" in f.table.column_names and "endns" in f.table.column_names
+    ts, dur = _span(f, "beginns", "endns") if timed else (pa.nulls(n, pa.int64()),
+                                                          pa.nulls(n, pa.int64()))
+    extra = [c for c in f.table.column_names if c not in V1_KNOWN]
+    return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
+            "name": f.text("kernelname"), "ts_ns": ts, "dur_ns": dur, "pid": f.ints("pid"),
+            "tid": f.ints("tid"), "device": f.ints("gpu-id"), "stream": f.ints("queue-id"),
+            "grid_x": f.ints("grd"), "block_x": f.ints("wgr"), "shared_mem_bytes": f.ints("lds"),
+            "registers": _first(f, "arch_vgpr", "vgpr"),
+            "args": _json_rows(f, ["index", "queue-index", "sgpr", "scr", "sig", "obj",
+                                   *extra])}
+
+
+CONVERTERS = {"v3_kernel": v3_kernels, "v3_api": v3_api, "v3_memcpy": v3_memcpys,
+              "stats": stats, "v1_kernels": v1_kernels}

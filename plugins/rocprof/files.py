@@ -1,0 +1,132 @@
+"""rocprof CSV files: which kind each is (by its header, case-insensitively), and their
+columns read with pyarrow.csv, column-wise, every cell first as text."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+from tracekit.errors import TraceReadError
+
+# (kind, columns that must all be present, lower-cased)
+KINDS = (
+    ("v3_kernel", {"kind", "agent_id", "kernel_name", "correlation_id", "start_timestamp"}),
+    ("v3_memcpy", {"kind", "direction", "correlation_id", "start_timestamp"}),
+    ("v3_counters", {"counter_name", "counter_value", "dispatch_id"}),
+    ("v3_api", {"domain", "function", "correlation_id", "start_timestamp"}),
+    ("stats", {"name", "calls", "totaldurationns"}),
+    ("v1_kernels", {"index", "kernelname", "gpu-id"}),
+)
+
+
+@dataclass
+class CsvFile:
+    """One rocprof CSV: its kind, header and cells (all text, lower-cased names)."""
+
+    path: Path
+    kind: str
+    table: pa.Table
+
+    def text(self, name: str) -> pa.Array | None:
+        """Column ``name`` (case-insensitive) as text, or None when the file has none."""
+        return self.table[name].combine_chunks() if name in self.table.column_names else None
+
+    def ints(self, name: str, line_of: int = 2) -> pa.Array | None:
+        """Column ``name`` as int64: ``None``/empty cells are null; ``Agent 1`` is 1."""
+        col = self.text(name)
+        if col is None:
+            return None
+        digits = pc.extract_regex(col, r"^\s*(?:[A-Za-z_ ]*?)(?P<n>-?\d+)\s*$")
+        values = pc.struct_field(digits, "n")
+        blank = pc.or_(pc.is_in(pc.utf8_trim_whitespace(col), pa.array(["", "None"])),
+                       pc.is_null(col))
+        bad = pc.and_(pc.is_null(values), pc.invert(blank))
+        if pc.any(bad).as_py():
+            row = pc.index(bad, True).as_py()
+            raise TraceReadError(f"line {row + line_of}: column '{name}' is not an integer: "
+                                 f"{col[row].as_py()!r}", path=self.path)
+        return values.cast(pa.int64())
+
+
+def kind_of(header: list[str]) -> str | None:
+    """The kind of a rocprof CSV from its header, or None."""
+    names = {h.strip().lower() for h in header}
+    for kind, needed in KINDS:
+        if needed <= names:
+            return kind
+    return None
+
+
+def header_of(text: str) -> list[str]:
+    """The first line's fields."""
+    first = text.split("\n", 1)[0]
+    return next(csv.reader([first]), [])
+
+
+def read_csv(path: Path) -> CsvFile | None:
+    """Read one file, or None when it is no rocprof CSV."""
+    raw = path.read_bytes()
+    header = header_of(raw[:65536].decode("utf-8", "replace"))
+    kind = kind_of(header)
+    if kind is None:
+        return None
+    names = [h.strip().lower() for h in header]
+    if len(set(names)) != len(names):
+        raise TraceReadError("line 1: repeated column names in the header", path=path)
+    if kind == "stats":  # v1 quotes names by hand without escaping inner quotes
+        return CsvFile(path, kind, _lenient_stats(raw, names, path))
+    options = pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                   strings_can_be_null=True, null_values=[""])
+    try:
+        table = pacsv.read_csv(io.BytesIO(raw), read_options=pacsv.ReadOptions(
+            column_names=names, skip_rows=1), convert_options=options,
+            parse_options=pacsv.ParseOptions(newlines_in_values=False))
+    except pa.ArrowInvalid as exc:
+        raise TraceReadError(_first_bad_line(raw, len(names)) or _line_error(str(exc)),
+                             path=path) from None
+    return CsvFile(path, kind, table)
+
+
+def _first_bad_line(raw: bytes, width: int) -> str | None:
+    """'line N: k fields where the header has m' for the first row of the wrong width."""
+    reader = csv.reader(io.StringIO(raw.decode("utf-8", "replace")))
+    next(reader, None)
+    for row in reader:
+        if row and len(row) != width:
+            return f"line {reader.line_num}: {len(row)} fields where the header has {width}"
+    return None
+
+
+def _line_error(message: str) -> str:
+    """pyarrow's CSV error as one line that names the line of the file."""
+    m = re.search(r"Expected (\d+) columns, got (\d+)", message)
+    row = re.search(r"row (\d+)", message) or re.search(r": (.*)$", message)
+    if m:
+        return f"{m.group(2)} fields where the header has {m.group(1)}" + (
+            f" (near: {row.group(1)[:80]})" if row else "")
+    return f"unreadable CSV: {message.splitlines()[0][:160]}"
+
+
+def _lenient_stats(raw: bytes, names: list[str], path: Path) -> pa.Table:
+    """v1 stats files quote names by hand without escaping inner quotes: the last four
+    fields are numbers, so the name is everything before them."""
+    rows = []
+    for no, line in enumerate(raw.decode("utf-8", "replace").splitlines()[1:], 2):
+        if not line.strip():
+            continue
+        parts = line.rsplit(",", len(names) - 1)
+        if len(parts) != len(names):
+            raise TraceReadError(f"line {no}: {len(parts)} fields where the header has "
+                                 f"{len(names)}", path=path)
+        parts[0] = parts[0].strip()
+        if len(parts[0]) >= 2 and parts[0][0] == parts[0][-1] == '"':
+            parts[0] = parts[0][1:-1]
+        rows.append(parts)
+    return pa.table({n: pa.array([r[i] for r in rows], pa.string())
+                     for i, n in enumerate(names)})
