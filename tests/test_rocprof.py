@@ -168,3 +168,46 @@ def test_missing_columns_are_not_a_rocprof_file(tmp_path, capsys):
                  str(tmp_path / "o.pftrace"), "-q"]) == 1
     [err] = capsys.readouterr().err.strip().splitlines()
     assert "line 1: not a rocprof CSV header" in err
+
+
+# --- rocprof v1 results.json -------------------------------------------------------------
+
+def v1_json_files() -> list[str]:
+    base = SHARED / "rocprof-v1"
+    return sorted(str(p.relative_to(SHARED)) for p in base.rglob("results.json")) \
+        if base.exists() else ["<missing>"]
+
+
+@pytest.mark.parametrize("rel", v1_json_files())
+def test_v1_results_json_exact_times_sections_and_flows(rel, registry, tmp_path):
+    import json
+
+    path = shared_path(*rel.split("/"))
+    doc = json.loads(path.read_text())
+    events = doc["traceEvents"]
+    assert events[0] == {}  # the quirk: an empty first event
+    xs = [e for e in events if e.get("ph") == "X"]
+    trace = tracekit.read(path, registry=registry)
+    assert trace.metadata["sources"][path.name]["reader"] == "rocprof"
+    rows = trace.events.to_pylist()
+    assert len(rows) == len(xs)
+    # Exact ns from args.BeginNs/EndNs, not the µs strings.
+    assert sorted(r["ts_ns"] for r in rows) == sorted(int(e["args"]["BeginNs"]) for e in xs)
+    assert sum(r["dur_ns"] or 0 for r in rows) == sum(
+        int(e["args"]["EndNs"]) - int(e["args"]["BeginNs"]) for e in xs
+        if int(e["args"]["EndNs"]) - int(e["args"]["BeginNs"]) > 1)
+    sections = {int(e["pid"]): e["args"]["name"] for e in events if e.get("ph") == "M"}
+    kernels = [e for e in xs if sections[int(e["pid"])].startswith("GPU")
+               and not sections[int(e["pid"])].startswith("GPU Barriers")]
+    assert sum(r["category"] == "gpu.kernel" for r in rows) == len(kernels)
+    # Every s/t pair becomes a launch link (flow arrow) from its call to its work.
+    ends: dict = {}
+    for e in events:
+        if e.get("ph") in ("s", "t"):
+            ends.setdefault(e["id"], set()).add(e["ph"])
+    out = tmp_path / "out.pftrace"
+    tracekit.write(trace, out, registry=registry)
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    device_ends = [s for s in decoded.slices if s.category.startswith("gpu.") and s.flows]
+    assert len(device_ends) == sum(v == {"s", "t"} for v in ends.values())

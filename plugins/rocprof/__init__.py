@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
+from tracekit.plugins.rocprof import v1json
 from tracekit.plugins.rocprof.convert import CONVERTERS
 from tracekit.plugins.rocprof.files import CsvFile, header_of, kind_of, read_csv
 
@@ -55,9 +57,14 @@ class RocprofCsvReader(tracekit.Reader):
             return 0.9 if any(_kind_of_file(p) for p in found) else 0.0
         if not source.head or b"\0" in source.head:
             return 0.0
+        if v1json.is_v1_json(source.head):
+            return 0.95  # above the generic Chrome-trace reading
         return 0.9 if kind_of(header_of(source.head.decode("utf-8", "replace"))) else 0.0
 
     def read(self, source: Source, out: TraceBuilder) -> None:
+        if not source.is_dir and v1json.is_v1_json(source.head):
+            self._read_v1_json(source, out)
+            return
         files: list[CsvFile] = []
         for path in input_files(source):
             f = read_csv(path)
@@ -82,6 +89,27 @@ class RocprofCsvReader(tracekit.Reader):
         self._side_tables(converted, out)
         out.metadata.update({"format": "rocprof CSV", "tool": "rocprof", "clock": CLOCK,
                              "files": {f.path.name: f.kind for f in files}})
+
+    @staticmethod
+    def _read_v1_json(source: Source, out: TraceBuilder) -> None:
+        try:
+            doc = orjson.loads(source.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise TraceReadError(f"invalid JSON: {exc}", path=source.path) from None
+        if not isinstance(doc, dict):
+            raise TraceReadError("not a rocprof results.json (no traceEvents object)",
+                                 path=source.path)
+        columns, counts = v1json.convert(doc)
+        out.add_events(columns)
+        out.note("trace events (X)", "events", len(columns.get("kind", [])))
+        out.note("metadata records", "section names", counts["metadata records"])
+        out.note("flow endpoints (s/t)", "correlation of their call and work",
+                 counts["flow endpoints"])
+        out.note("empty or unknown records", "skipped: no event in it",
+                 counts["empty or unknown records"])
+        out.metadata.update({"format": "rocprof v1 results.json", "tool": "rocprof",
+                             "clock": CLOCK, "other_data_keys": len(doc.get("otherData")
+                                                                    or {})})
 
     @staticmethod
     def _side_tables(converted: list[tuple[CsvFile, dict[str, Any]]], out: TraceBuilder) -> None:
