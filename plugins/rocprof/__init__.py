@@ -85,7 +85,11 @@ class RocprofCsvReader(tracekit.Reader):
         _fill_launching_pids(converted)
         for f, columns in converted:
             out.add_events({k: v for k, v in columns.items() if v is not None})
-            out.note(f.path.name, "events", f.table.num_rows)
+            if f.kind == "v3_counters":
+                out.note(f.path.name, "counter values of the dispatches (one row each)",
+                         f.table.num_rows)
+            else:
+                out.note(f.path.name, "events", f.table.num_rows)
         self._side_tables(converted, out)
         out.metadata.update({"format": "rocprof CSV", "tool": "rocprof", "clock": CLOCK,
                              "files": {f.path.name: f.kind for f in files}})

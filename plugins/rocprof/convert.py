@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.plugins.rocprof.files import CsvFile
@@ -150,5 +151,44 @@ def v1_kernels(f: CsvFile) -> Columns:
                                    *extra])}
 
 
+def v3_counters(f: CsvFile) -> Columns:
+    """``counter_collection`` is long: one row per (dispatch, counter). Pivoted, each
+    dispatch is one gpu.kernel row carrying its counters in ``args.counters``; without
+    Start/End timestamps (older files) the rows are untimed."""
+    t = f.table
+    dispatch = f.ints("dispatch_id").to_pylist()
+    names = f.text("counter_name").to_pylist()
+    values = f.text("counter_value").to_pylist()
+    order: dict[int, int] = {}
+    counters: list[dict[str, float | str]] = []
+    first_row: list[int] = []
+    for i, d in enumerate(dispatch):
+        slot = order.get(d)
+        if slot is None:
+            slot = order[d] = len(counters)
+            counters.append({})
+            first_row.append(i)
+        value = values[i]
+        try:
+            counters[slot][names[i]] = float(value) if value is not None else None
+        except ValueError:
+            counters[slot][names[i]] = value
+    rows = pa.array(first_row, pa.int64())
+    first = CsvFile(f.path, f.kind, t.take(rows))
+    n = len(first_row)
+    timed = "start_timestamp" in t.column_names and "end_timestamp" in t.column_names
+    ts, dur = _span(first, "start_timestamp", "end_timestamp") if timed else \
+        (pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()))
+    return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
+            "name": first.text("kernel_name"), "ts_ns": ts, "dur_ns": dur,
+            "pid": first.ints("process_id"), "tid": first.ints("thread_id"),
+            "device": first.ints("agent_id"), "stream": first.ints("queue_id"),
+            "correlation": first.ints("correlation_id"), "grid_x": first.ints("grid_size"),
+            "block_x": first.ints("workgroup_size"), "registers": first.ints("vgpr_count"),
+            "shared_mem_bytes": first.ints("lds_block_size"),
+            "args": [orjson.dumps({"dispatch_id": d, "counters": c}).decode()
+                     for d, c in zip(order, counters, strict=True)]}
+
+
 CONVERTERS = {"v3_kernel": v3_kernels, "v3_api": v3_api, "v3_memcpy": v3_memcpys,
-              "stats": stats, "v1_kernels": v1_kernels}
+              "stats": stats, "v1_kernels": v1_kernels, "v3_counters": v3_counters}
