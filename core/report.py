@@ -58,6 +58,31 @@ class Report:
                 "findings": [f.to_json() for f in self.findings], "notes": list(self.notes)}
 
 
+_TYPES = {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+
+
+def report_table(columns: list[tuple[str, str, str | None, Any]]) -> pa.Table:
+    """A report table from ``(name, type, unit, values)``; type is int, float or str, and
+    the unit (``ns``, ``bytes``, ``%``) goes into the field's metadata for rendering."""
+    fields, arrays = [], []
+    for name, kind, unit, values in columns:
+        type_ = _TYPES[kind]
+        fields.append(pa.field(name, type_, metadata={"unit": unit} if unit else None))
+        arrays.append(pa.array(values.tolist() if hasattr(values, "tolist") else list(values),
+                               type_))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def percent(part: float, whole: float) -> float:
+    """``part`` as a percentage of ``whole``, rounded to 0.1 (0 when whole is 0)."""
+    return round(100.0 * part / whole, 1) if whole else 0.0
+
+
+def short_name(name: str, limit: int = 48) -> str:
+    """``name`` cut to ``limit`` characters (kernel names run to thousands)."""
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
 def reports_to_json(reports: list[Report], inputs: list[str]) -> bytes:
     """Serialize reports as one JSON document."""
     doc = {"tracekit_report": REPORT_FORMAT_VERSION, "inputs": inputs,

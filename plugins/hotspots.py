@@ -18,12 +18,8 @@ import numpy as np
 import pyarrow as pa
 import tracekit
 from tracekit.model import Trace
-from tracekit.report import Report, format_ns
+from tracekit.report import Report, format_ns, percent, report_table
 from tracekit.stacks import StackTree, sample_events, sample_weights
-
-
-def _field(name: str, type_: pa.DataType, unit: str | None = None) -> pa.Field:
-    return pa.field(name, type_, metadata={"unit": unit} if unit else None)
 
 
 class HotspotsAnalyzer(tracekit.Analyzer):
@@ -109,20 +105,19 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         rows.sort(key=lambda r: (-r[2], -r[3], r[0], r[1]))
         if self.options.top:
             rows = rows[: self.options.top]
-        wtype, cast = (pa.int64(), int) if integral else (pa.float64(), float)
-        columns = [
-            ("self_pct", pa.float64(), "%", [_pct(r[2], grand) for r in rows]),
-            ("self", wtype, unit, [cast(r[2]) for r in rows]),
-            ("total_pct", pa.float64(), "%", [_pct(r[3], grand) for r in rows]),
-            ("total", wtype, unit, [cast(r[3]) for r in rows]),
+        wkind, cast = ("int", int) if integral else ("float", float)
+        columns: list[tuple[str, str, str | None, Any]] = [
+            ("self_pct", "float", "%", [percent(r[2], grand) for r in rows]),
+            ("self", wkind, unit, [cast(r[2]) for r in rows]),
+            ("total_pct", "float", "%", [percent(r[3], grand) for r in rows]),
+            ("total", wkind, unit, [cast(r[3]) for r in rows]),
         ]
         if module_table:
-            columns.append(("module", pa.string(), None, [r[0] or "(none)" for r in rows]))
+            columns.append(("module", "str", None, [r[0] or "(none)" for r in rows]))
         else:
-            columns.append(("module", pa.string(), None, [r[1] or "-" for r in rows]))
-            columns.append(("function", pa.string(), None, [r[0] for r in rows]))
-        return pa.table([pa.array(v, t) for _, t, _, v in columns],
-                        schema=pa.schema([_field(n, t, u) for n, t, u, _ in columns]))
+            columns.append(("module", "str", None, [r[1] or "-" for r in rows]))
+            columns.append(("function", "str", None, [r[0] for r in rows]))
+        return report_table(columns)
 
     def _paths(self, tree: StackTree, paths: dict[int, float], grand: float,
                unit: str, integral: bool) -> pa.Table:
@@ -130,22 +125,15 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         if self.options.top:
             top = top[: self.options.top]
         text = [" > ".join(_leafward(tree.names_of(sid))) for sid, _ in top]
-        wtype, cast = (pa.int64(), int) if integral else (pa.float64(), float)
-        return pa.table([pa.array([_pct(w, grand) for _, w in top], pa.float64()),
-                         pa.array([cast(w) for _, w in top], wtype),
-                         pa.array(text, pa.string())],
-                        schema=pa.schema([_field("pct", pa.float64(), "%"),
-                                          _field("weight", wtype, unit),
-                                          _field("path", pa.string())]))
+        wkind, cast = ("int", int) if integral else ("float", float)
+        return report_table([("pct", "float", "%", [percent(w, grand) for _, w in top]),
+                             ("weight", wkind, unit, [cast(w) for _, w in top]),
+                             ("path", "str", None, text)])
 
 
 def _leafward(names: list[str], keep: int = 6) -> list[str]:
     """The last ``keep`` frames of a path (the leaf end says most), with an ellipsis."""
     return names if len(names) <= keep else ["…", *names[-keep:]]
-
-
-def _pct(part: float, whole: float) -> float:
-    return round(100.0 * part / whole, 1) if whole else 0.0
 
 
 def _unit(trace: Trace, event: str) -> str:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit.model import Trace
-from tracekit.report import Report
+from tracekit.report import Report, report_table
 from tracekit.stats import grouped_stats
 
 _TABLES = (
@@ -29,10 +29,6 @@ _TABLES = (
      ("gpu.memcpy", "gpu.memset"), "bytes", "bytes"),
     ("ranges", "Annotation ranges (cf. nsys nvtx_sum)", ("host.annotation",), "dur_ns", "ns"),
 )
-
-
-def _field(name: str, type_: pa.DataType, unit: str | None = None) -> pa.Field:
-    return pa.field(name, type_, metadata={"unit": unit} if unit else None)
 
 
 class SummaryAnalyzer(tracekit.Analyzer):
@@ -68,16 +64,12 @@ class SummaryAnalyzer(tracekit.Analyzer):
         total = float(np.sum(s["total"])) if len(s["total"]) else 0.0
         pct = (np.asarray(s["total"], dtype=float) * 100 / total) if total else \
             np.zeros(len(s["total"]))
-        schema = pa.schema([
-            _field("time_pct" if unit == "ns" else "size_pct", pa.float64(), "%"),
-            _field("total", pa.int64(), unit), _field("count", pa.int64()),
-            _field("mean", pa.float64(), unit), _field("median", pa.float64(), unit),
-            _field("min", pa.int64(), unit), _field("max", pa.int64(), unit),
-            _field("stddev", pa.float64(), unit), _field("name", pa.string()),
-        ])
-        return pa.table([np.round(pct, 1), s["total"], s["count"], s["mean"], s["median"],
-                         s["min"], s["max"], s["stddev"], pa.array(s["key"], pa.string())],
-                        schema=schema)
+        return report_table([
+            ("time_pct" if unit == "ns" else "size_pct", "float", "%", np.round(pct, 1)),
+            ("total", "int", unit, s["total"]), ("count", "int", None, s["count"]),
+            ("mean", "float", unit, s["mean"]), ("median", "float", unit, s["median"]),
+            ("min", "int", unit, s["min"]), ("max", "int", unit, s["max"]),
+            ("stddev", "float", unit, s["stddev"]), ("name", "str", None, s["key"])])
 
 
 def _memop_names(rows: pa.Table) -> pa.Array:

@@ -29,12 +29,11 @@ from tracekit import intervals as iv
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, Activity, host_reads
 from tracekit.plugins.diagnosis.breakdown import devices_table
-from tracekit.plugins.diagnosis.columns import pct, short_name, table
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps, host_context
 from tracekit.plugins.diagnosis.launch import launch_stats
 from tracekit.plugins.diagnosis.sync import pageable_copies
-from tracekit.report import Finding, Report, format_ns
+from tracekit.report import Finding, Report, format_ns, percent, report_table, short_name
 from tracekit.stats import grouped_stats
 
 CAUSES = ("compute", "communication", "transfer", "sync", "launch", "cpu", "idle-other")
@@ -103,35 +102,35 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         span = sum(g.timeline.span for g in per_device)
         verdict, ranked = decide(costs, span)
         title = f"Bottleneck: {VERDICTS.get(verdict, 'mixed')}" if verdict != "mixed" else \
-            "Bottleneck: mixed (" + ", ".join(f"{c} {pct(n, span)}%" for c, n in ranked[:3]) \
+            "Bottleneck: mixed (" + ", ".join(f"{c} {percent(n, span)}%" for c, n in ranked[:3]) \
             + ")"
         report = Report(analyzer=self.name, title=title)
-        report.tables["causes"] = table([
-            ("cause", "str", None, [c for c, _ in ranked]),
-            ("time", "int", "ns", [n for _, n in ranked]),
-            ("span_pct", "float", "%", [pct(n, span) for _, n in ranked])])
+        report.tables["causes"] = report_table([
+                   ("cause", "str", None, [c for c, _ in ranked]),
+                   ("time", "int", "ns", [n for _, n in ranked]),
+                   ("span_pct", "float", "%", [percent(n, span) for _, n in ranked])])
         report.table_titles["causes"] = "Where the GPU time went (all devices)"
         report.tables["devices"] = devices_table([g.timeline for g in per_device], compact=True)
         report.table_titles["devices"] = "Per device (see -a breakdown, -a gaps)"
         evidence = Evidence(trace, activity, per_device, self.options.tiny_us)
-        top_share = pct(ranked[0][1], span)
+        top_share = percent(ranked[0][1], span)
         report.findings.append(Finding(
             severity="info" if verdict == "compute" else
             ("critical" if top_share >= 50 else "warning"),
             title=f"verdict: {verdict}" + ("" if verdict == "mixed" else
                                            f", {top_share}% of GPU time"),
             evidence={"verdict": verdict, "devices": len(per_device), "span_ns": span,
-                      "gpu_busy_pct": pct(sum(iv.total(g.timeline.busy) for g in per_device),
+                      "gpu_busy_pct": percent(sum(iv.total(g.timeline.busy) for g in per_device),
                                           span),
-                      **{f"{c}_pct": pct(n, span) for c, n in ranked if n}},
+                      **{f"{c}_pct": percent(n, span) for c, n in ranked if n}},
             suggestion=FIXES.get(verdict, MIXED_FIX)))
         for cause, ns in ranked:
-            if pct(ns, span) < self.options.min_share_pct or ns == 0:
+            if percent(ns, span) < self.options.min_share_pct or ns == 0:
                 continue
             report.findings.append(Finding(
                 severity="info" if cause == "compute" else
-                ("critical" if pct(ns, span) >= 50 else "warning"),
-                title=f"{cause}: {format_ns(ns)} ({pct(ns, span)}% of GPU time)",
+                ("critical" if percent(ns, span) >= 50 else "warning"),
+                title=f"{cause}: {format_ns(ns)} ({percent(ns, span)}% of GPU time)",
                 evidence=evidence.of(cause),
                 suggestion="" if cause == verdict else FIXES[cause], cost_ns=ns))
         return report
@@ -186,14 +185,14 @@ class Evidence:
         total = int(np.sum(s["total"])) if len(s["total"]) else 0
         out: dict[str, Any] = {"kernels": int(np.sum(s["count"])) if len(s["count"]) else 0}
         for i in range(min(3, len(s["key"]))):
-            out[f"top{i + 1}"] = f"{short_name(s['key'][i])} ({pct(s['total'][i], total)}%)"
+            out[f"top{i + 1}"] = f"{short_name(s['key'][i])} ({percent(s['total'][i], total)}%)"
         return out
 
     def _communication(self) -> dict[str, Any]:
         comm = sum(iv.total(g.timeline.communication) for g in self.per_device)
         exposed = sum(iv.total(g.timeline.exposed_communication) for g in self.per_device)
         return {"communication_ns": comm, "exposed_ns": exposed,
-                "overlap_pct": pct(comm - exposed, comm)}
+                "overlap_pct": percent(comm - exposed, comm)}
 
     def _transfer(self) -> dict[str, Any]:
         ev = self.activity.events
@@ -240,8 +239,8 @@ class Evidence:
         out = self._gap_evidence("launch")
         stats = [launch_stats(self.activity, w, self.tiny_ns) for w in self.activity.devices]
         kernels = sum(s.kernels for s in stats)
-        out["tiny_kernel_pct"] = pct(sum(s.tiny for s in stats), kernels)
-        out["shorter_than_launch_pct"] = pct(sum(s.short for s in stats),
+        out["tiny_kernel_pct"] = percent(sum(s.tiny for s in stats), kernels)
+        out["shorter_than_launch_pct"] = percent(sum(s.short for s in stats),
                                              sum(s.linked for s in stats))
         best = max(stats, key=lambda s: s.kernels)
         out["launches_per_s"] = round(best.launch_rate)

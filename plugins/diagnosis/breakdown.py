@@ -17,9 +17,8 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU, steps
-from tracekit.plugins.diagnosis.columns import pct, table
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
-from tracekit.report import Report
+from tracekit.report import Report, percent, report_table
 
 PARTS = ("compute", "communication", "memory", "idle")
 LABELS = {"compute": "compute", "communication": "comm", "memory": "mem", "idle": "idle"}
@@ -63,8 +62,8 @@ def devices_table(timelines: list[DeviceTimeline], compact: bool = False) -> pa.
         spec.extend((LABELS[part], "int", "ns", cols[part]) for part in PARTS)
     for part in PARTS:
         spec.append((f"{LABELS[part]}_pct", "float", "%",
-                     [pct(v, s) for v, s in zip(cols[part], cols["span"], strict=True)]))
-    return table(spec)
+                     [percent(v, s) for v, s in zip(cols[part], cols["span"], strict=True)]))
+    return report_table(spec)
 
 
 def steps_table(trace: Trace, timelines: list[DeviceTimeline]) -> pa.Table:
@@ -88,5 +87,5 @@ def steps_table(trace: Trace, timelines: list[DeviceTimeline]) -> pa.Table:
         ("duration", "int", "ns", cols["dur"])]
     for part in PARTS:
         spec.append((f"{LABELS[part]}_pct", "float", "%",
-                     [pct(v, d) for v, d in zip(cols[part], dur.tolist(), strict=True)]))
-    return table(spec)
+                     [percent(v, d) for v, d in zip(cols[part], dur.tolist(), strict=True)]))
+    return report_table(spec)

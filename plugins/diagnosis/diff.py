@@ -18,9 +18,8 @@ import tracekit
 from tracekit import intervals as iv
 from tracekit.errors import AnalysisError
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.columns import pct, short_name, table
 from tracekit.plugins.diagnosis.timeline import device_timelines
-from tracekit.report import Finding, Report, format_ns
+from tracekit.report import Finding, Report, format_ns, percent, report_table, short_name
 
 
 class DiffAnalyzer(tracekit.Analyzer):
@@ -72,13 +71,13 @@ def _totals(trace: Trace, a: str, b: str) -> pa.Table:
     busy_span = [_busy_and_span(trace, s) for s in (a, b)]
     metrics.append(("GPU active span", "ns", [s for _, s in busy_span]))
     metrics.append(("GPU idle in span", "ns", [s - busy for busy, s in busy_span]))
-    return table([
-        ("metric", "str", None, [m for m, _, _ in metrics]),
-        ("baseline", "int", "ns", [v[0] for _, _, v in metrics]),
-        ("candidate", "int", "ns", [v[1] for _, _, v in metrics]),
-        ("change", "int", "ns", [v[1] - v[0] for _, _, v in metrics]),
-        ("change_pct", "float", "%", [pct(v[1] - v[0], v[0]) if v[0] else None
-                                      for _, _, v in metrics])])
+    return report_table([
+               ("metric", "str", None, [m for m, _, _ in metrics]),
+               ("baseline", "int", "ns", [v[0] for _, _, v in metrics]),
+               ("candidate", "int", "ns", [v[1] for _, _, v in metrics]),
+               ("change", "int", "ns", [v[1] - v[0] for _, _, v in metrics]),
+               ("change_pct", "float", "%", [percent(v[1] - v[0], v[0]) if v[0] else None
+                                             for _, _, v in metrics])])
 
 
 def _per_name(trace: Trace, category: str, a: str, b: str) -> pa.Table:
@@ -104,12 +103,12 @@ def _per_name(trace: Trace, category: str, a: str, b: str) -> pa.Table:
                        ["new", "gone", "same"], "changed")
     delta = time_b - time_a
     order = np.lexsort((joined["name"].to_numpy(zero_copy_only=False), -np.abs(delta)))
-    return table([
-        ("status", "str", None, status[order]),
-        ("count_a", "int", None, count_a[order]), ("count_b", "int", None, count_b[order]),
-        ("time_a", "int", "ns", time_a[order]), ("time_b", "int", "ns", time_b[order]),
-        ("change", "int", "ns", delta[order]),
-        ("name", "str", None, joined["name"].to_numpy(zero_copy_only=False)[order])])
+    return report_table([
+               ("status", "str", None, status[order]),
+               ("count_a", "int", None, count_a[order]), ("count_b", "int", None, count_b[order]),
+               ("time_a", "int", "ns", time_a[order]), ("time_b", "int", "ns", time_b[order]),
+               ("change", "int", "ns", delta[order]),
+               ("name", "str", None, joined["name"].to_numpy(zero_copy_only=False)[order])])
 
 
 def _total_findings(totals: pa.Table) -> list[Finding]:

@@ -28,9 +28,8 @@ import tracekit
 from tracekit import intervals as iv
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU, Activity
-from tracekit.plugins.diagnosis.columns import pct, table
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
-from tracekit.report import Finding, Report, format_ns
+from tracekit.report import Finding, Report, format_ns, percent, report_table
 
 CAUSES = ("sync", "launch", "cpu", "queued", "unknown")
 SYNC, LAUNCH, CPU, QUEUED, UNKNOWN = range(5)
@@ -119,7 +118,7 @@ def host_context(trace: Trace, gaps: Gaps, index: int) -> str:
     # Most of the gap first; among equals the shortest range, the most specific one.
     order = np.lexsort((e - s, -overlap))[:2]
     top, share = rows[order], overlap[order]
-    return ", ".join(f"{activity.name(int(r))} ({pct(o, hi - lo):.0f}%)"
+    return ", ".join(f"{activity.name(int(r))} ({percent(o, hi - lo):.0f}%)"
                      for r, o in zip(top, share, strict=True))
 
 
@@ -211,11 +210,12 @@ class GapsAnalyzer(tracekit.Analyzer):
             rows["cause"].append(CAUSES[g.cause[i]])
             rows["next"].append(activity.name(int(g.next_row[i])))
             rows["host"].append(host_context(trace, g, i))
-        return table([("device", "str", None, rows["device"]), ("at", "int", "ns", rows["at"]),
-                      ("duration", "int", "ns", rows["dur"]),
-                      ("cause", "str", None, rows["cause"]),
-                      ("host_during_gap", "str", None, rows["host"]),
-                      ("next_gpu_work", "str", None, rows["next"])])
+        return report_table([("device", "str", None, rows["device"]),
+                             ("at", "int", "ns", rows["at"]),
+                             ("duration", "int", "ns", rows["dur"]),
+                             ("cause", "str", None, rows["cause"]),
+                             ("host_during_gap", "str", None, rows["host"]),
+                             ("next_gpu_work", "str", None, rows["next"])])
 
 
 def _utilization(timeline: DeviceTimeline, bins: int) -> tuple[np.ndarray, np.ndarray]:
@@ -238,10 +238,12 @@ def _causes_table(per_device: list[Gaps]) -> pa.Table:
             cols["cause"].append(cause)
             cols["count"].append(int(sel.sum()))
             cols["total"].append(int(g.dur[sel].sum()))
-            cols["pct"].append(pct(g.dur[sel].sum(), g.timeline.span))
-    return table([("device", "str", None, cols["device"]), ("cause", "str", None, cols["cause"]),
-                  ("count", "int", None, cols["count"]), ("total", "int", "ns", cols["total"]),
-                  ("span_pct", "float", "%", cols["pct"])])
+            cols["pct"].append(percent(g.dur[sel].sum(), g.timeline.span))
+    return report_table([("device", "str", None, cols["device"]),
+                         ("cause", "str", None, cols["cause"]),
+                         ("count", "int", None, cols["count"]),
+                         ("total", "int", "ns", cols["total"]),
+                         ("span_pct", "float", "%", cols["pct"])])
 
 
 def _distribution_table(per_device: list[Gaps]) -> pa.Table:
@@ -254,10 +256,12 @@ def _distribution_table(per_device: list[Gaps]) -> pa.Table:
             cols["bucket"].append(label)
             cols["count"].append(int(sel.sum()))
             cols["total"].append(int(g.dur[sel].sum()))
-            cols["pct"].append(pct(g.dur[sel].sum(), idle))
-    return table([("device", "str", None, cols["device"]),
-                  ("length", "str", None, cols["bucket"]), ("count", "int", None, cols["count"]),
-                  ("total", "int", "ns", cols["total"]), ("idle_pct", "float", "%", cols["pct"])])
+            cols["pct"].append(percent(g.dur[sel].sum(), idle))
+    return report_table([("device", "str", None, cols["device"]),
+                         ("length", "str", None, cols["bucket"]),
+                         ("count", "int", None, cols["count"]),
+                         ("total", "int", "ns", cols["total"]),
+                         ("idle_pct", "float", "%", cols["pct"])])
 
 
 def gap_findings(per_device: list[Gaps], min_idle_pct: float = 10.0) -> list[Finding]:
@@ -265,13 +269,13 @@ def gap_findings(per_device: list[Gaps], min_idle_pct: float = 10.0) -> list[Fin
     findings = []
     for g in per_device:
         span, idle = g.timeline.span, int(g.dur.sum())
-        if not span or pct(idle, span) < min_idle_pct:
+        if not span or percent(idle, span) < min_idle_pct:
             continue
         causes = sorted(g.by_cause().items(), key=lambda kv: -kv[1])
         top, top_ns = causes[0]
         findings.append(Finding(
-            severity="warning" if pct(idle, span) < 30 else "critical",
-            title=f"{g.timeline.work.label} is idle {pct(idle, span)}% of its active span",
+            severity="warning" if percent(idle, span) < 30 else "critical",
+            title=f"{g.timeline.work.label} is idle {percent(idle, span)}% of its active span",
             evidence={"idle_ns": idle, "span_ns": span, "gaps": len(g.lo),
                       "largest_gap_ns": int(g.dur.max()) if len(g.dur) else 0,
                       "top_cause": top, "top_cause_ns": top_ns},

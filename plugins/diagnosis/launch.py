@@ -20,8 +20,7 @@ import pyarrow as pa
 import tracekit
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU, Activity, DeviceWork
-from tracekit.plugins.diagnosis.columns import pct, table
-from tracekit.report import Finding, Report
+from tracekit.report import Finding, Report, percent, report_table
 from tracekit.stats import grouped_stats
 
 
@@ -130,13 +129,13 @@ def _kernel_rows(by_dur: dict[str, Any], by_delay: dict[str, float], by_api: dic
                  order: Any, short: dict[str, float] | None = None) -> pa.Table:
     keys = [by_dur["key"][i] for i in order]
     short = short or {}
-    return table([
-        ("count", "int", None, [int(by_dur["count"][i]) for i in order]),
-        ("median", "float", "ns", [float(by_dur["median"][i]) for i in order]),
-        ("call", "float", "ns", [by_api.get(k, 0.0) for k in keys]),
-        ("delay", "float", "ns", [by_delay.get(k, 0.0) for k in keys]),
-        ("short_pct", "float", "%", [round(short.get(k, 0.0) / 10, 1) for k in keys]),
-        ("name", "str", None, keys)])
+    return report_table([
+               ("count", "int", None, [int(by_dur["count"][i]) for i in order]),
+               ("median", "float", "ns", [float(by_dur["median"][i]) for i in order]),
+               ("call", "float", "ns", [by_api.get(k, 0.0) for k in keys]),
+               ("delay", "float", "ns", [by_delay.get(k, 0.0) for k in keys]),
+               ("short_pct", "float", "%", [round(short.get(k, 0.0) / 10, 1) for k in keys]),
+               ("name", "str", None, keys)])
 
 
 def _delay_table(stats: list[LaunchStats], cutoff_ns: int) -> pa.Table:
@@ -151,35 +150,36 @@ def _delay_table(stats: list[LaunchStats], cutoff_ns: int) -> pa.Table:
         cols["p90"].append(float(np.percentile(d, 90)) if len(d) else 0.0)
         cols["max"].append(int(d.max()) if len(d) else 0)
         cols["outliers"].append(int((d > cutoff_ns).sum()))
-    return table([
-        ("device", "str", None, cols["device"]), ("kernels", "int", None, cols["kernels"]),
-        ("linked", "int", None, cols["linked"]), ("median", "float", "ns", cols["median"]),
-        ("p90", "float", "ns", cols["p90"]), ("max", "int", "ns", cols["max"]),
-        ("outliers", "int", None, cols["outliers"])])
+    return report_table([
+               ("device", "str", None, cols["device"]), ("kernels", "int", None, cols["kernels"]),
+               ("linked", "int", None, cols["linked"]), ("median", "float", "ns", cols["median"]),
+               ("p90", "float", "ns", cols["p90"]), ("max", "int", "ns", cols["max"]),
+               ("outliers", "int", None, cols["outliers"])])
 
 
 def _size_table(stats: list[LaunchStats]) -> pa.Table:
-    return table([
-        ("device", "str", None, [s.work.label for s in stats]),
-        ("short_pct", "float", "%", [pct(s.short, s.linked) for s in stats]),
-        ("tiny_pct", "float", "%", [pct(s.tiny, s.kernels) for s in stats]),
-        ("tiny_time_pct", "float", "%", [pct(s.tiny_time, s.kernel_time) for s in stats]),
-        ("launches_per_s", "float", None, [round(s.launch_rate, 1) for s in stats]),
-        ("runs_per_s", "float", None, [round(s.exec_rate, 1) for s in stats])])
+    return report_table([
+               ("device", "str", None, [s.work.label for s in stats]),
+               ("short_pct", "float", "%", [percent(s.short, s.linked) for s in stats]),
+               ("tiny_pct", "float", "%", [percent(s.tiny, s.kernels) for s in stats]),
+               ("tiny_time_pct", "float", "%",
+                [percent(s.tiny_time, s.kernel_time) for s in stats]),
+               ("launches_per_s", "float", None, [round(s.launch_rate, 1) for s in stats]),
+               ("runs_per_s", "float", None, [round(s.exec_rate, 1) for s in stats])])
 
 
 def launch_findings(stats: list[LaunchStats], tiny_us: float) -> list[Finding]:
     """A finding per device whose kernels are mostly tiny and launched slower than they run."""
     findings = []
     for s in stats:
-        if not s.kernels or pct(s.tiny, s.kernels) < 50 or s.launch_rate >= s.exec_rate:
+        if not s.kernels or percent(s.tiny, s.kernels) < 50 or s.launch_rate >= s.exec_rate:
             continue
         findings.append(Finding(
             severity="warning",
-            title=f"{s.work.label}: {pct(s.tiny, s.kernels)}% of kernels run under "
+            title=f"{s.work.label}: {percent(s.tiny, s.kernels)}% of kernels run under "
                   f"{tiny_us:g}µs, launched slower than the GPU runs them",
             evidence={"kernels": s.kernels, "tiny": s.tiny,
-                      "short_than_launch_pct": pct(s.short, s.linked),
+                      "short_than_launch_pct": percent(s.short, s.linked),
                       "launches_per_s": round(s.launch_rate), "runs_per_s": round(s.exec_rate)},
             suggestion="fuse the small kernels: torch.compile, CUDA graphs "
                        "(torch.cuda.graphs / mode='reduce-overhead'), or larger batches",

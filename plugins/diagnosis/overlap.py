@@ -15,9 +15,8 @@ import tracekit
 from tracekit import intervals as iv
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU
-from tracekit.plugins.diagnosis.columns import pct, table
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
-from tracekit.report import Finding, Report, format_ns
+from tracekit.report import Finding, Report, format_ns, percent, report_table
 
 
 class OverlapAnalyzer(tracekit.Analyzer):
@@ -52,13 +51,13 @@ def overlap_table(timelines: list[DeviceTimeline]) -> pa.Table:
             cols["kind"].append(kind)
             cols["time"].append(time)
             cols["hidden"].append(None if kind == "compute" else
-                                  pct(iv.total(iv.intersect(busy, tl.compute)), time))
+                                  percent(iv.total(iv.intersect(busy, tl.compute)), time))
             cols["exposed"].append(compute if kind == "compute" else iv.total(exposed))
-    return table([
-        ("device", "str", None, cols["device"]), ("kind", "str", None, cols["kind"]),
-        ("time", "int", "ns", cols["time"]),
-        ("hidden_by_compute_pct", "float", "%", cols["hidden"]),
-        ("exposed", "int", "ns", cols["exposed"])])
+    return report_table([
+               ("device", "str", None, cols["device"]), ("kind", "str", None, cols["kind"]),
+               ("time", "int", "ns", cols["time"]),
+               ("hidden_by_compute_pct", "float", "%", cols["hidden"]),
+               ("exposed", "int", "ns", cols["exposed"])])
 
 
 def overlap_findings(timelines: list[DeviceTimeline], min_exposed_pct: float = 10.0,
@@ -67,14 +66,14 @@ def overlap_findings(timelines: list[DeviceTimeline], min_exposed_pct: float = 1
     findings = []
     for tl in timelines:
         comm, exposed = iv.total(tl.communication), iv.total(tl.exposed_communication)
-        if not tl.span or pct(exposed, tl.span) < min_exposed_pct:
+        if not tl.span or percent(exposed, tl.span) < min_exposed_pct:
             continue
         findings.append(Finding(
             severity="warning",
-            title=f"{tl.work.label}: communication is exposed for {pct(exposed, tl.span)}% "
+            title=f"{tl.work.label}: communication is exposed for {percent(exposed, tl.span)}% "
                   "of the span",
             evidence={"communication_ns": comm, "exposed_ns": exposed,
-                      "overlap_pct": pct(comm - exposed, comm), "span_ns": tl.span},
+                      "overlap_pct": percent(comm - exposed, comm), "span_ns": tl.span},
             suggestion=f"{format_ns(exposed)} of communication runs with no compute beside "
                        "it: overlap it (DDP gradient bucketing, FSDP prefetch, async "
                        "collectives on a side stream)",

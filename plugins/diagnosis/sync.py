@@ -17,8 +17,7 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, Activity, host_reads
-from tracekit.plugins.diagnosis.columns import pct, table
-from tracekit.report import Finding, Report, format_bytes, format_ns
+from tracekit.report import Finding, Report, format_bytes, format_ns, percent, report_table
 from tracekit.stats import grouped_stats
 
 
@@ -57,10 +56,10 @@ class SyncAnalyzer(tracekit.Analyzer):
         report.tables["device_waits"] = _stats_table(activity, device_waits, wall)
         report.table_titles["device_waits"] = "Device-side waits (gpu.sync)"
         copies = pageable_copies(activity)
-        report.tables["pageable"] = table([
-            ("copy_kind", "str", None, copies.kind), ("count", "int", None, copies.count),
-            ("async_calls", "int", None, copies.asynchronous),
-            ("bytes", "int", "bytes", copies.bytes), ("time", "int", "ns", copies.time)])
+        report.tables["pageable"] = report_table([
+                   ("copy_kind", "str", None, copies.kind), ("count", "int", None, copies.count),
+                   ("async_calls", "int", None, copies.asynchronous),
+                   ("bytes", "int", "bytes", copies.bytes), ("time", "int", "ns", copies.time)])
         report.table_titles["pageable"] = "Copies to or from pageable host memory"
         report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct))
         return report
@@ -80,10 +79,11 @@ def wall_time(trace: Trace) -> int:
 def _stats_table(activity: Activity, rows: np.ndarray, wall: int) -> pa.Table:
     ev = activity.events.take(pa.array(rows, pa.int64()))
     s = grouped_stats(ev["name"], ev["dur_ns"])
-    return table([("name", "str", None, s["key"]), ("count", "int", None, s["count"]),
-                  ("total", "int", "ns", s["total"]), ("mean", "float", "ns", s["mean"]),
-                  ("max", "int", "ns", s["max"]),
-                  ("wall_pct", "float", "%", [pct(t, wall) for t in np.asarray(s["total"])])])
+    return report_table([("name", "str", None, s["key"]), ("count", "int", None, s["count"]),
+                         ("total", "int", "ns", s["total"]), ("mean", "float", "ns", s["mean"]),
+                         ("max", "int", "ns", s["max"]),
+                         ("wall_pct", "float", "%",
+                          [percent(t, wall) for t in np.asarray(s["total"])])])
 
 
 def pageable_copies(activity: Activity) -> PageableCopies:
@@ -126,12 +126,12 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
     calls = activity.calls
     api = calls.is_sync & ~calls.is_op
     api_time = int((calls.end - calls.start)[api].sum())
-    if wall and pct(api_time, wall) >= min_share_pct:
+    if wall and percent(api_time, wall) >= min_share_pct:
         top = grouped_stats(activity.events["name"].take(pa.array(calls.row[api])),
                             pa.array((calls.end - calls.start)[api]))
         findings.append(Finding(
             severity="warning",
-            title=f"the host waits for the GPU {pct(api_time, wall)}% of the wall time",
+            title=f"the host waits for the GPU {percent(api_time, wall)}% of the wall time",
             evidence={"sync_calls": int(api.sum()), "sync_ns": api_time,
                       "wall_ns": wall, "top_call": top["key"][0] if top["key"] else "-",
                       "host_reads": host_reads(activity)},
