@@ -7,6 +7,40 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.model import Trace
 
+Frame = tuple[str, "str | None"]  # (name, module)
+
+
+class CallSites:
+    """Builds a stacks/frames tree: frames interned by (name, module), call sites by
+    (parent site, frame), so that every path shares its prefix with the others."""
+
+    def __init__(self) -> None:
+        self.frames: dict[Frame, int] = {}
+        self.sites: dict[tuple[int, int], int] = {}
+
+    def site(self, parent: int | None, frame: Frame) -> int:
+        """The id of ``frame`` called from call site ``parent`` (None at the root)."""
+        fid = self.frames.setdefault(frame, len(self.frames))
+        return self.sites.setdefault((-1 if parent is None else parent, fid), len(self.sites))
+
+    def stack_of(self, leaf_first: list[Frame]) -> int | None:
+        """The call-site id of a callchain given leaf first (None for an empty one)."""
+        site = None
+        for frame in reversed(leaf_first):
+            site = self.site(site, frame)
+        return site
+
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        """The (frames, stacks) tables of the event model, ids in order of first use."""
+        frames = pa.table({"frame_id": pa.array(range(len(self.frames)), pa.int64()),
+                           "name": pa.array([f[0] for f in self.frames], pa.string()),
+                           "module": pa.array([f[1] for f in self.frames], pa.string())})
+        stacks = pa.table({"stack_id": pa.array(range(len(self.sites)), pa.int64()),
+                           "parent_id": pa.array([p if p >= 0 else None for p, _ in self.sites],
+                                                 pa.int64()),
+                           "frame_id": pa.array([f for _, f in self.sites], pa.int64())})
+        return frames, stacks
+
 
 class StackTree:
     """The stacks and frames tables of a trace, for walking paths from the root."""

@@ -11,7 +11,6 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
@@ -94,16 +93,9 @@ class PerfScriptReader(tracekit.Reader):
 
     @staticmethod
     def _side_tables(parser: PerfScriptParser, out: TraceBuilder) -> None:
-        stacks = parser.stacks
-        names = list(stacks.frames)
-        out.add_table("frames", pa.table({
-            "frame_id": pa.array(range(len(names)), pa.int64()),
-            "name": pa.array([n for n, _ in names], pa.string()),
-            "module": pa.array([m for _, m in names], pa.string())}))
-        out.add_table("stacks", pa.table({
-            "stack_id": pa.array(range(len(stacks.site_frame)), pa.int64()),
-            "parent_id": pa.array(stacks.site_parent, pa.int64()),
-            "frame_id": pa.array(stacks.site_frame, pa.int64())}))
+        frames, stacks = parser.stacks.tables()
+        out.add_table("frames", frames)
+        out.add_table("stacks", stacks)
         pids = set()
         for (pid, tid), comm in parser.threads.items():
             out.add_thread(pid, tid, name=comm)  # type: ignore[arg-type]

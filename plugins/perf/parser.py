@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from tracekit.stacks import CallSites
 
 HEADER_TS = re.compile(r"^(?P<pre>.*?)\s*(?<!\S)(?P<sec>\d+)\.(?P<frac>\d{6,9}):(?:\s+|$)"
                        r"(?P<rest>.*)$")
@@ -126,32 +127,6 @@ class Columns:
                                               "value", "stack_id", "args")}
 
 
-class StackTable:
-    """Frames by (symbol, dso) and call sites by (parent, frame): every sample's stack is a
-    path in one shared tree."""
-
-    def __init__(self) -> None:
-        self.frames: dict[tuple[str, str | None], int] = {}
-        self.sites: dict[tuple[int, int], int] = {}
-        self.site_parent: list[int | None] = []
-        self.site_frame: list[int] = []
-
-    def stack_of(self, leaf_first: list[tuple[str, str | None]]) -> int:
-        """The call-site id of a callchain given leaf first."""
-        parent = -1
-        for frame in reversed(leaf_first):
-            fid = self.frames.get(frame)
-            if fid is None:
-                fid = self.frames[frame] = len(self.frames)
-            site = self.sites.get((parent, fid))
-            if site is None:
-                site = self.sites[(parent, fid)] = len(self.site_frame)
-                self.site_parent.append(None if parent < 0 else parent)
-                self.site_frame.append(fid)
-            parent = site
-        return parent
-
-
 @dataclass
 class Counts:
     """What the parser met besides samples, for the reader's account."""
@@ -171,7 +146,7 @@ class PerfScriptParser:
 
     def __init__(self) -> None:
         self.columns = Columns()
-        self.stacks = StackTable()
+        self.stacks = CallSites()
         self.counts = Counts()
         self.header_lines: list[str] = []
         self.threads: dict[tuple[int | None, int], str] = {}
@@ -275,7 +250,7 @@ class PerfScriptParser:
         hit = self._stack_cache.get(key)
         if hit is None:
             frames = [f for f in map(parse_frame, lines) if f is not None]
-            stack = self.stacks.stack_of(frames) if frames else None
+            stack = self.stacks.stack_of(frames)
             hit = (stack, frames[0][0] if frames else None, len(lines) - len(frames))
             if len(self._stack_cache) >= 100_000:
                 self._stack_cache.clear()

@@ -14,12 +14,12 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import orjson
-import pyarrow as pa
 import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
 from tracekit.plugins.vtune.values import numeric_columns, parse_number
+from tracekit.stacks import CallSites
 
 GROUPINGS = ("Function", "Function Stack", "Module", "Process", "Thread", "Package",
              "Source File", "Computing Task", "Process/Thread", "Function (Full)", "Core",
@@ -133,8 +133,7 @@ class VtuneCsvReader(tracekit.Reader):
         metric = _primary_metric(header, numeric)
         module_col = header.index("Module") if "Module" in header else None
         is_time = metric is not None and "Time" in header[metric]
-        frames: dict[tuple[str, str | None], int] = {}
-        sites: dict[tuple[int, int], int] = {}
+        sites = CallSites()
         path: list[int] = []
         total_row = report.kind == "tree" and _has_total(rows)
         cols: dict[str, list[Any]] = {k: [] for k in
@@ -148,10 +147,10 @@ class VtuneCsvReader(tracekit.Reader):
             if report.kind == "tree" and not (depth == 0 and name == "Total"):
                 level = max(depth - (1 if total_row else 0), 0)
                 del path[level:]
-                stack = _intern(frames, sites, path[-1] if path else -1, (name, module))
+                stack = sites.site(path[-1] if path else None, (name, module))
                 path.append(stack)
             elif report.kind == "grouped" and header[0] in ("Function", "Source Function"):
-                stack = _intern(frames, sites, -1, (name, module))
+                stack = sites.site(None, (name, module))
             cols["name"].append(name)
             cols["value"].append(value)
             cols["dur_ns"].append(round(value * 1e9) if is_time and value is not None
@@ -165,14 +164,9 @@ class VtuneCsvReader(tracekit.Reader):
         n = len(rows)
         out.add_events({"kind": ["sample"] * n, "category": ["cpu.sample"] * n,
                         "ts_ns": [None] * n, **cols})
-        out.add_table("frames", pa.table({
-            "frame_id": pa.array(list(frames.values()), pa.int64()),
-            "name": pa.array([f[0] for f in frames], pa.string()),
-            "module": pa.array([f[1] for f in frames], pa.string())}))
-        out.add_table("stacks", pa.table({
-            "stack_id": pa.array(list(sites.values()), pa.int64()),
-            "parent_id": pa.array([p if p >= 0 else None for p, _ in sites], pa.int64()),
-            "frame_id": pa.array([f for _, f in sites], pa.int64())}))
+        frames, stacks = sites.tables()
+        out.add_table("frames", frames)
+        out.add_table("stacks", stacks)
         out.metadata["metric"] = header[metric] if metric is not None else None
         out.note("report rows", "events", n)
 
@@ -225,12 +219,6 @@ def _primary_metric(header: list[str], numeric: list[bool]) -> int | None:
         if numeric[i] and h.startswith(("CPU Time", "Hardware Event Count")):
             return i
     return next((i for i in range(1, len(header)) if numeric[i]), None)
-
-
-def _intern(frames: dict[tuple[str, str | None], int], sites: dict[tuple[int, int], int],
-            parent: int, frame: tuple[str, str | None]) -> int:
-    fid = frames.setdefault(frame, len(frames))
-    return sites.setdefault((parent, fid), len(sites))
 
 
 @tracekit.hookimpl
