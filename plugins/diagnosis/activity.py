@@ -147,8 +147,8 @@ def _build(trace: Trace) -> Activity:
     device = events["device"].fill_null(-1).to_numpy()
     several = len(np.unique(source_codes[is_work])) > 1
     devices = []
-    for code, dev in sorted({(int(s), int(d)) for s, d in
-                             zip(source_codes[is_work], device[is_work], strict=True)}):
+    pairs = np.unique(np.stack([source_codes[is_work].astype(np.int64), device[is_work]]), axis=1)
+    for code, dev in pairs.T.tolist():
         rows = np.flatnonzero(is_work & (source_codes == code) & (device == dev))
         rows = rows[np.argsort(ts[rows], kind="stable")]
         api = np.full(len(rows), -1, dtype=np.int64)

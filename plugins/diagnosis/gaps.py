@@ -162,7 +162,6 @@ class GapsAnalyzer(tracekit.Analyzer):
             "kind", "category", "name", "ts_ns", "dur_ns", "device", "value", "source", "args")}
         for g in per_device:
             work, n = g.timeline.work, len(g.lo)
-            causes = np.array(CAUSES, dtype=object)[g.cause]
             parts["kind"].append(np.full(n, "slice", dtype=object))
             parts["category"].append(np.full(n, "analysis.gap", dtype=object))
             parts["name"].append(np.array([f"GPU idle: {c}" for c in CAUSES],
@@ -170,8 +169,8 @@ class GapsAnalyzer(tracekit.Analyzer):
             parts["ts_ns"].append(g.lo)
             parts["dur_ns"].append(g.dur)
             parts["value"].append(np.full(n, np.nan))
-            parts["args"].append(np.array([f'{{"cause": "{c}"}}' for c in causes],
-                                          dtype=object))
+            parts["args"].append(np.array([f'{{"cause": "{c}"}}' for c in CAUSES],
+                                          dtype=object)[g.cause])
             lo, busy = _utilization(g.timeline, self.options.utilization_bins)
             m = len(lo)
             parts["kind"].append(np.full(m, "counter", dtype=object))

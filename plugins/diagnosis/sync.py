@@ -88,35 +88,35 @@ def _stats_table(activity: Activity, rows: np.ndarray, wall: int) -> pa.Table:
 
 def pageable_copies(activity: Activity) -> PageableCopies:
     """Copies whose source or destination is pageable memory, per copy kind."""
-    ev = activity.events
-    src = ev["src_kind"].cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
-    dst = ev["dst_kind"].cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
+    memory = [(w.row[w.cls == MEMORY], w.api[w.cls == MEMORY]) for w in activity.devices]
+    rows = np.concatenate([r for r, _ in memory]) if memory else np.empty(0, np.int64)
+    api = np.concatenate([a for _, a in memory]) if memory else np.empty(0, np.int64)
+    ev = activity.events.take(pa.array(rows, pa.int64()))  # only the memory operations
+    pageable = pc.or_(pc.equal(ev["src_kind"].cast(pa.string()), "Pageable"),
+                      pc.equal(ev["dst_kind"].cast(pa.string()), "Pageable"))
+    keep = pageable.fill_null(False).to_numpy(zero_copy_only=False)
+    ev, api = ev.filter(pa.array(keep)), api[keep]
+    is_async = np.zeros(len(api), dtype=bool)
+    launched = api >= 0
+    if launched.any():
+        names = activity.events["name"].take(pa.array(activity.calls.row[api[launched]]))
+        is_async[launched] = pc.match_substring(names.cast(pa.string()), "Async") \
+            .to_numpy(zero_copy_only=False)
     kind = ev["copy_kind"].cast(pa.string()).fill_null("?").to_numpy(zero_copy_only=False)
-    size = ev["bytes"].fill_null(0).to_numpy()
-    dur = ev["dur_ns"].fill_null(0).to_numpy()
-    out = PageableCopies([], [], [], [], [])
-    per_kind: dict[str, list[int]] = {}
-    for work in activity.devices:
-        sel = (work.cls == MEMORY)
-        rows, api = work.row[sel], work.api[sel]
-        pageable = (src[rows] == "Pageable") | (dst[rows] == "Pageable")
-        rows, api = rows[pageable], api[pageable]
-        names = [activity.name(int(activity.calls.row[a])) if a >= 0 else "" for a in api]
-        is_async = np.array(["Async" in n for n in names], dtype=bool)
-        for k in np.unique(kind[rows]):
-            m = kind[rows] == k
-            acc = per_kind.setdefault(str(k), [0, 0, 0, 0])
-            acc[0] += int(m.sum())
-            acc[1] += int((m & is_async).sum())
-            acc[2] += int(size[rows][m].sum())
-            acc[3] += int(dur[rows][m].sum())
-    for k, (n, a, b, t) in sorted(per_kind.items(), key=lambda kv: -kv[1][3]):
-        out.kind.append(k)
-        out.count.append(n)
-        out.asynchronous.append(a)
-        out.bytes.append(b)
-        out.time.append(t)
-    return out
+    kinds, code = np.unique(kind.astype(str), return_inverse=True)
+    code = code.reshape(-1)
+
+    def per_kind(values: np.ndarray) -> list[int]:
+        return np.bincount(code, weights=values, minlength=len(kinds)).astype(np.int64).tolist()
+
+    count = per_kind(np.ones(len(code)))
+    asynchronous = per_kind(is_async.astype(float))
+    size = per_kind(ev["bytes"].fill_null(0).to_numpy().astype(float))
+    time = per_kind(ev["dur_ns"].fill_null(0).to_numpy().astype(float))
+    order = sorted(range(len(kinds)), key=lambda i: -time[i])
+    return PageableCopies([str(kinds[i]) for i in order], [count[i] for i in order],
+                          [asynchronous[i] for i in order], [size[i] for i in order],
+                          [time[i] for i in order])
 
 
 def sync_findings(activity: Activity, wall: int, copies: PageableCopies,

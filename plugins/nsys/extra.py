@@ -7,7 +7,14 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.plugins.nsys.db import ExportDatabase, col, decode_pid, decode_tid, table_args
+from tracekit.plugins.nsys.db import (
+    ExportDatabase,
+    col,
+    decode_pid,
+    decode_tid,
+    numeric_json,
+    table_args,
+)
 from tracekit.plugins.nsys.tables import Columns, _constant, _device, _timing
 
 OVERHEAD = "PROFILER_OVERHEAD"
@@ -98,5 +105,5 @@ def scheduling(db: ExportDatabase) -> tuple[Columns, int]:
             "name": _constant(n, "running"), "ts_ns": pa.array(s_[pair]),
             "dur_ns": pa.array(s_[pair + 1] - s_[pair]), "pid": decode_pid(global_tid),
             "tid": decode_tid(global_tid),
-            "args": pa.array([f'{{"cpu":{x}}}' for x in c[pair].tolist()], pa.string())}
+            "args": numeric_json({"cpu": pa.array(c[pair])})}
     return cols, len(g) - 2 * n

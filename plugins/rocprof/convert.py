@@ -104,14 +104,19 @@ def v3_memcpys(f: CsvFile) -> Columns:
     ts, dur = _span(f, "start_timestamp", "end_timestamp")
     direction = pc.replace_substring(pc.utf8_upper(pc.fill_null(f.text("direction"), "")),
                                      "MEMORY_COPY_", "")
-    kinds = [_DIRECTION.get(d, d.title() if d else None)
-             for d in direction.to_pylist()]
+    # Map the few distinct directions, then spread them to the rows.
+    codes = direction.dictionary_encode()
+    labels = [_DIRECTION.get(d, d.title() if d else None)
+              for d in codes.dictionary.to_pylist()]
+    kinds = pa.array(labels, pa.string()).take(codes.indices)
+    names = pa.array([f"Memcpy {k}" if k else "Memcpy" for k in labels],
+                     pa.string()).take(codes.indices)
     src, dst = f.ints("source_agent_id"), f.ints("destination_agent_id")
     to_device = pc.equal(direction, "HOST_TO_DEVICE")
     device = pc.if_else(to_device, dst, src)
     correlation = f.ints("correlation_id")
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.memcpy"),
-            "name": [f"Memcpy {k}" if k else "Memcpy" for k in kinds], "ts_ns": ts,
+            "name": names, "ts_ns": ts,
             "dur_ns": dur, "device": device, "stream": f.ints("stream_id"),
             "pid": pa.array([file_pid(f)] * n, pa.int64()),
             "correlation": pc.if_else(pc.equal(correlation, 0), None, correlation),
