@@ -88,10 +88,12 @@ class NsysReader(tracekit.Reader):
         done: set[str] = set()
         pids: set[int] = set()
 
-        def add(table: str, columns: dict[str, Any], rows: int) -> None:
+        def add(table: str, columns: dict[str, Any], rows: int,
+                outcome: str = "events") -> None:
             out.add_events({k: v for k, v in columns.items() if v is not None})
-            pids.update(pc.unique(columns["pid"]).drop_null().to_pylist())
-            out.note(table, "events", rows)
+            if columns.get("pid") is not None:
+                pids.update(pc.unique(columns["pid"]).drop_null().to_pylist())
+            out.note(table, outcome, rows)
             done.add(table)
 
         progress = getattr(out, "progress", None)
@@ -112,12 +114,9 @@ class NsysReader(tracekit.Reader):
                 add(table, columns, len(columns["ts_ns"]))
         if E.SCHED in db.tables and db.count(E.SCHED):
             columns, unpaired = E.scheduling(db)
-            out.add_events(columns)
-            pids.update(pc.unique(columns["pid"]).drop_null().to_pylist())
-            out.note(E.SCHED, "events (a sched-in and its sched-out per slice)",
-                     2 * len(columns["ts_ns"]))
+            add(E.SCHED, columns, 2 * len(columns["ts_ns"]),
+                "events (a sched-in and its sched-out per slice)")
             out.note(E.SCHED, "skipped: a sched-in or sched-out without its pair", unpaired)
-            done.add(E.SCHED)
         if T.RUNTIME in db.tables:
             columns, carriers = T.runtime(db)
             add(T.RUNTIME, columns, len(columns["ts_ns"]))

@@ -84,7 +84,7 @@ def gpu_metrics(db: ExportDatabase) -> Columns:
                                           "")
     return {"kind": _constant(n, "counter"), "category": _constant(n, "counter.gpu_metrics"),
             "name": counter.dictionary_encode(), "ts_ns": col(t, "timestamp"),
-            "pid": pa.nulls(n, pa.int64()), "value": col(t, "value", pa.float64())}
+            "value": col(t, "value", pa.float64())}
 
 
 def scheduling(db: ExportDatabase) -> tuple[Columns, int]:

@@ -77,9 +77,9 @@ class PerfScriptReader(tracekit.Reader):
                                  reader=self.name)
         self._side_tables(parser, out)
         out.metadata.update({"format": "perf script", "tool": "perf",
-                             "tool_version": None, "clock": CLOCK,
+                             "clock": CLOCK,
                              "events": parser.events, **header_metadata(parser.header_lines)})
-        out.metadata["tool_version"] = out.metadata.get("perf_version")
+        out.metadata["tool_version"] = out.metadata.get("perf_version")  # from the header
         out.note("samples", "events", counts.samples)
         out.note("tracepoint records", "events", counts.tracepoints)
         out.note("header lines", "metadata", counts.header_lines)
