@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracekit.factorize import factorize
 from tracekit.links import launch_links
 from tracekit.model import Trace
 
@@ -147,8 +148,9 @@ def _build(trace: Trace) -> Activity:
     device = events["device"].fill_null(-1).to_numpy()
     several = len(np.unique(source_codes[is_work])) > 1
     devices = []
-    pairs = np.unique(np.stack([source_codes[is_work].astype(np.int64), device[is_work]]), axis=1)
-    for code, dev in pairs.T.tolist():
+    _, (work_sources, work_devices) = factorize(source_codes[is_work].astype(np.int64),
+                                                device[is_work])
+    for code, dev in zip(work_sources.tolist(), work_devices.tolist(), strict=True):
         rows = np.flatnonzero(is_work & (source_codes == code) & (device == dev))
         rows = rows[np.argsort(ts[rows], kind="stable")]
         api = np.full(len(rows), -1, dtype=np.int64)
