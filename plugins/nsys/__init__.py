@@ -19,8 +19,8 @@ from tracekit.plugins.nsys import extra as E
 from tracekit.plugins.nsys import samples as samples_mod
 from tracekit.plugins.nsys import tables as T
 from tracekit.plugins.nsys.db import ExportDatabase, decode_pid, decode_tid
+from tracekit.sqlite import SQLITE_MAGIC
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 KNOWN_SCHEMA_MAJOR = 3
 # Event tables tracekit reads; every other table with rows is counted as not read yet.

@@ -1,87 +1,18 @@
-"""Read-only access to an Nsight Systems SQLite export: schema facts via sqlite3, bulk rows
-straight into Arrow via the ADBC SQLite driver (no Python object per row)."""
+"""An Nsight Systems SQLite export: its string table, enums and column helpers."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from functools import cached_property
-from pathlib import Path
-from urllib.parse import quote
 
-import adbc_driver_sqlite.dbapi as adbc
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.errors import TraceReadError
+from tracekit.sqlite import SqliteInput
 
 
-def read_only_uri(path: Path) -> str:
-    """A URI that opens ``path`` read-only and immutable: no journal, no lock, no write."""
-    return f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
-
-
-class ExportDatabase:
-    """One export, opened read-only; closes with ``close()`` or as a context manager."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            self.sql = sqlite3.connect(read_only_uri(path), uri=True)
-            # Real exports hold invalid UTF-8 (e.g. environment values): keep what decodes.
-            self.sql.text_factory = lambda b: b.decode("utf-8", "replace")
-            self.sql.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise TraceReadError(f"not a readable SQLite database: {exc}", path=path) from exc
-        self._arrow = None
-
-    def __enter__(self) -> ExportDatabase:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close both connections."""
-        self.sql.close()
-        if self._arrow is not None:
-            self._arrow.close()
-
-    @cached_property
-    def tables(self) -> set[str]:
-        """Names of the tables and views in the export."""
-        rows = self.sql.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
-        return {r[0] for r in rows}
-
-    def columns(self, table: str) -> list[str]:
-        """Column names of ``table`` (empty when it does not exist)."""
-        if table not in self.tables:
-            return []
-        return [r[1] for r in self.sql.execute(f'PRAGMA table_info("{table}")')]
-
-    def count(self, table: str) -> int:
-        """Rows in ``table``."""
-        return int(self.sql.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
-
-    def scalar_rows(self, query: str) -> list[tuple]:
-        """Small result sets (metadata, enums) as Python rows."""
-        try:
-            return self.sql.execute(query).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise TraceReadError(f"query failed: {exc}", path=self.path) from exc
-
-    def arrow(self, query: str) -> pa.Table:
-        """A query's rows as an Arrow table, built column-wise by the driver."""
-        if self._arrow is None:
-            self._arrow = adbc.connect(read_only_uri(self.path))
-        cursor = self._arrow.cursor()
-        try:
-            cursor.execute(query)
-            return cursor.fetch_arrow_table()
-        except Exception as exc:  # the driver's own error classes
-            raise TraceReadError(f"reading rows failed: {exc}", path=self.path) from exc
-        finally:
-            cursor.close()
+class ExportDatabase(SqliteInput):
+    """One Nsight Systems export, opened read-only, with its string table."""
 
     @cached_property
     def strings(self) -> pa.Table:
