@@ -137,8 +137,9 @@ def test_v1_none_cells_clone_names_and_counter_only_runs(tmp_path, registry):
             "0,0x0,0x7f00,1234\n")
     [row] = read_text(tmp_path, registry, text, "results.csv", "rocprof").events.to_pylist()
     assert row["name"] == "bodyForce(Body*, float, int) [clone .kd]"
-    assert (row["registers"], row["ts_ns"], row["grid_x"]) == (None, None, 1024)
+    assert (row["registers"], row["ts_ns"], row["grid_x"]) == (None, None, 4)
     assert '"tcc_hit[0]":"1234"' in row["args"]
+    assert '"grd":"1024"' in row["args"]  # work-items; grid_x counts workgroups
 
 
 def test_v1_stats_with_unescaped_quotes_are_aggregates(tmp_path, registry):
@@ -207,9 +208,12 @@ def test_v1_results_json_exact_times_sections_and_flows(rel, registry, tmp_path)
         int(e["args"]["EndNs"]) - int(e["args"]["BeginNs"]) for e in xs
         if int(e["args"]["EndNs"]) - int(e["args"]["BeginNs"]) > 1)
     sections = {int(e["pid"]): e["args"]["name"] for e in events if e.get("ph") == "M"}
-    kernels = [e for e in xs if sections[int(e["pid"])].startswith("GPU")
-               and not sections[int(e["pid"])].startswith("GPU Barriers")]
-    assert sum(r["category"] == "gpu.kernel" for r in rows) == len(kernels)
+    gpu = [e for e in xs if sections[int(e["pid"])].startswith("GPU")
+           and not sections[int(e["pid"])].startswith("GPU Barriers")]
+    # Zero-length "Unknown command type" ops are the barriers of synchronize calls.
+    barriers = [e for e in gpu if e["name"] == "Unknown command type"]
+    assert all(int(e["args"]["EndNs"]) == int(e["args"]["BeginNs"]) for e in barriers)
+    assert sum(r["category"] == "gpu.kernel" for r in rows) == len(gpu) - len(barriers)
     # Every s/t pair becomes a launch link (flow arrow) from its call to its work.
     ends: dict = {}
     for e in events:

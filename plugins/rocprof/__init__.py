@@ -18,9 +18,11 @@ from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
 from tracekit.plugins.rocprof import v1json
 from tracekit.plugins.rocprof.convert import CONVERTERS
+from tracekit.plugins.rocprof.database import RocprofDatabaseReader
 from tracekit.plugins.rocprof.files import CsvFile, header_of, kind_of, read_csv
+from tracekit.plugins.rocprof.json_reader import RocprofJsonReader
+from tracekit.plugins.rocprof.side import CLOCK, add_side_tables
 
-CLOCK = "ROCm runtime host clock, ns (uptime-like, not the Unix epoch)"
 # <prefix>_<trace>.csv names rocprofv3 writes; results.<x>.csv for v1.
 TRACE_SUFFIX = re.compile(r"^(?P<prefix>.+?)_(?:kernel_trace|hip_api_trace|"
                           r"hip_runtime_trace|hsa_api_trace|marker_api_trace|memory_copy_trace|"
@@ -90,7 +92,7 @@ class RocprofCsvReader(tracekit.Reader):
                          f.table.num_rows)
             else:
                 out.note(f.path.name, "events", f.table.num_rows)
-        self._side_tables(converted, out)
+        add_side_tables([c for _, c in converted], out)
         out.metadata.update({"format": "rocprof CSV", "tool": "rocprof", "clock": CLOCK,
                              "files": {f.path.name: f.kind for f in files}})
 
@@ -114,33 +116,6 @@ class RocprofCsvReader(tracekit.Reader):
         out.metadata.update({"format": "rocprof v1 results.json", "tool": "rocprof",
                              "clock": CLOCK, "other_data_keys": len(doc.get("otherData")
                                                                     or {})})
-
-    @staticmethod
-    def _side_tables(converted: list[tuple[CsvFile, dict[str, Any]]], out: TraceBuilder) -> None:
-        pids: set[int] = set()
-        threads: set[tuple[int, int]] = set()
-        devices: set[int] = set()
-        for _, c in converted:
-            pid = c.get("pid")
-            tid = c.get("tid")
-            if pid is not None:
-                pids.update(v for v in pc.unique(pa.array(pid)).to_pylist() if v is not None)
-            if pid is not None and tid is not None and c["category"][0].startswith(("api",
-                                                                                   "host")):
-                pairs = pa.table({"p": pa.array(pid), "t": pa.array(tid)}).group_by(
-                    ["p", "t"]).aggregate([])
-                threads.update((p, t) for p, t in zip(pairs["p"].to_pylist(),
-                                                      pairs["t"].to_pylist(), strict=True)
-                               if p is not None and t is not None)
-            if c.get("device") is not None:
-                devices.update(v for v in pc.unique(pa.array(c["device"])).to_pylist()
-                               if v is not None)
-        for pid in sorted(pids):
-            out.add_process(pid)
-        for pid, tid in sorted(threads):
-            out.add_thread(pid, tid)
-        for device in sorted(devices):
-            out.add_device(device, vendor="amd", kind="gpu")
 
 
 def _kind_of_file(path: Path) -> str | None:
@@ -179,3 +154,5 @@ def _fill_launching_pids(converted: list[tuple[CsvFile, dict[str, Any]]]) -> Non
 @tracekit.hookimpl
 def register_readers(register: Any) -> None:
     register(RocprofCsvReader)
+    register(RocprofDatabaseReader)
+    register(RocprofJsonReader)

@@ -26,6 +26,15 @@ def _first(f: CsvFile, *names: str) -> pa.Array | None:
     return None
 
 
+def blocks(grid: pa.Array | None, workgroup: pa.Array | None) -> pa.Array | None:
+    """Workgroups per grid: ROCm gives grid sizes in work-items, the model in blocks."""
+    if grid is None or workgroup is None:
+        return None
+    positive = pc.greater(workgroup, 0)
+    size = pc.if_else(positive, workgroup, pa.scalar(None, pa.int64()))
+    return pc.divide(pc.add(grid, pc.subtract(size, 1)), size)
+
+
 def _const(n: int, value: str) -> list[str]:
     return [value] * n
 
@@ -64,35 +73,44 @@ def v3_kernels(f: CsvFile) -> Columns:
             "tid": f.ints("thread_id"), "device": f.ints("agent_id"),
             "stream": _first(f, "stream_id", "queue_id"),
             "correlation": f.ints("correlation_id"),
-            "grid_x": f.ints("grid_size_x"), "grid_y": f.ints("grid_size_y"),
-            "grid_z": f.ints("grid_size_z"), "block_x": f.ints("workgroup_size_x"),
+            "grid_x": blocks(f.ints("grid_size_x"), f.ints("workgroup_size_x")),
+            "grid_y": blocks(f.ints("grid_size_y"), f.ints("workgroup_size_y")),
+            "grid_z": blocks(f.ints("grid_size_z"), f.ints("workgroup_size_z")),
+            "block_x": f.ints("workgroup_size_x"),
             "block_y": f.ints("workgroup_size_y"), "block_z": f.ints("workgroup_size_z"),
             "registers": f.ints("vgpr_count"),
             "shared_mem_bytes": _first(f, "lds_block_size", "group_segment_size"),
-            "args": _json_rows(f, ["dispatch_id", "kernel_id", "queue_id", "scratch_size",
+            "args": _json_rows(f, ["dispatch_id", "kernel_id", "queue_id", "grid_size_x",
+                                   "grid_size_y", "grid_size_z", "scratch_size",
                                    "private_segment_size", "accum_vgpr_count", "sgpr_count"])}
 
 
-def v3_api(f: CsvFile) -> Columns:
-    """HIP calls as api.runtime, HSA as api.driver, markers as annotation ranges (or
-    instants where start equals end), by the Domain column."""
-    n = f.table.num_rows
-    domain = pc.utf8_upper(pc.fill_null(f.text("domain"), ""))
-    ts, dur = _span(f, "start_timestamp", "end_timestamp")
+def api_events(domain: pa.Array, name: pa.Array, ts: pa.Array, end: pa.Array,
+               pid: pa.Array, tid: pa.Array, correlation: pa.Array) -> Columns:
+    """API records of rocprofv3 (CSV, JSON or rocpd) by their domain: HIP and the other
+    runtimes' calls as api.runtime, HSA as api.driver, markers as annotation ranges (or
+    instants where start equals end, which is how marks are written)."""
+    domain = pc.utf8_upper(pc.fill_null(domain, ""))
+    dur = pc.subtract(end, ts)
     marker = pc.starts_with(domain, "MARKER").to_numpy(zero_copy_only=False)
     hsa = pc.starts_with(domain, "HSA").to_numpy(zero_copy_only=False)
     instant = marker & (pc.fill_null(pc.equal(dur, 0), False).to_numpy(zero_copy_only=False))
     category = np.where(marker, "host.annotation", np.where(hsa, "api.driver", "api.runtime"))
-    kind = np.where(instant, "instant", "slice")
+    return {"kind": np.where(instant, "instant", "slice").tolist(),
+            "category": category.tolist(), "name": name, "ts_ns": ts,
+            "dur_ns": pc.if_else(pa.array(instant), None, dur), "pid": pid, "tid": tid,
+            "correlation": pc.if_else(pa.array(marker), None, correlation),
+            "args": pc.binary_join_element_wise('{"domain":"', domain, '"}', "")}
+
+
+def v3_api(f: CsvFile) -> Columns:
+    """``*_api_trace.csv``: see ``api_events``."""
     pid = f.ints("process_id")
     if pid is None:
-        pid = pa.array([file_pid(f)] * n, pa.int64())
-    correlation = f.ints("correlation_id")
-    return {"kind": kind.tolist(), "category": category.tolist(), "name": f.text("function"),
-            "ts_ns": ts, "dur_ns": pc.if_else(pa.array(instant), None, dur), "pid": pid,
-            "tid": f.ints("thread_id"),
-            "correlation": pc.if_else(pa.array(marker), None, correlation),
-            "args": _json_rows(f, ["domain"])}
+        pid = pa.array([file_pid(f)] * f.table.num_rows, pa.int64())
+    return api_events(f.text("domain"), f.text("function"), f.ints("start_timestamp"),
+                      f.ints("end_timestamp"), pid, f.ints("thread_id"),
+                      f.ints("correlation_id"))
 
 
 _DIRECTION = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD",
@@ -150,9 +168,10 @@ def v1_kernels(f: CsvFile) -> Columns:
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
             "name": f.text("kernelname"), "ts_ns": ts, "dur_ns": dur, "pid": f.ints("pid"),
             "tid": f.ints("tid"), "device": f.ints("gpu-id"), "stream": f.ints("queue-id"),
-            "grid_x": f.ints("grd"), "block_x": f.ints("wgr"), "shared_mem_bytes": f.ints("lds"),
+            "grid_x": blocks(f.ints("grd"), f.ints("wgr")), "block_x": f.ints("wgr"),
+            "shared_mem_bytes": f.ints("lds"),
             "registers": _first(f, "arch_vgpr", "vgpr"),
-            "args": _json_rows(f, ["index", "queue-index", "sgpr", "scr", "sig", "obj",
+            "args": _json_rows(f, ["index", "grd", "queue-index", "sgpr", "scr", "sig", "obj",
                                    *extra])}
 
 
@@ -188,7 +207,8 @@ def v3_counters(f: CsvFile) -> Columns:
             "name": first.text("kernel_name"), "ts_ns": ts, "dur_ns": dur,
             "pid": first.ints("process_id"), "tid": first.ints("thread_id"),
             "device": first.ints("agent_id"), "stream": first.ints("queue_id"),
-            "correlation": first.ints("correlation_id"), "grid_x": first.ints("grid_size"),
+            "correlation": first.ints("correlation_id"),
+            "grid_x": blocks(first.ints("grid_size"), first.ints("workgroup_size")),
             "block_x": first.ints("workgroup_size"), "registers": first.ints("vgpr_count"),
             "shared_mem_bytes": first.ints("lds_block_size"),
             "args": [orjson.dumps({"dispatch_id": d, "counters": c}).decode()

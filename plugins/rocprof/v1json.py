@@ -13,6 +13,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from tracekit.plugins.rocprof.v1 import size_of_call, work_category
+
 SECTION_CATEGORY = (("CPU HIP API", "api.runtime"), ("CPU HSA API", "api.driver"),
                     ("COPY", "gpu.memcpy"), ("GPU Barriers", "gpu.sync"), ("GPU", "gpu.kernel"),
                     ("Markers and Ranges", "host.annotation"))
@@ -62,6 +64,9 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
         section = sections.get(section_id, "")
         category = next((c for prefix, c in SECTION_CATEGORY if section.startswith(prefix)),
                         "other")
+        name = str(e.get("name") or args.get("Name") or "")
+        if category in ("gpu.kernel", "gpu.memcpy"):
+            category = work_category(name, category)
         begin, end = _int(args.get("BeginNs")), _int(args.get("EndNs"))
         if begin is None or end is None:  # no exact ns: the µs fields
             begin = round(float(e.get("ts", 0)) * 1000)
@@ -70,11 +75,10 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
         if pid is None and _int(args.get("pid")) not in (None, section_id):
             pid = _int(args.get("pid"))
         device = None
-        if category in ("gpu.kernel", "gpu.memcpy", "gpu.sync"):
+        if category.startswith("gpu."):
             device = _int(args.get("dev-id"))
             if device is None and (m := GPU_INDEX.search(section)):
                 device = int(m.group(1))
-        name = str(e.get("name") or args.get("Name") or "")
         instant = category == "host.annotation" and end - begin <= 1
         row = len(cols["kind"])
         cols["kind"].append("instant" if instant else "slice")
@@ -85,32 +89,35 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
         cols["pid"].append(pid)
         cols["tid"].append(_int(args.get("tid")) if device is None else None)
         cols["device"].append(device)
-        cols["stream"].append(_int(args.get("stream-id")) if device is not None else None)
+        cols["stream"].append(_int(args.get("stream-id", args.get("queue-id")))
+                              if device is not None else None)
         cols["correlation"].append(None)
         cols["copy_kind"].append(_copy_kind(name) if category == "gpu.memcpy" else None)
+        cols["bytes"].append(None)
         cols["args"].append(_args_json(args))
         rows_at[(section_id, _int(e.get("tid")))].append(row)
         spans.append((round(float(e.get("ts", 0))), round(float(e.get("ts", 0)))
                       + round(float(e.get("dur", 0)))))
     _bind_flows(events, cols, rows_at, spans)
-    # A host thread's calls all belong to the process its linked calls showed.
-    for rows in rows_at.values():
-        known = [cols["pid"][r] for r in rows if cols["pid"][r] is not None]
-        if known and cols["device"][rows[0]] is None:
-            pid = max(set(known), key=known.count)
-            for r in rows:
-                if cols["pid"][r] is None:
-                    cols["pid"][r] = pid
+    # A host thread's calls and markers all belong to the process its linked calls showed.
+    known: dict[int, list[int]] = defaultdict(list)
+    for r, (pid, tid) in enumerate(zip(cols["pid"], cols["tid"], strict=True)):
+        if pid is not None and tid is not None and cols["device"][r] is None:
+            known[tid].append(pid)
+    for r, tid in enumerate(cols["tid"]):
+        if cols["pid"][r] is None and cols["device"][r] is None and known.get(tid):
+            cols["pid"][r] = max(set(known[tid]), key=known[tid].count)
     return dict(cols), counts
 
 
 def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
                 rows_at: dict[tuple[int | None, int | None], list[int]],
                 spans: list[tuple[int, int]]) -> None:
-    """An s/t pair with one id links the call containing ``s`` to the work starting at
-    ``t``: both get the id as correlation, and the work takes the call's process (or the
-    call the work's, where only the work names it)."""
-    ends: dict[Any, dict[str, int]] = defaultdict(dict)
+    """A flow id links the call containing its ``s`` to the work starting at each of its
+    ``t`` ends: they get the id as correlation, and the work takes the call's process (or
+    the call the work's, where only the work names it)."""
+    calls: dict[Any, int] = {}
+    works: dict[Any, list[int]] = defaultdict(list)
     for e in events:
         if isinstance(e, dict) and e.get("ph") in ("s", "t", "f"):
             key = (_int(e.get("pid")), _int(e.get("tid")))
@@ -119,19 +126,34 @@ def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
             if not candidates:
                 continue
             row = min(candidates, key=lambda r: (spans[r][0] != ts, spans[r][1] - spans[r][0]))
-            ends[e.get("id")]["s" if e.get("ph") == "s" else "t"] = row
-    for flow_id, pair in ends.items():
-        if "s" not in pair or "t" not in pair or _int(flow_id) is None:
+            if e.get("ph") == "s":
+                calls[e.get("id")] = row
+            else:  # one id can end on several ops: a memset done as two fills
+                works[e.get("id")].append(row)
+    launched_by: dict[int, list[int]] = defaultdict(list)
+    for flow_id, call in calls.items():
+        if flow_id not in works or _int(flow_id) is None:
             continue
-        call, work = pair["s"], pair["t"]
-        # One call can launch several pieces of work (a copy done in two parts): they
-        # share the call's first id.
+        # Calls keep their first id; all work they launched shares it.
         if cols["correlation"][call] is None:
             cols["correlation"][call] = int(flow_id)
-        cols["correlation"][work] = cols["correlation"][call]
-        if cols["pid"][call] is None:
-            cols["pid"][call] = cols["pid"][work]
-        cols["pid"][work] = cols["pid"][call]
+        for work in works[flow_id]:
+            cols["correlation"][work] = cols["correlation"][call]
+            if cols["pid"][call] is None:
+                cols["pid"][call] = cols["pid"][work]
+            cols["pid"][work] = cols["pid"][call]
+            launched_by[call].append(work)
+    # The call's size goes to the first of its ops.
+    for call, launched in launched_by.items():
+        first = min(launched, key=lambda r: cols["ts_ns"][r])
+        if cols["category"][first] in ("gpu.memcpy", "gpu.memset"):
+            cols["bytes"][first] = size_of_call(_call_args(cols["args"][call]))
+
+
+def _call_args(args_json: str | None) -> str | None:
+    import orjson
+
+    return str(orjson.loads(args_json).get("args", "")) if args_json else None
 
 
 def _copy_kind(name: str) -> str | None:

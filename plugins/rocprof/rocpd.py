@@ -1,0 +1,141 @@
+"""rocpd SQLite, the ROCm 7 default output of rocprofv3 (``--output-format rocpd``).
+
+The tables carry the run's GUID in their names (``rocpd_region_<guid>``); the database also
+defines views over them, joined with processes, threads, agents and strings, and tracekit
+reads those views: ``regions`` (API calls and markers), ``kernels``, ``memory_copies`` and
+``memory_allocations`` (scratch included). The views' inner joins can leave a row out, so
+every view is counted against the table it reads and the difference reported.
+
+The internal correlation id (the one the CSV output writes) is the event's ``stack_id``;
+``corr_id`` holds the external one. Agents are numbered by ``absolute_index``, as the CSV
+output's ``Agent_Id`` is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.plugins.rocprof.convert import api_events, blocks
+from tracekit.sqlite import SqliteInput
+
+Columns = dict[str, Any]
+# view read -> the table view whose rows it should cover
+VIEWS = {"regions": "rocpd_region", "kernels": "rocpd_kernel_dispatch",
+         "memory_copies": "rocpd_memory_copy", "memory_allocations": "rocpd_memory_allocate"}
+# Tables whose rows become events only through the views above, or are descriptions.
+DESCRIPTIVE = ("rocpd_metadata", "rocpd_string", "rocpd_info_", "rocpd_event", "rocpd_arg",
+               "rocpd_track", "sqlite_")
+
+
+def is_rocpd(tables: set[str]) -> bool:
+    """Whether an SQLite file is a rocpd database."""
+    return "rocpd_metadata" in tables and "rocpd_kernel_dispatch" in tables
+
+
+def _int(t: pa.Table, name: str) -> pa.Array:
+    return t[name].combine_chunks().cast(pa.int64())
+
+
+def _text(t: pa.Table, name: str) -> pa.Array:
+    return t[name].combine_chunks().cast(pa.string())
+
+
+def read(db: SqliteInput) -> tuple[list[tuple[str, Columns, int]], dict[str, int]]:
+    """(view, event columns, rows of its table) for each view with rows, and the rows of
+    other tables that are not read."""
+    out = []
+    for view, table in VIEWS.items():
+        rows = db.count(table)
+        if not rows or view not in db.tables:
+            continue
+        t = db.arrow(f'SELECT * FROM "{view}"')
+        out.append((view, CONVERT[view](t), rows))
+    unread = {}
+    for table in ("rocpd_pmc_event", "rocpd_sample"):
+        if table in db.tables and (n := db.count(table)):
+            unread[table] = n
+    return out, unread
+
+
+def _regions(t: pa.Table) -> Columns:
+    return api_events(_text(t, "category"), _text(t, "name"), _int(t, "start"),
+                      _int(t, "end"), _int(t, "pid"), _int(t, "tid"), _int(t, "stack_id"))
+
+
+def _kernels(t: pa.Table) -> Columns:
+    n = t.num_rows
+    wg = [_int(t, f"workgroup_{a}") for a in "xyz"]
+    grid = [_int(t, f"grid_{a}") for a in "xyz"]
+    args = pc.binary_join_element_wise(
+        '{"dispatch_id":', _int(t, "dispatch_id").cast(pa.string()),
+        ',"kernel_id":', _int(t, "kernel_id").cast(pa.string()),
+        ',"queue_id":', _int(t, "queue_id").cast(pa.string()),
+        ',"grid_size":[', pc.binary_join_element_wise(*[g.cast(pa.string()) for g in grid],
+                                                      ","), "]}", "")
+    return {"kind": ["slice"] * n, "category": ["gpu.kernel"] * n, "name": _text(t, "name"),
+            "ts_ns": _int(t, "start"), "dur_ns": pc.subtract(_int(t, "end"), _int(t, "start")),
+            "pid": _int(t, "pid"), "device": _int(t, "agent_abs_index"),
+            "stream": _int(t, "stream_id"), "correlation": _int(t, "stack_id"),
+            "grid_x": blocks(grid[0], wg[0]), "grid_y": blocks(grid[1], wg[1]),
+            "grid_z": blocks(grid[2], wg[2]), "block_x": wg[0], "block_y": wg[1],
+            "block_z": wg[2], "registers": _int(t, "vgpr_count"),
+            "shared_mem_bytes": _int(t, "lds_size"), "args": args}
+
+
+def _copy_kind(src: pa.Array, dst: pa.Array) -> pa.Array:
+    pair = pc.binary_join_element_wise(pc.fill_null(src, "?"), pc.fill_null(dst, "?"), ">")
+    kinds = {"CPU>GPU": "HtoD", "GPU>CPU": "DtoH", "GPU>GPU": "DtoD", "CPU>CPU": "HtoH"}
+    keys = pa.array(list(kinds))
+    return pa.array(list(kinds.values())).take(pc.index_in(pair, value_set=keys))
+
+
+def _memory_copies(t: pa.Table) -> Columns:
+    n = t.num_rows
+    to_device = pc.equal(_text(t, "dst_agent_type"), "GPU")
+    device = pc.if_else(to_device, _int(t, "dst_agent_abs_index"),
+                        _int(t, "src_agent_abs_index"))
+    return {"kind": ["slice"] * n, "category": ["gpu.memcpy"] * n, "name": _text(t, "name"),
+            "ts_ns": _int(t, "start"), "dur_ns": pc.subtract(_int(t, "end"), _int(t, "start")),
+            "pid": _int(t, "pid"), "device": device, "stream": _int(t, "stream_id"),
+            "correlation": _int(t, "stack_id"), "bytes": _int(t, "size"),
+            "copy_kind": _copy_kind(_text(t, "src_agent_type"), _text(t, "dst_agent_type"))}
+
+
+def _memory_allocations(t: pa.Table) -> Columns:
+    """Allocations and frees (real, virtual and scratch memory) as host.memory slices on
+    the calling thread; a free's bytes are negative."""
+    n = t.num_rows
+    kind = _text(t, "type")
+    size = _int(t, "size")
+    freed = pc.fill_null(pc.is_in(kind, pa.array(["FREE", "RECLAIM"])), False)
+    name = pc.binary_join_element_wise(pc.fill_null(_text(t, "level"), ""),
+                                       pc.fill_null(kind, ""), " ")
+    return {"kind": ["slice"] * n, "category": ["host.memory"] * n,
+            "name": pc.utf8_trim_whitespace(name), "ts_ns": _int(t, "start"),
+            "dur_ns": pc.subtract(_int(t, "end"), _int(t, "start")), "pid": _int(t, "pid"),
+            "tid": _int(t, "tid"), "correlation": _int(t, "stack_id"),
+            "bytes": pc.if_else(freed, pc.negate(size), size),
+            "args": pc.binary_join_element_wise(
+                '{"agent":', pc.fill_null(_int(t, "agent_abs_index").cast(pa.string()),
+                                          "null"),
+                ',"address":', pc.fill_null(_int(t, "address").cast(pa.string()), "null"),
+                "}", "")}
+
+
+CONVERT = {"regions": _regions, "kernels": _kernels, "memory_copies": _memory_copies,
+           "memory_allocations": _memory_allocations}
+
+
+def side_tables(db: SqliteInput) -> dict[str, list[dict[str, Any]]]:
+    """Processes, threads and GPU agents as rows for the builder."""
+    processes = [{"pid": r[0], "name": r[1], "host": r[2]} for r in db.scalar_rows(
+        "SELECT pid, command, hostname FROM processes")] if "processes" in db.tables else []
+    threads = [{"pid": r[0], "tid": r[1], "name": r[2]} for r in db.scalar_rows(
+        "SELECT pid, tid, name FROM threads")] if "threads" in db.tables else []
+    devices = [{"device": r[0], "name": r[1] or None, "compute_capability": r[2] or None,
+                "sm_count": r[3]} for r in db.scalar_rows(
+        "SELECT absolute_index, product_name, name, json_extract(extdata, '$.cu_count') "
+        "FROM rocpd_info_agent WHERE type = 'GPU'")] if "rocpd_info_agent" in db.tables else []
+    return {"processes": processes, "threads": threads, "devices": devices}

@@ -1,0 +1,39 @@
+"""What every rocprof reader adds besides events: the processes, threads and devices its
+events name, and the clock they are on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.builder import TraceBuilder
+
+CLOCK = "ROCm runtime host clock, ns (uptime-like, not the Unix epoch)"
+
+
+def add_side_tables(parts: list[dict[str, Any]], out: TraceBuilder) -> None:
+    """Processes, host threads and devices seen in the event columns of ``parts``."""
+    pids: set[int] = set()
+    threads: set[tuple[int, int]] = set()
+    devices: set[int] = set()
+    for c in parts:
+        pid, tid = c.get("pid"), c.get("tid")
+        if pid is not None:
+            pids.update(v for v in pc.unique(pa.array(pid)).to_pylist() if v is not None)
+        if pid is not None and tid is not None and len(c["category"]) and \
+                str(c["category"][0]).startswith(("api", "host")):
+            pairs = pa.table({"p": pa.array(pid), "t": pa.array(tid)}).group_by(
+                ["p", "t"]).aggregate([])
+            threads.update((p, t) for p, t in zip(pairs["p"].to_pylist(),
+                                                  pairs["t"].to_pylist(), strict=True)
+                           if p is not None and t is not None)
+        if c.get("device") is not None:
+            devices.update(v for v in pc.unique(pa.array(c["device"])).to_pylist()
+                           if v is not None)
+    for pid in sorted(pids):
+        out.add_process(pid)
+    for pid, tid in sorted(threads):
+        out.add_thread(pid, tid)
+    for device in sorted(devices):
+        out.add_device(device, vendor="amd", kind="gpu")
