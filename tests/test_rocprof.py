@@ -225,3 +225,116 @@ def test_v1_results_json_exact_times_sections_and_flows(rel, registry, tmp_path)
     assert decoded.violations == []
     device_ends = [s for s in decoded.slices if s.category.startswith("gpu.") and s.flows]
     assert len(device_ends) == sum(v == {"s", "t"} for v in ends.values())
+
+
+# --- rocprofv2 CSV (pitfall 13) and the rest of rocprofv3's traces ------------------------
+
+def _write(directory, files: dict[str, str]):
+    directory.mkdir()
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    return directory
+
+
+def test_v2_blank_line_stop_timestamp_point_roctx_and_repeated_dispatches(tmp_path, registry):
+    """rocprofv2's file plugin: a blank line after each header, Stop_Timestamp on ops,
+    roctx as point records, pid from <trace>_<pid>.csv; the ops trace repeats the kernel
+    file's dispatch (same Correlation_ID), which is kept once."""
+    run = _write(tmp_path / "v2", {
+        "results_77.csv": (
+            "Dispatch_ID,GPU_ID,Queue_ID,PID,TID,Grid_Size,Workgroup_Size,LDS_Per_Workgroup,"
+            "Scratch_Per_Workitem,Arch_VGPR,Accum_VGPR,SGPR,Wave_Size,Kernel_Name,"
+            "Start_Timestamp,End_Timestamp,Correlation_ID,SQ_WAVES\n\n"
+            '1,2,0,77,78,1000,256,0,0,8,0,16,64,"axpy(float*, float const*)",1000,2000,5,4\n'),
+        "hip_api_trace_77.csv": (
+            "Domain,Function,Start_Timestamp,End_Timestamp,Correlation_ID\n\n"
+            'HIP_API_DOMAIN,"hipLaunchKernel",900,950,5\n'
+            'HIP_API_DOMAIN,"hipMemcpy",2100,2600,6\n'),
+        "hcc_ops_trace_77.csv": (
+            "Domain,Operation,Kernel_Name,Start_Timestamp,Stop_Timestamp,Correlation_ID\n\n"
+            'HIP_OPS_DOMAIN,"KernelExecution","axpy(float*, float const*)",1000,2000,5\n'
+            'HIP_OPS_DOMAIN,"CopyDeviceToHost",,2200,2500,6\n'),
+        "roctx_trace_77.csv": (
+            "Domain,ROCTX_ID,Message,Timestamp\n\n"
+            'ROCTX_DOMAIN,0,"step",800\n'
+            'ROCTX_DOMAIN,1,"inner",860\n'
+            "ROCTX_DOMAIN,1,,2700\n"
+            "ROCTX_DOMAIN,0,,2800\n"
+            'ROCTX_DOMAIN,5,"mark",2850\n'
+            "ROCTX_DOMAIN,3,,2900\n")})
+    trace = tracekit.read(run, registry=registry)
+    assert trace.metadata["sources"]["v2"]["files"] == {
+        "results_77.csv": "v2_kernel", "hip_api_trace_77.csv": "v2_api",
+        "hcc_ops_trace_77.csv": "v2_ops", "roctx_trace_77.csv": "v2_roctx"}
+    rows = trace.events.sort_by("ts_ns").to_pylist()
+    assert [(r["category"], r["kind"], r["name"], r["ts_ns"], r["dur_ns"], r["pid"],
+             r["device"], r["correlation"]) for r in rows] == [
+        ("host.annotation", "slice", "step", 800, 2000, 77, None, None),
+        ("host.annotation", "slice", "inner", 860, 1840, 77, None, None),
+        ("api.runtime", "slice", "hipLaunchKernel", 900, 50, 77, None, 5),
+        ("gpu.kernel", "slice", "axpy(float*, float const*)", 1000, 1000, 77, 2, 5),
+        ("api.runtime", "slice", "hipMemcpy", 2100, 500, 77, None, 6),
+        ("gpu.memcpy", "slice", "CopyDeviceToHost", 2200, 300, 77, 0, 6),
+        ("host.annotation", "instant", "mark", 2850, None, 77, None, None)]
+    kernel = rows[3]
+    assert (kernel["grid_x"], kernel["block_x"]) == (4, 256)  # ceil(1000 / 256) workgroups
+    assert '"sq_waves":"4"' in kernel["args"]
+    log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
+    assert log[("hcc_ops_trace_77.csv", "skipped: the same dispatch as in results_77.csv")] == 1
+    assert log[("hcc_ops_trace_77.csv",
+                "device not recorded by rocprofv2: placed on device 0")] == 1
+    assert log[("roctx_trace_77.csv", "range ends (joined to their start)")] == 2
+    assert log[("roctx_trace_77.csv", "skipped: range end without a start")] == 1
+
+
+def test_v3_memory_allocation_and_scratch_traces(tmp_path, registry):
+    run = _write(tmp_path / "v3", {
+        "900_memory_allocation_trace.csv": (
+            '"Kind","Operation","Agent_Id","Allocation_Size","Address","Correlation_Id",'
+            '"Start_Timestamp","End_Timestamp"\n'
+            '"MEMORY_ALLOCATION","MEMORY_ALLOCATION_ALLOCATE","Agent 1","4096",'
+            '"0x00007f0000000000","3","100","150"\n'
+            '"MEMORY_ALLOCATION","MEMORY_ALLOCATION_FREE","","4096","0x00007f0000000000",'
+            '"9","500","520"\n'),
+        "900_scratch_memory_trace.csv": (
+            '"Kind","Operation","Agent_Id","Queue_Id","Thread_Id","Alloc_Flags",'
+            '"Start_Timestamp","End_Timestamp"\n'
+            '"SCRATCH_MEMORY","SCRATCH_MEMORY_ALLOC","Agent 1","2","901","0","200","260"\n')})
+    trace = tracekit.read(run, registry=registry)
+    rows = trace.events.sort_by("ts_ns").to_pylist()
+    assert [(r["category"], r["name"], r["ts_ns"], r["dur_ns"], r["pid"], r["tid"],
+             r["bytes"], r["correlation"]) for r in rows] == [
+        ("host.memory", "MEMORY_ALLOCATION_ALLOCATE", 100, 50, 900, None, 4096, 3),
+        ("host.memory", "SCRATCH_MEMORY_ALLOC", 200, 60, 900, 901, None, None),
+        ("host.memory", "MEMORY_ALLOCATION_FREE", 500, 20, 900, None, -4096, 9)]
+    out = tmp_path / "out.pftrace"
+    tracekit.write(trace, out, registry=registry)
+    assert decode_and_check(out).violations == []
+
+
+def test_v3_counters_attach_to_the_kernel_trace_dispatches(tmp_path, registry):
+    import json
+
+    run = _write(tmp_path / "v3c", {
+        "5_kernel_trace.csv": (
+            '"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id",'
+            '"Kernel_Name","Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+            '"KERNEL_DISPATCH","Agent 1","1","0","5","1","3","k","7","100","200"\n'
+            '"KERNEL_DISPATCH","Agent 1","1","0","5","2","3","k","8","300","400"\n'),
+        "5_counter_collection.csv": (
+            '"Correlation_Id","Dispatch_Id","Agent_Id","Queue_Id","Process_Id","Thread_Id",'
+            '"Grid_Size","Kernel_Id","Kernel_Name","Workgroup_Size","LDS_Block_Size",'
+            '"Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count","Counter_Name",'
+            '"Counter_Value","Start_Timestamp","End_Timestamp"\n'
+            '"7","1","Agent 1","1","5","5","64","3","k","64","0","0","8","0","16","SQ_WAVES",'
+            '"1","100","200"\n'
+            '"7","1","Agent 1","1","5","5","64","3","k","64","0","0","8","0","16","GRBM_COUNT",'
+            '"250.5","100","200"\n')})
+    trace = tracekit.read(run, registry=registry)
+    rows = trace.events.sort_by("ts_ns").to_pylist()
+    assert len(rows) == 2  # the counted dispatch is not repeated
+    assert json.loads(rows[0]["args"])["counters"] == {"SQ_WAVES": 1.0, "GRBM_COUNT": 250.5}
+    assert "counters" not in json.loads(rows[1]["args"])
+    log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
+    assert log[("5_counter_collection.csv", "skipped: the same dispatch as in "
+                "5_kernel_trace.csv (counters attached there)")] == 1

@@ -85,13 +85,26 @@ class RocprofCsvReader(tracekit.Reader):
                 continue
             converted.append((f, CONVERTERS[f.kind](f)))
         _fill_launching_pids(converted)
+        _merge_repeated_dispatches(converted, out)
         for f, columns in converted:
-            out.add_events({k: v for k, v in columns.items() if v is not None})
+            events = len(columns["category"])
+            if events:
+                out.add_events({k: v for k, v in columns.items() if v is not None})
             if f.kind == "v3_counters":
                 out.note(f.path.name, "counter values of the dispatches (one row each)",
                          f.table.num_rows)
+            elif f.kind == "v2_roctx":
+                out.note(f.path.name, "events", events)
+                closed = sum(k == "slice" for k in columns["kind"])
+                out.note(f.path.name, "range ends (joined to their start)", closed)
+                if f.table.num_rows - events - closed:
+                    out.note(f.path.name, "skipped: range end without a start",
+                             f.table.num_rows - events - closed)
             else:
-                out.note(f.path.name, "events", f.table.num_rows)
+                out.note(f.path.name, "events", events)
+            if f.kind == "v2_ops" and events:
+                out.note(f.path.name, "device not recorded by rocprofv2: placed on device 0",
+                         events)
         add_side_tables([c for _, c in converted], out)
         out.metadata.update({"format": "rocprof CSV", "tool": "rocprof", "clock": CLOCK,
                              "files": {f.path.name: f.kind for f in files}})
@@ -149,6 +162,60 @@ def _fill_launching_pids(converted: list[tuple[CsvFile, dict[str, Any]]]) -> Non
         found = pa.array(np.where(hit, unique[1][pos] if unique.shape[1] else 0, 0),
                          mask=~hit)
         c["pid"] = pc.if_else(pc.is_valid(have), have, found)
+
+
+def _merge_repeated_dispatches(converted: list[tuple[CsvFile, dict[str, Any]]],
+                               out: TraceBuilder) -> None:
+    """One dispatch can be in two files of a run: a v3 kernel trace and its counter
+    collection (same Dispatch_Id), or a v2 kernel file and the ops trace (same
+    Correlation_ID). The kernel-trace row stays; the counters move into its args, and the
+    repeated rows are left out and counted."""
+    for kernel_kind, other_kind, key in (("v3_kernel", "v3_counters", "dispatch_id"),
+                                         ("v2_kernel", "v2_ops", "correlation")):
+        kernels = [(f, c) for f, c in converted if f.kind == kernel_kind]
+        if not kernels:
+            continue
+        for f, c in converted:
+            if f.kind != other_kind:
+                continue
+            if key == "dispatch_id":
+                counters = {orjson.loads(a)["dispatch_id"]: orjson.loads(a)["counters"]
+                            for a in c["args"]}
+                for _, k in kernels:
+                    k["args"] = _with_counters(k["args"], counters)
+                ids = [orjson.loads(a)["dispatch_id"] for a in c["args"]]
+                seen = {d for _, k in kernels for d in _dispatch_ids(k["args"])}
+                repeated = [d in seen for d in ids]
+            else:
+                seen_corr = pa.concat_arrays([pa.array(k["correlation"]) for _, k in kernels])
+                repeated = pc.and_(pc.equal(pa.array(c["category"]), "gpu.kernel"),
+                                   pc.is_in(pa.array(c["correlation"]),
+                                            value_set=seen_corr)).to_pylist()
+            n = sum(bool(r) for r in repeated)
+            if n:
+                keep = pa.array([not r for r in repeated])
+                for name, values in c.items():
+                    if values is not None:
+                        c[name] = pa.array(values).filter(keep)
+                out.note(f.path.name, f"skipped: the same dispatch as in {kernels[0][0].path.name}"
+                         + (" (counters attached there)" if key == "dispatch_id" else ""), n)
+
+
+def _dispatch_ids(args: Any) -> list[int | None]:
+    ids = [orjson.loads(a).get("dispatch_id") if a else None for a in pa.array(args).to_pylist()]
+    return [int(i) if i is not None else None for i in ids]
+
+
+def _with_counters(args: Any, counters: dict[int, dict[str, Any]]) -> pa.Array:
+    """Kernel-trace args (JSON objects with a text dispatch_id) with ``counters`` added."""
+    out = []
+    for a in pa.array(args).to_pylist():
+        obj = orjson.loads(a) if a else {}
+        found = counters.get(int(obj["dispatch_id"])) if obj.get("dispatch_id") else None
+        if found is not None:
+            obj["counters"] = found
+        out.append(orjson.dumps(obj).decode() if obj else None)
+    return pa.array(out, pa.string())
 
 
 @tracekit.hookimpl

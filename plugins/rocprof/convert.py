@@ -10,9 +10,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.plugins.rocprof.files import CsvFile
+from tracekit.plugins.rocprof.v1 import work_category
 
 Columns = dict[str, Any]
-PID_IN_NAME = re.compile(r"^(\d+)_")
+# rocprofv3 writes <pid>_<trace>.csv, rocprofv2 <trace>_<pid>.csv.
+PID_IN_NAME = re.compile(r"^(\d+)_|^(?:results|hip_api_trace|hsa_api_trace|hcc_ops_trace|"
+                         r"async_copy_trace|roctx_trace|pcs_trace)_(\d+)\.csv$")
 V1_KNOWN = {"index", "kernelname", "gpu-id", "queue-id", "queue-index", "pid", "tid", "grd",
             "wgr", "lds", "scr", "arch_vgpr", "accum_vgpr", "vgpr", "sgpr", "fbar", "wave_size",
             "sig", "obj", "dispatchns", "beginns", "endns", "completens", "durationns"}
@@ -58,7 +61,13 @@ def _json_rows(f: CsvFile, names: list[str]) -> pa.Array | None:
 def file_pid(f: CsvFile) -> int | None:
     """The pid in a rocprofv3 file name (``<pid>_kernel_trace.csv``), if any."""
     m = PID_IN_NAME.match(f.path.name)
-    return int(m.group(1)) if m else None
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def _pids(f: CsvFile, column: str = "process_id") -> pa.Array:
+    """The pid column, or the pid in the file name for every row."""
+    pid = f.ints(column)
+    return pid if pid is not None else pa.array([file_pid(f)] * f.table.num_rows, pa.int64())
 
 
 def v3_kernels(f: CsvFile) -> Columns:
@@ -104,12 +113,10 @@ def api_events(domain: pa.Array, name: pa.Array, ts: pa.Array, end: pa.Array,
 
 
 def v3_api(f: CsvFile) -> Columns:
-    """``*_api_trace.csv``: see ``api_events``."""
-    pid = f.ints("process_id")
-    if pid is None:
-        pid = pa.array([file_pid(f)] * f.table.num_rows, pa.int64())
+    """``*_api_trace.csv`` (v3, and v2's without process or thread columns): see
+    ``api_events``."""
     return api_events(f.text("domain"), f.text("function"), f.ints("start_timestamp"),
-                      f.ints("end_timestamp"), pid, f.ints("thread_id"),
+                      f.ints("end_timestamp"), _pids(f), f.ints("thread_id"),
                       f.ints("correlation_id"))
 
 
@@ -215,5 +222,110 @@ def v3_counters(f: CsvFile) -> Columns:
                      for d, c in zip(order, counters, strict=True)]}
 
 
+def v3_memory(f: CsvFile) -> Columns:
+    """``memory_allocation_trace``: allocations and frees as host.memory slices of the
+    process (the file names no thread); a free's bytes are negative."""
+    n = f.table.num_rows
+    ts, dur = _span(f, "start_timestamp", "end_timestamp")
+    op = pc.fill_null(f.text("operation"), "")
+    size = f.ints("allocation_size")
+    freed = pc.match_substring(op, "FREE")
+    return {"kind": _const(n, "slice"), "category": _const(n, "host.memory"), "name": op,
+            "ts_ns": ts, "dur_ns": dur, "pid": _pids(f), "correlation": f.ints("correlation_id"),
+            "bytes": pc.if_else(freed, pc.negate(size), size),
+            "args": _json_rows(f, ["agent_id", "address"])}
+
+
+def v3_scratch(f: CsvFile) -> Columns:
+    """``scratch_memory_trace``: the runtime's scratch allocations, as host.memory slices
+    on the calling thread."""
+    n = f.table.num_rows
+    ts, dur = _span(f, "start_timestamp", "end_timestamp")
+    return {"kind": _const(n, "slice"), "category": _const(n, "host.memory"),
+            "name": f.text("operation"), "ts_ns": ts, "dur_ns": dur, "pid": _pids(f),
+            "tid": f.ints("thread_id"),
+            "args": _json_rows(f, ["agent_id", "queue_id", "alloc_flags"])}
+
+
+V2_KERNEL_KNOWN = {"dispatch_id", "gpu_id", "queue_id", "pid", "tid", "grid_size",
+                   "workgroup_size", "lds_per_workgroup", "scratch_per_workitem", "arch_vgpr",
+                   "accum_vgpr", "sgpr", "wave_size", "kernel_name", "start_timestamp",
+                   "end_timestamp", "correlation_id"}
+
+
+def v2_kernels(f: CsvFile) -> Columns:
+    """rocprofv2 kernel dispatches; counter columns (and XCC_Index) stay in args."""
+    n = f.table.num_rows
+    ts, dur = _span(f, "start_timestamp", "end_timestamp")
+    extra = [c for c in f.table.column_names if c not in V2_KERNEL_KNOWN]
+    return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
+            "name": f.text("kernel_name"), "ts_ns": ts, "dur_ns": dur, "pid": _pids(f, "pid"),
+            "tid": f.ints("tid"), "device": f.ints("gpu_id"), "stream": f.ints("queue_id"),
+            "correlation": f.ints("correlation_id"),
+            "grid_x": blocks(f.ints("grid_size"), f.ints("workgroup_size")),
+            "block_x": f.ints("workgroup_size"), "shared_mem_bytes": f.ints("lds_per_workgroup"),
+            "registers": f.ints("arch_vgpr"),
+            "args": _json_rows(f, ["dispatch_id", "grid_size", "scratch_per_workitem",
+                                   "accum_vgpr", "sgpr", "wave_size", *extra])}
+
+
+def v2_ops(f: CsvFile) -> Columns:
+    """rocprofv2 device ops (``hcc_ops_trace``: kernels, copies, fills, barriers; and
+    ``async_copy_trace``: HSA copies). Their end is ``Stop_Timestamp``, and no column says
+    which device ran them: they are placed on device 0, which the reader reports."""
+    n = f.table.num_rows
+    ts, dur = _span(f, "start_timestamp", "stop_timestamp")
+    op = pc.fill_null(f.text("operation"), "")
+    kernel = f.text("kernel_name")
+    has_kernel = pc.fill_null(pc.not_equal(kernel, ""), False) if kernel is not None else \
+        pa.array([False] * n)
+    hsa = pc.starts_with(pc.utf8_upper(pc.fill_null(f.text("domain"), "")), "HSA")
+    codes = op.dictionary_encode()
+    as_copy = pa.array([work_category(v, "gpu.memcpy") for v in codes.dictionary.to_pylist()])
+    as_op = pa.array([work_category(v, "gpu.kernel") for v in codes.dictionary.to_pylist()])
+    category = pc.if_else(has_kernel, "gpu.kernel", pc.if_else(
+        hsa, as_copy.take(codes.indices), as_op.take(codes.indices)))
+    return {"kind": _const(n, "slice"), "category": category,
+            "name": pc.if_else(has_kernel, kernel, op), "ts_ns": ts, "dur_ns": dur,
+            "pid": _pids(f), "device": pa.array([0] * n, pa.int64()),
+            "correlation": f.ints("correlation_id"), "copy_kind": _copy_kind_of(op),
+            "args": _json_rows(f, ["domain", "operation"])}
+
+
+def _copy_kind_of(op: pa.Array) -> pa.Array:
+    out = pa.nulls(len(op), pa.string())
+    for word, kind in (("HostToDevice", "HtoD"), ("DeviceToHost", "DtoH"),
+                       ("DeviceToDevice", "DtoD"), ("HostToHost", "HtoH")):
+        out = pc.if_else(pc.match_substring(op, word), kind, out)
+    return out
+
+
+def v2_roctx(f: CsvFile) -> Columns:
+    """rocprofv2 roctx records carry one timestamp each: a row with a message opens a
+    range (or is a mark), a row without one closes the latest open range with the same
+    ROCTX_ID. Rows that open and never close are marks (instants); closing rows that match
+    nothing are counted by the reader."""
+    ts = f.ints("timestamp").to_pylist()
+    ids = f.ints("roctx_id").to_pylist() if f.ints("roctx_id") is not None else [None] * len(ts)
+    messages = pc.fill_null(f.text("message"), "").to_pylist()
+    pid = file_pid(f)
+    open_rows: dict[int | None, list[int]] = {}
+    end: dict[int, int] = {}
+    for row, (t, rid, msg) in enumerate(zip(ts, ids, messages, strict=True)):
+        if msg:
+            open_rows.setdefault(rid, []).append(row)
+        elif open_rows.get(rid):
+            end[open_rows[rid].pop()] = t
+    starts = [r for r, m in enumerate(messages) if m]
+    return {"kind": ["slice" if r in end else "instant" for r in starts],
+            "category": _const(len(starts), "host.annotation"),
+            "name": [messages[r] for r in starts], "ts_ns": [ts[r] for r in starts],
+            "dur_ns": [end[r] - ts[r] if r in end else None for r in starts],
+            "pid": [pid] * len(starts),
+            "args": [orjson.dumps({"roctx_id": ids[r]}).decode() for r in starts]}
+
+
 CONVERTERS = {"v3_kernel": v3_kernels, "v3_api": v3_api, "v3_memcpy": v3_memcpys,
-              "stats": stats, "v1_kernels": v1_kernels, "v3_counters": v3_counters}
+              "v3_memory": v3_memory, "v3_scratch": v3_scratch, "stats": stats,
+              "v1_kernels": v1_kernels, "v3_counters": v3_counters, "v2_api": v3_api,
+              "v2_kernel": v2_kernels, "v2_ops": v2_ops, "v2_roctx": v2_roctx}

@@ -14,14 +14,23 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from tracekit.errors import TraceReadError
 
-# (kind, columns that must all be present, lower-cased)
-KINDS = (
-    ("v3_kernel", {"kind", "agent_id", "kernel_name", "correlation_id", "start_timestamp"}),
-    ("v3_memcpy", {"kind", "direction", "correlation_id", "start_timestamp"}),
-    ("v3_counters", {"counter_name", "counter_value", "dispatch_id"}),
-    ("v3_api", {"domain", "function", "correlation_id", "start_timestamp"}),
-    ("stats", {"name", "calls", "totaldurationns"}),
-    ("v1_kernels", {"index", "kernelname", "gpu-id"}),
+# (kind, columns that must all be present, columns that must be absent), lower-cased:
+# rocprofv3 (v3_*), rocprofv2's file plugin (v2_*, unquoted, a blank line after the header)
+# and rocprof v1 (formats.md 2.1-2.3).
+KINDS: tuple[tuple[str, set[str], set[str]], ...] = (
+    ("v3_kernel", {"kind", "agent_id", "kernel_name", "correlation_id", "start_timestamp"},
+     set()),
+    ("v3_memcpy", {"kind", "direction", "correlation_id", "start_timestamp"}, set()),
+    ("v3_memory", {"kind", "operation", "allocation_size", "start_timestamp"}, set()),
+    ("v3_scratch", {"kind", "operation", "agent_id", "queue_id", "start_timestamp"}, set()),
+    ("v3_counters", {"counter_name", "counter_value", "dispatch_id"}, set()),
+    ("v3_api", {"domain", "function", "process_id", "start_timestamp"}, set()),
+    ("v2_api", {"domain", "function", "correlation_id", "start_timestamp"}, {"process_id"}),
+    ("v2_kernel", {"dispatch_id", "gpu_id", "kernel_name", "start_timestamp"}, set()),
+    ("v2_ops", {"domain", "operation", "start_timestamp", "stop_timestamp"}, set()),
+    ("v2_roctx", {"domain", "roctx_id", "message", "timestamp"}, set()),
+    ("stats", {"name", "calls", "totaldurationns"}, set()),
+    ("v1_kernels", {"index", "kernelname", "gpu-id"}, set()),
 )
 
 
@@ -57,8 +66,8 @@ class CsvFile:
 def kind_of(header: list[str]) -> str | None:
     """The kind of a rocprof CSV from its header, or None."""
     names = {h.strip().lower() for h in header}
-    for kind, needed in KINDS:
-        if needed <= names:
+    for kind, needed, absent in KINDS:
+        if needed <= names and not absent & names:
             return kind
     return None
 
