@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -34,6 +34,9 @@ KINDS: tuple[tuple[str, set[str], set[str]], ...] = (
 )
 
 
+_LABEL_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_ "
+
+
 @dataclass
 class CsvFile:
     """One rocprof CSV: its kind, header and cells (all text, lower-cased names)."""
@@ -41,16 +44,26 @@ class CsvFile:
     path: Path
     kind: str
     table: pa.Table
+    _columns: dict[str, pa.Array] = field(default_factory=dict, repr=False)
 
     def text(self, name: str) -> pa.Array | None:
         """Column ``name`` (case-insensitive) as text, or None when the file has none."""
-        return self.table[name].combine_chunks() if name in self.table.column_names else None
+        if name not in self.table.column_names:
+            return None
+        if name not in self._columns:
+            self._columns[name] = self.table[name].combine_chunks()
+        return self._columns[name]
 
     def ints(self, name: str, line_of: int = 2) -> pa.Array | None:
         """Column ``name`` as int64: ``None``/empty cells are null; ``Agent 1`` is 1."""
         col = self.text(name)
         if col is None:
             return None
+        for cells in (col, pc.utf8_ltrim(col, _LABEL_CHARS)):  # 12, then "Agent 12"
+            try:
+                return cells.cast(pa.int64())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
         digits = pc.extract_regex(col, r"^\s*(?:[A-Za-z_ ]*?)(?P<n>-?\d+)\s*$")
         values = pc.struct_field(digits, "n")
         blank = pc.or_(pc.is_in(pc.utf8_trim_whitespace(col), pa.array(["", "None"])),
