@@ -4,7 +4,6 @@ columns read with pyarrow.csv, column-wise, every cell first as text."""
 from __future__ import annotations
 
 import csv
-import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,8 +92,9 @@ def header_of(text: str) -> list[str]:
 
 def read_csv(path: Path) -> CsvFile | None:
     """Read one file, or None when it is no rocprof CSV."""
-    raw = path.read_bytes()
-    header = header_of(raw[:65536].decode("utf-8", "replace"))
+    with open(path, "rb") as fh:
+        head = fh.read(65536)
+    header = header_of(head.decode("utf-8", "replace"))
     kind = kind_of(header)
     if kind is None:
         return None
@@ -102,26 +102,27 @@ def read_csv(path: Path) -> CsvFile | None:
     if len(set(names)) != len(names):
         raise TraceReadError("line 1: repeated column names in the header", path=path)
     if kind == "stats":  # v1 quotes names by hand without escaping inner quotes
-        return CsvFile(path, kind, _lenient_stats(raw, names, path))
+        return CsvFile(path, kind, _lenient_stats(path.read_bytes(), names, path))
     options = pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
                                    strings_can_be_null=True, null_values=[""])
-    try:
-        table = pacsv.read_csv(io.BytesIO(raw), read_options=pacsv.ReadOptions(
+    try:  # from the path: the file's bytes are never held beside the table
+        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(
             column_names=names, skip_rows=1), convert_options=options,
             parse_options=pacsv.ParseOptions(newlines_in_values=False))
     except pa.ArrowInvalid as exc:
-        raise TraceReadError(_first_bad_line(raw, len(names)) or _line_error(str(exc)),
+        raise TraceReadError(_first_bad_line(path, len(names)) or _line_error(str(exc)),
                              path=path) from None
     return CsvFile(path, kind, table)
 
 
-def _first_bad_line(raw: bytes, width: int) -> str | None:
+def _first_bad_line(path: Path, width: int) -> str | None:
     """'line N: k fields where the header has m' for the first row of the wrong width."""
-    reader = csv.reader(io.StringIO(raw.decode("utf-8", "replace")))
-    next(reader, None)
-    for row in reader:
-        if row and len(row) != width:
-            return f"line {reader.line_num}: {len(row)} fields where the header has {width}"
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        for row in reader:
+            if row and len(row) != width:
+                return f"line {reader.line_num}: {len(row)} fields where the header has {width}"
     return None
 
 
