@@ -338,3 +338,21 @@ def test_v3_counters_attach_to_the_kernel_trace_dispatches(tmp_path, registry):
     log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
     assert log[("5_counter_collection.csv", "skipped: the same dispatch as in "
                 "5_kernel_trace.csv (counters attached there)")] == 1
+
+
+def test_agent_info_names_the_devices_of_its_prefix_siblings(tmp_path, registry):
+    run = _write(tmp_path / "v3a", {
+        "7_kernel_trace.csv": (
+            '"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id",'
+            '"Kernel_Name","Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+            '"KERNEL_DISPATCH","Agent 2","1","0","7","1","3","k","7","100","200"\n'),
+        "7_agent_info.csv": (
+            '"Node_Id","Logical_Node_Id","Agent_Type","Cpu_Cores_Count","Cu_Count","Name",'
+            '"Vendor_Name","Product_Name","Model_Name"\n'
+            '"0","0","CPU","64","0","AMD EPYC","CPU","AMD EPYC",""\n'
+            '"2","2","GPU","0","304","gfx942","AMD","AMD Instinct MI300X","ip discovery"\n')})
+    trace = tracekit.read(run / "7_kernel_trace.csv", registry=registry)
+    assert trace.devices.select(["device", "name", "compute_capability", "sm_count"]) \
+        .to_pylist() == [{"device": 2, "name": "AMD Instinct MI300X",
+                          "compute_capability": "gfx942", "sm_count": 304}]
+    assert trace.events.num_rows == 1

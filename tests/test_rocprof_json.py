@@ -20,7 +20,7 @@ def load(path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))
 
 
-def test_real_file_kernel_dispatches_names_and_totals(registry):
+def test_real_file_kernel_dispatches_names_and_totals(registry, tmp_path):
     path = shared_path(*REAL)
     tool = load(path)["rocprofiler-sdk-tool"][0]
     records = tool["buffer_records"]["kernel_dispatch"]
@@ -44,6 +44,11 @@ def test_real_file_kernel_dispatches_names_and_totals(registry):
     gpus = {a["node_id"]: a["product_name"] for a in tool["agents"] if a["type"] == 2}
     assert {d["device"]: d["name"] for d in trace.devices.to_pylist()} == gpus
     assert set(trace.events["pid"].to_pylist()) == {tool["metadata"]["pid"]}
+    out = tmp_path / "out.pftrace"
+    tracekit.write(trace, out, registry=registry)
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    assert sum(s.category == "gpu.kernel" for s in decoded.slices) == len(records)
 
 
 def _doc() -> dict:

@@ -26,8 +26,9 @@ from tracekit.plugins.rocprof.side import CLOCK, add_side_tables
 # <prefix>_<trace>.csv names rocprofv3 writes; results.<x>.csv for v1.
 TRACE_SUFFIX = re.compile(r"^(?P<prefix>.+?)_(?:kernel_trace|hip_api_trace|"
                           r"hip_runtime_trace|hsa_api_trace|marker_api_trace|memory_copy_trace|"
-                          r"memory_allocation_trace|counter_collection|[a-z_]*stats)"
-                          r"(?:_[\w-]+)?\.csv$", re.IGNORECASE)
+                          r"memory_allocation_trace|scratch_memory_trace|rccl_api_trace|"
+                          r"rocdecode_api_trace|rocjpeg_api_trace|counter_collection|"
+                          r"agent_info|[a-z_]*stats)(?:_[\w-]+)?\.csv$", re.IGNORECASE)
 
 
 def input_files(source: Source) -> list[Path]:
@@ -79,7 +80,10 @@ class RocprofCsvReader(tracekit.Reader):
         if not files:
             raise TraceReadError("no rocprof CSV files here", path=source.path)
         converted = []
+        agents = [f for f in files if f.kind == "v3_agents"]
         for f in files:
+            if f.kind == "v3_agents":
+                continue
             if f.kind not in CONVERTERS:
                 out.note(f.path.name, f"skipped: {f.kind} not read yet", f.table.num_rows)
                 continue
@@ -106,6 +110,8 @@ class RocprofCsvReader(tracekit.Reader):
                 out.note(f.path.name, "device not recorded by rocprofv2: placed on device 0",
                          events)
         add_side_tables([c for _, c in converted], out)
+        for f in agents:
+            _add_agents(f, out)
         out.metadata.update({"format": "rocprof CSV", "tool": "rocprof", "clock": CLOCK,
                              "files": {f.path.name: f.kind for f in files}})
 
@@ -162,6 +168,21 @@ def _fill_launching_pids(converted: list[tuple[CsvFile, dict[str, Any]]]) -> Non
         found = pa.array(np.where(hit, unique[1][pos] if unique.shape[1] else 0, 0),
                          mask=~hit)
         c["pid"] = pc.if_else(pc.is_valid(have), have, found)
+
+
+def _add_agents(f: CsvFile, out: TraceBuilder) -> None:
+    """``agent_info.csv``: the GPU agents, numbered by Node_Id as Agent_Id numbers them."""
+    gpu = pc.equal(pc.utf8_upper(pc.fill_null(f.text("agent_type"), "")), "GPU")
+    rows = f.table.filter(gpu)
+    ids = CsvFile(f.path, f.kind, rows)
+    for node, product, arch, cus in zip(ids.ints("node_id").to_pylist(),
+                                        ids.text("product_name").to_pylist(),
+                                        (ids.text("name") or pa.nulls(rows.num_rows)).to_pylist(),
+                                        (ids.ints("cu_count") or pa.nulls(rows.num_rows))
+                                        .to_pylist(), strict=True):
+        out.add_device(node, vendor="amd", kind="gpu", name=product or None,
+                       compute_capability=arch or None, sm_count=cus)
+    out.note(f.path.name, "agents (devices table)", f.table.num_rows)
 
 
 def _merge_repeated_dispatches(converted: list[tuple[CsvFile, dict[str, Any]]],

@@ -29,6 +29,7 @@ KINDS: tuple[tuple[str, set[str], set[str]], ...] = (
     ("v2_ops", {"domain", "operation", "start_timestamp", "stop_timestamp"}, set()),
     ("v2_roctx", {"domain", "roctx_id", "message", "timestamp"}, set()),
     ("stats", {"name", "calls", "totaldurationns"}, set()),
+    ("v3_agents", {"node_id", "agent_type", "product_name"}, set()),
     ("v1_kernels", {"index", "kernelname", "gpu-id"}, set()),
 )
 
