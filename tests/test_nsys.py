@@ -563,3 +563,38 @@ def test_scheduling_slices_pair_sched_in_with_sched_out_as_sql_does(name, regist
             acc[0] += 1
             acc[1] += e["dur_ns"]
     assert got == {tid: [n, total] for (tid, n), total in want.items()}
+
+
+def test_device_ids_are_the_exports_gpu_ids_whatever_ordinal_a_process_saw(tmp_path, registry):
+    """Pitfall 9: with CUDA_VISIBLE_DEVICES, process 10 sees GPU 1 as cuda:0 and process 20
+    sees GPU 0 as cuda:0. deviceId is the export's GPU id (NVIDIA's reports join it with
+    TARGET_INFO_GPU.id), so it is not remapped; the ordinals are kept as metadata."""
+    strings = [(1, "kernA"), (2, "kernB")]
+    kernels = [(100, 200, 1, 7, 7, _gtid(10, 0), 1, 1), (300, 400, 0, 7, 8, _gtid(20, 0), 2, 2)]
+    path = _export(tmp_path, kernels=kernels, strings=strings)
+    with writable(path) as con:
+        con.execute("CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT)")
+        con.executemany("INSERT INTO TARGET_INFO_GPU VALUES (?, ?)",
+                        [(0, "GPU zero"), (1, "GPU one")])
+        con.execute("CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INT, cudaId INT NOT NULL, "
+                    "pid INT NOT NULL, uuid TEXT, numMultiprocessors INT)")
+        con.executemany("INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES (?, ?, ?, NULL, 80)",
+                        [(1, 0, 10), (0, 0, 20)])
+    trace = tracekit.read(path, registry=registry)
+    names = {d["device"]: d["name"] for d in trace.devices.to_pylist()}
+    on = {(r["name"], r["pid"]): names[r["device"]] for r in trace.events.to_pylist()}
+    assert on == {("kernA", 10): "GPU one", ("kernB", 20): "GPU zero"}
+    assert trace.metadata["sources"][path.name]["cuda_ordinals"] == {"10": {"0": 1},
+                                                                     "20": {"0": 0}}
+
+
+def test_cuda_ordinals_of_the_real_2026_export(registry):
+    path = shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as con:
+        rows = con.execute("SELECT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE").fetchall()
+        gpus = {r[0] for r in con.execute("SELECT id FROM TARGET_INFO_GPU")}
+    trace = tracekit.read(path, registry=registry)
+    assert trace.metadata["sources"][path.name]["cuda_ordinals"] == {
+        str(p): {str(c): g} for p, c, g in rows}
+    kernels = trace.events.filter(pc.equal(trace.events["category"], "gpu.kernel"))
+    assert set(kernels["device"].to_pylist()) <= gpus

@@ -191,6 +191,17 @@ class NsysReader(tracekit.Reader):
                                sm_count=d["smCount"], memory_bytes=d["totalMemory"],
                                memory_bandwidth_bps=float(d["memoryBandwidth"])
                                if d["memoryBandwidth"] else None, compute_capability=cc)
+        # Kernels' deviceId is already the export's GPU id (TARGET_INFO_GPU.id, the join
+        # NVIDIA's own reports make); TARGET_INFO_CUDA_DEVICE only says which CUDA ordinal
+        # each process saw it as (after CUDA_VISIBLE_DEVICES), kept for the user.
+        if {"pid", "cudaId", "gpuId"} <= set(db.columns("TARGET_INFO_CUDA_DEVICE")):
+            ordinals: dict[str, dict[str, int]] = {}
+            for pid, cuda_id, gpu_id in db.scalar_rows(
+                    "SELECT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE ORDER BY pid, cudaId"):
+                if gpu_id is not None:
+                    ordinals.setdefault(str(pid), {})[str(cuda_id)] = int(gpu_id)
+            if ordinals:
+                out.metadata["cuda_ordinals"] = ordinals
 
     def _metadata(self, db: ExportDatabase, out: TraceBuilder) -> None:
         meta: dict[str, Any] = {"format": "nsys-sqlite", "tool": "Nsight Systems"}
