@@ -482,6 +482,24 @@ def test_profiler_overhead_and_diagnostics_equal_sql(registry):
         r[0] for r in sql(path, "SELECT timestamp FROM DIAGNOSTIC_EVENT"))
 
 
+@pytest.mark.parametrize("name", ["nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite",
+                                  "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite"])
+def test_cupti_overhead_equals_sql(name, registry):
+    """CUPTI's own overhead ("Command Buffer Full": the launch queue was full) as
+    host.overhead slices on the stalled thread, the delayed call's correlationId in args."""
+    path = shared_path("nsys-sqlite", name)
+    want = Counter((r[0], r[1], r[2], r[3]) for r in sql(path, """
+        SELECT s.value, o.start, o.end - o.start, o.correlationId
+        FROM CUPTI_ACTIVITY_KIND_OVERHEAD o JOIN StringIds s ON s.id = o.nameId"""))
+    trace = tracekit.read(path, registry=registry)
+    got = Counter((e["name"], e["ts_ns"], e["dur_ns"], json.loads(e["args"]).get("correlationId"))
+                  for e in trace.events.to_pylist() if e["category"] == "host.overhead")
+    # (host.overhead also holds nsys's own PROFILER_OVERHEAD rows)
+    assert got & want == want and sum(want.values()) in (198, 3)
+    log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
+    assert log[("CUPTI_ACTIVITY_KIND_OVERHEAD", "events")] == sum(want.values())
+
+
 def test_gpu_metrics_become_counters_named_from_target_info(tmp_path, registry):
     path = _export(tmp_path)
     with writable(path) as con:

@@ -106,7 +106,9 @@ class NsysReader(tracekit.Reader):
                     progress.phase(f"reading {table}")
                 columns = convert()
                 add(table, columns, len(columns["ts_ns"]))
-        extras = ((E.OVERHEAD, E.profiler_overhead), (E.DIAGNOSTICS, E.diagnostics),
+        extras = ((E.OVERHEAD, E.profiler_overhead),
+                  (E.CUPTI_OVERHEAD, lambda db: E.profiler_overhead(db, E.CUPTI_OVERHEAD)),
+                  (E.DIAGNOSTICS, E.diagnostics),
                   (E.GRAPH_TRACE, E.graph_trace), (E.GPU_METRICS, E.gpu_metrics))
         for table, convert in extras:
             if table in db.tables and db.count(table):

@@ -18,6 +18,7 @@ from tracekit.plugins.nsys.db import (
 from tracekit.plugins.nsys.tables import Columns, _constant, _device, _timing
 
 OVERHEAD = "PROFILER_OVERHEAD"
+CUPTI_OVERHEAD = "CUPTI_ACTIVITY_KIND_OVERHEAD"
 DIAGNOSTICS = "DIAGNOSTIC_EVENT"
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 GPU_METRICS = "GPU_METRICS"
@@ -25,14 +26,18 @@ SCHED = "SCHED_EVENTS"
 GPU_METRIC_NAMES = "TARGET_INFO_GPU_METRICS"
 
 
-def profiler_overhead(db: ExportDatabase) -> Columns:
-    """PROFILER_OVERHEAD to host.overhead slices on the thread the profiler stalled."""
-    t = db.arrow(f"SELECT * FROM {OVERHEAD}")
+def profiler_overhead(db: ExportDatabase, table: str = OVERHEAD) -> Columns:
+    """PROFILER_OVERHEAD (nsys's own) or CUPTI_ACTIVITY_KIND_OVERHEAD (CUPTI's: "Command
+    Buffer Full", lazy module loading ...) to host.overhead slices on the thread stalled.
+    A CUPTI overhead row names the API call it delayed by correlationId, kept in args (not
+    as a correlation: it is no launch)."""
+    t = db.arrow(f"SELECT * FROM {table}")
     gtid = col(t, "globalTid")
     n = t.num_rows
     return {"kind": _constant(n, "slice"), "category": _constant(n, "host.overhead"),
             **_timing(t), "name": db.names(col(t, "nameId")), "pid": decode_pid(gtid),
-            "tid": decode_tid(gtid), "args": table_args(t, ("returnValue", "overheadType"))}
+            "tid": decode_tid(gtid),
+            "args": table_args(t, ("returnValue", "overheadType", "correlationId"))}
 
 
 def diagnostics(db: ExportDatabase) -> Columns:
