@@ -299,11 +299,12 @@ def v2_ops(f: CsvFile) -> Columns:
     return {"kind": _const(n, "slice"), "category": category,
             "name": pc.if_else(has_kernel, kernel, op), "ts_ns": ts, "dur_ns": dur,
             "pid": _pids(f), "device": pa.array([0] * n, pa.int64()),
-            "correlation": f.ints("correlation_id"), "copy_kind": _copy_kind_of(op),
+            "correlation": f.ints("correlation_id"), "copy_kind": copy_kind_of(op),
             "args": _json_rows(f, ["domain", "operation"])}
 
 
-def _copy_kind_of(op: pa.Array) -> pa.Array:
+def copy_kind_of(op: pa.Array) -> pa.Array:
+    """HtoD, DtoH, DtoD or HtoH from op names such as CopyHostToDevice (else null)."""
     out = pa.nulls(len(op), pa.string())
     for word, kind in (("HostToDevice", "HtoD"), ("DeviceToHost", "DtoH"),
                        ("DeviceToDevice", "DtoD"), ("HostToHost", "HtoH")):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracekit.plugins.rocprof.convert import copy_kind_of
 from tracekit.plugins.rocprof.lookup import fill, lookup
 from tracekit.plugins.rocprof.v1 import size_of_calls, work_category
 from tracekit.sqlite import SqliteInput
@@ -99,15 +100,7 @@ def _device(table: str, rows: pa.Table) -> Columns:
             else _int(rows, "pid"), "device": _int(rows, "dev-id", "gpu-id"),
             "stream": _int(rows, "queue-id"),
             "correlation": _int(rows, "Index") if table != "KERN" else pa.nulls(n, pa.int64()),
-            "copy_kind": _copy_kind(name)}
-
-
-def _copy_kind(name: pa.Array) -> pa.Array:
-    out = pa.nulls(len(name), pa.string())
-    for word, kind in (("HostToDevice", "HtoD"), ("DeviceToHost", "DtoH"),
-                       ("DeviceToDevice", "DtoD"), ("HostToHost", "HtoH")):
-        out = pc.if_else(pc.fill_null(pc.match_substring(name, word), False), kind, out)
-    return out
+            "copy_kind": copy_kind_of(name)}
 
 
 def _json_strings(text: pa.Array) -> pa.Array:
