@@ -84,6 +84,17 @@ class SqliteInput:
             cursor.close()
 
 
+INT64 = pa.int64()
+
+
+def column(table: pa.Table, name: str, type_: pa.DataType = INT64) -> pa.Array:
+    """Column ``name`` of a query result as ``type_``; all nulls when the table has none
+    (columns come and go between versions of a tool's schema)."""
+    if name not in table.column_names:
+        return pa.nulls(table.num_rows, type_)
+    return table[name].combine_chunks().cast(type_)
+
+
 def table_names(path: Path) -> set[str] | None:
     """The tables and views of an SQLite file, or None when it cannot be opened (for
     sniffing: a reader claims a database by what it holds)."""

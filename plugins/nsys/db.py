@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.sqlite import SqliteInput
+from tracekit.sqlite import column as col
 
 
 class ExportDatabase(SqliteInput):
@@ -39,13 +40,6 @@ class ExportDatabase(SqliteInput):
 
 
 INT64 = pa.int64()
-
-
-def col(table: pa.Table, name: str, type_: pa.DataType = INT64) -> pa.Array:
-    """Column ``name`` as ``type_``; all nulls when the export does not have it."""
-    if name not in table.column_names:
-        return pa.nulls(table.num_rows, type_)
-    return table[name].combine_chunks().cast(type_)
 
 
 def decode_pid(global_id: pa.Array) -> pa.Array:

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +20,7 @@ from tracekit.plugins.rocprof.convert import CONVERTERS
 from tracekit.plugins.rocprof.database import RocprofDatabaseReader
 from tracekit.plugins.rocprof.files import CsvFile, header_of, kind_of, read_csv
 from tracekit.plugins.rocprof.json_reader import RocprofJsonReader
+from tracekit.plugins.rocprof.lookup import lookup
 from tracekit.plugins.rocprof.side import CLOCK, add_side_tables
 
 # <prefix>_<trace>.csv names rocprofv3 writes; results.<x>.csv for v1.
@@ -148,26 +148,16 @@ def _fill_launching_pids(converted: list[tuple[CsvFile, dict[str, Any]]]) -> Non
     api = [c for f, c in converted if f.kind == "v3_api"]
     if not api:
         return
-    corr = np.concatenate([pa.array(c["correlation"]).fill_null(-1).to_numpy(
-        zero_copy_only=False) for c in api])
-    pid = np.concatenate([pa.array(c["pid"]).fill_null(-1).to_numpy(zero_copy_only=False)
-                          for c in api])
-    keep = (corr >= 0) & (pid >= 0)
-    pairs = np.unique(np.stack([corr[keep], pid[keep]]), axis=1)
-    ids, counts = np.unique(pairs[0], return_counts=True)
-    unique = pairs[:, np.isin(pairs[0], ids[counts == 1])]
+    pairs = pa.table({"corr": pa.concat_arrays([pa.array(c["correlation"]) for c in api]),
+                      "pid": pa.concat_arrays([pa.array(c["pid"]) for c in api])}) \
+        .drop_null().group_by(["corr", "pid"]).aggregate([])
+    owners = pairs.group_by("corr").aggregate([("pid", "count"), ("pid", "min")])
+    one = owners.filter(pc.equal(owners["pid_count"], 1))
     for f, c in converted:
-        if f.kind not in ("v3_kernel", "v3_memcpy") or c.get("correlation") is None:
-            continue
-        have = pa.array(c["pid"])
-        if have.null_count == 0:
-            continue
-        want = pa.array(c["correlation"]).fill_null(-1).to_numpy(zero_copy_only=False)
-        pos = np.clip(np.searchsorted(unique[0], want), 0, max(unique.shape[1] - 1, 0))
-        hit = (unique[0][pos] == want) if unique.shape[1] else np.zeros(len(want), bool)
-        found = pa.array(np.where(hit, unique[1][pos] if unique.shape[1] else 0, 0),
-                         mask=~hit)
-        c["pid"] = pc.if_else(pc.is_valid(have), have, found)
+        if f.kind in ("v3_kernel", "v3_memcpy") and c.get("correlation") is not None:
+            c["pid"] = pc.coalesce(pa.array(c["pid"]), lookup(
+                one["corr"].combine_chunks(), one["pid_min"].combine_chunks(),
+                pa.array(c["correlation"])))
 
 
 def _add_agents(f: CsvFile, out: TraceBuilder) -> None:

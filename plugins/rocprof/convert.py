@@ -5,12 +5,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracekit.plugins.rocprof.columns import (
+    api_events,
+    copy_direction,
+    grid_columns,
+    json_text,
+    signed_bytes,
+)
 from tracekit.plugins.rocprof.files import CsvFile
-from tracekit.plugins.rocprof.v1 import work_category
+from tracekit.plugins.rocprof.v1 import copy_kind_of, work_categories
 
 Columns = dict[str, Any]
 # rocprofv3 writes <pid>_<trace>.csv, rocprofv2 <trace>_<pid>.csv.
@@ -29,15 +35,6 @@ def _first(f: CsvFile, *names: str) -> pa.Array | None:
     return None
 
 
-def blocks(grid: pa.Array | None, workgroup: pa.Array | None) -> pa.Array | None:
-    """Workgroups per grid: ROCm gives grid sizes in work-items, the model in blocks."""
-    if grid is None or workgroup is None:
-        return None
-    positive = pc.greater(workgroup, 0)
-    size = pc.if_else(positive, workgroup, pa.scalar(None, pa.int64()))
-    return pc.divide(pc.add(grid, pc.subtract(size, 1)), size)
-
-
 def _const(n: int, value: str) -> list[str]:
     return [value] * n
 
@@ -54,19 +51,10 @@ def _json_rows(f: CsvFile, names: list[str]) -> pa.Array | None:
         return None
     pieces: list[pa.Array | str] = []
     for i, n in enumerate(present):
-        pieces += ["{" if i == 0 else ",", f'"{n}":"', _json_text(pc.fill_null(f.text(n), "")),
+        pieces += ["{" if i == 0 else ",", f'"{n}":"', json_text(pc.fill_null(f.text(n), "")),
                    '"']
     # One kernel call for the whole object: far faster than joining column by column.
     return pc.binary_join_element_wise(*pieces, "}", "")
-
-
-def _json_text(cells: pa.Array) -> pa.Array:
-    """Cells escaped for a JSON string, where any needs it."""
-    if pc.any(pc.match_substring_regex(cells, r'["\\\x00-\x1f]')).as_py():
-        for raw, escaped in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\t", "\\t"),
-                             ("\r", "\\r")):
-            cells = pc.replace_substring(cells, raw, escaped)
-    return cells
 
 
 def file_pid(f: CsvFile) -> int | None:
@@ -84,43 +72,18 @@ def _pids(f: CsvFile, column: str = "process_id") -> pa.Array:
 def v3_kernels(f: CsvFile) -> Columns:
     n = f.table.num_rows
     ts, dur = _span(f, "start_timestamp", "end_timestamp")
-    pid = f.ints("process_id")
-    if pid is None:
-        fp = file_pid(f)
-        pid = pa.array([fp] * n, pa.int64())
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
-            "name": f.text("kernel_name"), "ts_ns": ts, "dur_ns": dur, "pid": pid,
+            "name": f.text("kernel_name"), "ts_ns": ts, "dur_ns": dur, "pid": _pids(f),
             "tid": f.ints("thread_id"), "device": f.ints("agent_id"),
             "stream": _first(f, "stream_id", "queue_id"),
             "correlation": f.ints("correlation_id"),
-            "grid_x": blocks(f.ints("grid_size_x"), f.ints("workgroup_size_x")),
-            "grid_y": blocks(f.ints("grid_size_y"), f.ints("workgroup_size_y")),
-            "grid_z": blocks(f.ints("grid_size_z"), f.ints("workgroup_size_z")),
-            "block_x": f.ints("workgroup_size_x"),
-            "block_y": f.ints("workgroup_size_y"), "block_z": f.ints("workgroup_size_z"),
+            **grid_columns([f.ints(f"grid_size_{a}") for a in "xyz"],
+                           [f.ints(f"workgroup_size_{a}") for a in "xyz"]),
             "registers": f.ints("vgpr_count"),
             "shared_mem_bytes": _first(f, "lds_block_size", "group_segment_size"),
             "args": _json_rows(f, ["dispatch_id", "kernel_id", "queue_id", "grid_size_x",
                                    "grid_size_y", "grid_size_z", "scratch_size",
                                    "private_segment_size", "accum_vgpr_count", "sgpr_count"])}
-
-
-def api_events(domain: pa.Array, name: pa.Array, ts: pa.Array, end: pa.Array,
-               pid: pa.Array, tid: pa.Array, correlation: pa.Array) -> Columns:
-    """API records of rocprofv3 (CSV, JSON or rocpd) by their domain: HIP and the other
-    runtimes' calls as api.runtime, HSA as api.driver, markers as annotation ranges (or
-    instants where start equals end, which is how marks are written)."""
-    domain = pc.utf8_upper(pc.fill_null(domain, ""))
-    dur = pc.subtract(end, ts)
-    marker = pc.starts_with(domain, "MARKER").to_numpy(zero_copy_only=False)
-    hsa = pc.starts_with(domain, "HSA").to_numpy(zero_copy_only=False)
-    instant = marker & (pc.fill_null(pc.equal(dur, 0), False).to_numpy(zero_copy_only=False))
-    category = np.where(marker, "host.annotation", np.where(hsa, "api.driver", "api.runtime"))
-    return {"kind": np.where(instant, "instant", "slice").tolist(),
-            "category": category.tolist(), "name": name, "ts_ns": ts,
-            "dur_ns": pc.if_else(pa.array(instant), None, dur), "pid": pid, "tid": tid,
-            "correlation": pc.if_else(pa.array(marker), None, correlation),
-            "args": pc.binary_join_element_wise('{"domain":"', domain, '"}', "")}
 
 
 def v3_api(f: CsvFile) -> Columns:
@@ -131,30 +94,17 @@ def v3_api(f: CsvFile) -> Columns:
                       f.ints("correlation_id"))
 
 
-_DIRECTION = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD",
-              "HOST_TO_HOST": "HtoH"}
-
-
 def v3_memcpys(f: CsvFile) -> Columns:
     n = f.table.num_rows
     ts, dur = _span(f, "start_timestamp", "end_timestamp")
-    direction = pc.replace_substring(pc.utf8_upper(pc.fill_null(f.text("direction"), "")),
-                                     "MEMORY_COPY_", "")
-    # Map the few distinct directions, then spread them to the rows.
-    codes = direction.dictionary_encode()
-    labels = [_DIRECTION.get(d, d.title() if d else None)
-              for d in codes.dictionary.to_pylist()]
-    kinds = pa.array(labels, pa.string()).take(codes.indices)
-    names = pa.array([f"Memcpy {k}" if k else "Memcpy" for k in labels],
-                     pa.string()).take(codes.indices)
+    kinds, names = copy_direction(f.text("direction"))
     src, dst = f.ints("source_agent_id"), f.ints("destination_agent_id")
-    to_device = pc.equal(direction, "HOST_TO_DEVICE")
-    device = pc.if_else(to_device, dst, src)
+    device = pc.if_else(pc.fill_null(pc.equal(kinds, "HtoD"), False), dst, src)
     correlation = f.ints("correlation_id")
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.memcpy"),
             "name": names, "ts_ns": ts,
             "dur_ns": dur, "device": device, "stream": f.ints("stream_id"),
-            "pid": pa.array([file_pid(f)] * n, pa.int64()),
+            "pid": _pids(f),
             "correlation": pc.if_else(pc.equal(correlation, 0), None, correlation),
             "copy_kind": kinds, "args": _json_rows(f, ["direction", "source_agent_id",
                                                        "destination_agent_id"])}
@@ -186,7 +136,7 @@ def v1_kernels(f: CsvFile) -> Columns:
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
             "name": f.text("kernelname"), "ts_ns": ts, "dur_ns": dur, "pid": f.ints("pid"),
             "tid": f.ints("tid"), "device": f.ints("gpu-id"), "stream": f.ints("queue-id"),
-            "grid_x": blocks(f.ints("grd"), f.ints("wgr")), "block_x": f.ints("wgr"),
+            **grid_columns([f.ints("grd"), None, None], [f.ints("wgr"), None, None]),
             "shared_mem_bytes": f.ints("lds"),
             "registers": _first(f, "arch_vgpr", "vgpr"),
             "args": _json_rows(f, ["index", "grd", "queue-index", "sgpr", "scr", "sig", "obj",
@@ -226,8 +176,9 @@ def v3_counters(f: CsvFile) -> Columns:
             "pid": first.ints("process_id"), "tid": first.ints("thread_id"),
             "device": first.ints("agent_id"), "stream": first.ints("queue_id"),
             "correlation": first.ints("correlation_id"),
-            "grid_x": blocks(first.ints("grid_size"), first.ints("workgroup_size")),
-            "block_x": first.ints("workgroup_size"), "registers": first.ints("vgpr_count"),
+            **grid_columns([first.ints("grid_size"), None, None],
+                           [first.ints("workgroup_size"), None, None]),
+            "registers": first.ints("vgpr_count"),
             "shared_mem_bytes": first.ints("lds_block_size"),
             "args": [orjson.dumps({"dispatch_id": d, "counters": c}).decode()
                      for d, c in zip(order, counters, strict=True)]}
@@ -239,11 +190,9 @@ def v3_memory(f: CsvFile) -> Columns:
     n = f.table.num_rows
     ts, dur = _span(f, "start_timestamp", "end_timestamp")
     op = pc.fill_null(f.text("operation"), "")
-    size = f.ints("allocation_size")
-    freed = pc.match_substring(op, "FREE")
     return {"kind": _const(n, "slice"), "category": _const(n, "host.memory"), "name": op,
             "ts_ns": ts, "dur_ns": dur, "pid": _pids(f), "correlation": f.ints("correlation_id"),
-            "bytes": pc.if_else(freed, pc.negate(size), size),
+            "bytes": signed_bytes(op, f.ints("allocation_size")),
             "args": _json_rows(f, ["agent_id", "address"])}
 
 
@@ -273,8 +222,9 @@ def v2_kernels(f: CsvFile) -> Columns:
             "name": f.text("kernel_name"), "ts_ns": ts, "dur_ns": dur, "pid": _pids(f, "pid"),
             "tid": f.ints("tid"), "device": f.ints("gpu_id"), "stream": f.ints("queue_id"),
             "correlation": f.ints("correlation_id"),
-            "grid_x": blocks(f.ints("grid_size"), f.ints("workgroup_size")),
-            "block_x": f.ints("workgroup_size"), "shared_mem_bytes": f.ints("lds_per_workgroup"),
+            **grid_columns([f.ints("grid_size"), None, None],
+                           [f.ints("workgroup_size"), None, None]),
+            "shared_mem_bytes": f.ints("lds_per_workgroup"),
             "registers": f.ints("arch_vgpr"),
             "args": _json_rows(f, ["dispatch_id", "grid_size", "scratch_per_workitem",
                                    "accum_vgpr", "sgpr", "wave_size", *extra])}
@@ -291,25 +241,13 @@ def v2_ops(f: CsvFile) -> Columns:
     has_kernel = pc.fill_null(pc.not_equal(kernel, ""), False) if kernel is not None else \
         pa.array([False] * n)
     hsa = pc.starts_with(pc.utf8_upper(pc.fill_null(f.text("domain"), "")), "HSA")
-    codes = op.dictionary_encode()
-    as_copy = pa.array([work_category(v, "gpu.memcpy") for v in codes.dictionary.to_pylist()])
-    as_op = pa.array([work_category(v, "gpu.kernel") for v in codes.dictionary.to_pylist()])
     category = pc.if_else(has_kernel, "gpu.kernel", pc.if_else(
-        hsa, as_copy.take(codes.indices), as_op.take(codes.indices)))
+        hsa, work_categories(op, "gpu.memcpy"), work_categories(op, "gpu.kernel")))
     return {"kind": _const(n, "slice"), "category": category,
             "name": pc.if_else(has_kernel, kernel, op), "ts_ns": ts, "dur_ns": dur,
             "pid": _pids(f), "device": pa.array([0] * n, pa.int64()),
             "correlation": f.ints("correlation_id"), "copy_kind": copy_kind_of(op),
             "args": _json_rows(f, ["domain", "operation"])}
-
-
-def copy_kind_of(op: pa.Array) -> pa.Array:
-    """HtoD, DtoH, DtoD or HtoH from op names such as CopyHostToDevice (else null)."""
-    out = pa.nulls(len(op), pa.string())
-    for word, kind in (("HostToDevice", "HtoD"), ("DeviceToHost", "DtoH"),
-                       ("DeviceToDevice", "DtoD"), ("HostToHost", "HtoH")):
-        out = pc.if_else(pc.match_substring(op, word), kind, out)
-    return out
 
 
 def v2_roctx(f: CsvFile) -> Columns:

@@ -30,7 +30,3 @@ def lookup(keys: pa.Array, values: pa.Array, queries: pa.Array) -> pa.Array:
     hit = q_ok & (k[pos] == q)
     return pa.array(np.where(hit, v[pos], 0), pa.int64(), mask=~hit)
 
-
-def fill(values: pa.Array, fallback: pa.Array) -> pa.Array:
-    """``values`` with its nulls taken from ``fallback``."""
-    return pc.if_else(pc.is_valid(values), values, fallback)

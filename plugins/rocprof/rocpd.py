@@ -17,8 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.plugins.rocprof.convert import api_events, blocks
-from tracekit.sqlite import SqliteInput
+from tracekit.plugins.rocprof.columns import api_events, grid_columns, signed_bytes
+from tracekit.sqlite import SqliteInput, column
 
 Columns = dict[str, Any]
 # view read -> the table view whose rows it should cover
@@ -35,11 +35,11 @@ def is_rocpd(tables: set[str]) -> bool:
 
 
 def _int(t: pa.Table, name: str) -> pa.Array:
-    return t[name].combine_chunks().cast(pa.int64())
+    return column(t, name)
 
 
 def _text(t: pa.Table, name: str) -> pa.Array:
-    return t[name].combine_chunks().cast(pa.string())
+    return column(t, name, pa.string())
 
 
 def read(db: SqliteInput) -> tuple[list[tuple[str, Columns, int]], dict[str, int]]:
@@ -66,7 +66,6 @@ def _regions(t: pa.Table) -> Columns:
 
 def _kernels(t: pa.Table) -> Columns:
     n = t.num_rows
-    wg = [_int(t, f"workgroup_{a}") for a in "xyz"]
     grid = [_int(t, f"grid_{a}") for a in "xyz"]
     args = pc.binary_join_element_wise(
         '{"dispatch_id":', _int(t, "dispatch_id").cast(pa.string()),
@@ -78,9 +77,8 @@ def _kernels(t: pa.Table) -> Columns:
             "ts_ns": _int(t, "start"), "dur_ns": pc.subtract(_int(t, "end"), _int(t, "start")),
             "pid": _int(t, "pid"), "device": _int(t, "agent_abs_index"),
             "stream": _int(t, "stream_id"), "correlation": _int(t, "stack_id"),
-            "grid_x": blocks(grid[0], wg[0]), "grid_y": blocks(grid[1], wg[1]),
-            "grid_z": blocks(grid[2], wg[2]), "block_x": wg[0], "block_y": wg[1],
-            "block_z": wg[2], "registers": _int(t, "vgpr_count"),
+            **grid_columns(grid, [_int(t, f"workgroup_{a}") for a in "xyz"]),
+            "registers": _int(t, "vgpr_count"),
             "shared_mem_bytes": _int(t, "lds_size"), "args": args}
 
 
@@ -108,15 +106,13 @@ def _memory_allocations(t: pa.Table) -> Columns:
     the calling thread; a free's bytes are negative."""
     n = t.num_rows
     kind = _text(t, "type")
-    size = _int(t, "size")
-    freed = pc.fill_null(pc.is_in(kind, pa.array(["FREE", "RECLAIM"])), False)
     name = pc.binary_join_element_wise(pc.fill_null(_text(t, "level"), ""),
                                        pc.fill_null(kind, ""), " ")
     return {"kind": ["slice"] * n, "category": ["host.memory"] * n,
             "name": pc.utf8_trim_whitespace(name), "ts_ns": _int(t, "start"),
             "dur_ns": pc.subtract(_int(t, "end"), _int(t, "start")), "pid": _int(t, "pid"),
             "tid": _int(t, "tid"), "correlation": _int(t, "stack_id"),
-            "bytes": pc.if_else(freed, pc.negate(size), size),
+            "bytes": signed_bytes(kind, _int(t, "size")),
             "args": pc.binary_join_element_wise(
                 '{"agent":', pc.fill_null(_int(t, "agent_abs_index").cast(pa.string()),
                                           "null"),

@@ -15,15 +15,18 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.plugins.rocprof.convert import api_events, blocks
+from tracekit.plugins.rocprof.columns import (
+    api_events,
+    copy_direction,
+    grid_columns,
+    signed_bytes,
+)
 from tracekit.plugins.rocprof.lookup import lookup
 
 Columns = dict[str, Any]
 TOP_KEY = "rocprofiler-sdk-tool"
 API_RECORDS = ("hip_api", "hsa_api", "marker_api", "rccl_api", "rocdecode_api",
                "rocjpeg_api")
-_DIRECTION = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD",
-              "HOST_TO_HOST": "HtoH"}
 
 
 def is_sdk_json(head: bytes) -> bool:
@@ -124,7 +127,6 @@ def _common(r: pa.StructArray, proc: Process) -> Columns:
 def _kernels(r: pa.StructArray, proc: Process) -> Columns:
     n = len(r)
     info = ("dispatch_info",)
-    wg = [_field(r, *info, "workgroup_size", a) for a in "xyz"]
     grid = [_field(r, *info, "grid_size", a) for a in "xyz"]
     kernel = _field(r, *info, "kernel_id")
     name = proc.kernel_names.take(pc.index_in(kernel, value_set=proc.kernel_ids))
@@ -141,9 +143,8 @@ def _kernels(r: pa.StructArray, proc: Process) -> Columns:
     return {"kind": ["slice"] * n, "category": ["gpu.kernel"] * n,
             "name": pc.fill_null(name, "<unknown kernel>"), **_common(r, proc),
             "device": proc.agent(_field(r, *info, "agent_id", "handle")), "stream": stream,
-            "grid_x": blocks(grid[0], wg[0]), "grid_y": blocks(grid[1], wg[1]),
-            "grid_z": blocks(grid[2], wg[2]), "block_x": wg[0], "block_y": wg[1],
-            "block_z": wg[2], "shared_mem_bytes": _field(r, *info, "group_segment_size"),
+            **grid_columns(grid, [_field(r, *info, "workgroup_size", a) for a in "xyz"]),
+            "shared_mem_bytes": _field(r, *info, "group_segment_size"),
             "args": args}
 
 
@@ -163,17 +164,11 @@ def _api(r: pa.StructArray, proc: Process) -> Columns:
 
 def _memory_copies(r: pa.StructArray, proc: Process) -> Columns:
     n = len(r)
-    op = pc.fill_null(proc.op_name(_field(r, "kind"), _field(r, "operation")), "")
-    direction = pc.replace_substring(op, "MEMORY_COPY_", "")
-    codes = direction.dictionary_encode()
-    labels = [_DIRECTION.get(d) for d in codes.dictionary.to_pylist()]
-    kinds = pa.array(labels, pa.string()).take(codes.indices)
+    kinds, names = copy_direction(proc.op_name(_field(r, "kind"), _field(r, "operation")))
     src = _field(r, "src_agent_id", "handle")
     dst = _field(r, "dst_agent_id", "handle")
     device = pc.if_else(pc.fill_null(proc.is_gpu(dst), False), proc.agent(dst),
                         proc.agent(src))
-    names = pc.if_else(pc.is_valid(kinds), pc.binary_join_element_wise(
-        "Memcpy ", kinds, ""), pa.scalar("Memcpy"))
     common = _common(r, proc)
     return {"kind": ["slice"] * n, "category": ["gpu.memcpy"] * n, "name": names, **common,
             "correlation": pc.if_else(pc.equal(common["correlation"], 0),
@@ -187,11 +182,9 @@ def _memory(r: pa.StructArray, proc: Process) -> Columns:
     thread (a free's bytes negative)."""
     n = len(r)
     name = pc.fill_null(proc.op_name(_field(r, "kind"), _field(r, "operation")), "")
-    size = _field(r, "allocation_size")
-    freed = pc.fill_null(pc.match_substring(name, "FREE"), False)
     return {"kind": ["slice"] * n, "category": ["host.memory"] * n, "name": name,
             **_common(r, proc), "tid": _field(r, "thread_id"),
-            "bytes": pc.if_else(freed, pc.negate(size), size),
+            "bytes": signed_bytes(name, _field(r, "allocation_size")),
             "args": pc.binary_join_element_wise(
                 '{"agent":', pc.fill_null(proc.agent(_field(r, "agent_id", "handle"))
                                           .cast(pa.string()), "null"), "}", "")}

@@ -18,9 +18,29 @@ _WORK_BY_NAME = ((re.compile(r"^(?:Copy|Memcpy)[A-Za-z]*$"), "gpu.memcpy"),
 _SIZE = re.compile(r"\bsizeBytes\((\d+)\)")
 
 
+# Copy op names say their direction: CopyHostToDevice, hipMemcpyDeviceToHost ...
+COPY_WORDS = (("HostToDevice", "HtoD"), ("DeviceToHost", "DtoH"), ("DeviceToDevice", "DtoD"),
+              ("HostToHost", "HtoH"))
+
+
 def work_category(name: str, default: str) -> str:
     """The category of one device op by its name; ``default`` for kernels."""
     return next((c for pattern, c in _WORK_BY_NAME if pattern.search(name)), default)
+
+
+def work_categories(names: pa.Array, default: str) -> pa.Array:
+    """``work_category`` over a column, once per distinct name."""
+    codes = pc.fill_null(names, "").dictionary_encode()
+    return pa.array([work_category(v, default) for v in codes.dictionary.to_pylist()],
+                    pa.string()).take(codes.indices)
+
+
+def copy_kind_of(names: pa.Array) -> pa.Array:
+    """HtoD, DtoH, DtoD or HtoH from op names such as CopyHostToDevice (else null)."""
+    out = pa.nulls(len(names), pa.string())
+    for word, kind in COPY_WORDS:
+        out = pc.if_else(pc.fill_null(pc.match_substring(names, word), False), kind, out)
+    return out
 
 
 def size_of_call(args_text: str | None) -> int | None:

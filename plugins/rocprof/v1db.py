@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.plugins.rocprof.convert import copy_kind_of
-from tracekit.plugins.rocprof.lookup import fill, lookup
-from tracekit.plugins.rocprof.v1 import size_of_calls, work_category
-from tracekit.sqlite import SqliteInput
+from tracekit.plugins.rocprof.columns import json_text
+from tracekit.plugins.rocprof.lookup import lookup
+from tracekit.plugins.rocprof.v1 import copy_kind_of, size_of_calls, work_categories
+from tracekit.sqlite import SqliteInput, column
 
 Columns = dict[str, Any]
 HOST_TABLES = {"HIP": "api.runtime", "HSA": "api.driver", "rocTX": "host.annotation"}
@@ -33,16 +33,12 @@ def is_v1_db(tables: set[str]) -> bool:
 
 
 def _int(table: pa.Table, *names: str) -> pa.Array:
-    for name in names:
-        if name in table.column_names:
-            return table[name].combine_chunks().cast(pa.int64())
-    return pa.nulls(table.num_rows, pa.int64())
+    """The first of ``names`` the table has, as int64 (all null if none)."""
+    return column(table, next((n for n in names if n in table.column_names), names[0]))
 
 
 def _text(table: pa.Table, name: str) -> pa.Array:
-    if name in table.column_names:
-        return table[name].combine_chunks().cast(pa.string())
-    return pa.nulls(table.num_rows, pa.string())
+    return column(table, name, pa.string())
 
 
 def read(db: SqliteInput) -> tuple[list[tuple[str, Columns]], dict[str, int]]:
@@ -81,7 +77,7 @@ def _host(table: str, rows: pa.Table) -> Columns:
         correlation = _int(rows, "Index")
         call_args = _text(rows, "args")
         args = pc.if_else(pc.is_valid(call_args), pc.binary_join_element_wise(
-            '{"args":', _json_strings(call_args), "}", ""), pa.scalar(None, pa.string()))
+            '{"args":"', json_text(call_args), '"}', ""), pa.scalar(None, pa.string()))
     return {"kind": kind, "category": [HOST_TABLES[table]] * n, "name": name, "ts_ns": ts,
             "dur_ns": dur, "pid": pa.nulls(n, pa.int64()), "tid": _int(rows, "tid"),
             "correlation": correlation, "args": args}
@@ -91,21 +87,13 @@ def _device(table: str, rows: pa.Table) -> Columns:
     n = rows.num_rows
     ts, dur = _span(rows)
     name = _text(rows, "Name") if "Name" in rows.column_names else _text(rows, "KernelName")
-    codes = name.dictionary_encode()
-    default = DEVICE_TABLES[table]
-    category = pa.array([work_category(v or "", default) for v in
-                         codes.dictionary.to_pylist()]).take(codes.indices)
-    return {"kind": ["slice"] * n, "category": category, "name": name, "ts_ns": ts,
-            "dur_ns": dur, "pid": _int(rows, "proc-id") if table != "KERN"
-            else _int(rows, "pid"), "device": _int(rows, "dev-id", "gpu-id"),
+    return {"kind": ["slice"] * n, "category": work_categories(name, DEVICE_TABLES[table]),
+            "name": name, "ts_ns": ts, "dur_ns": dur,
+            "pid": _int(rows, "proc-id") if table != "KERN" else _int(rows, "pid"),
+            "device": _int(rows, "dev-id", "gpu-id"),
             "stream": _int(rows, "queue-id"),
             "correlation": _int(rows, "Index") if table != "KERN" else pa.nulls(n, pa.int64()),
             "copy_kind": copy_kind_of(name)}
-
-
-def _json_strings(text: pa.Array) -> pa.Array:
-    escaped = pc.replace_substring(pc.replace_substring(text, "\\", "\\\\"), '"', '\\"')
-    return pc.binary_join_element_wise('"', escaped, '"', "")
 
 
 def _link(parts: list[tuple[str, Columns]]) -> None:
@@ -125,7 +113,7 @@ def _link(parts: list[tuple[str, Columns]]) -> None:
         pids = pa.concat_arrays([c["pid"] for c in calls])
         for t, c in parts:
             if t in HOST_TABLES:
-                c["pid"] = fill(c["pid"], lookup(tids, pids, c["tid"]))
+                c["pid"] = pc.coalesce(c["pid"], lookup(tids, pids, c["tid"]))
         call_corr = pa.concat_arrays([c["correlation"] for c in calls])
         sizes = pa.concat_arrays([size_of_calls(c["args"]) for c in calls])
         for c in work:

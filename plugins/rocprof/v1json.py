@@ -13,7 +13,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from tracekit.plugins.rocprof.v1 import size_of_call, work_category
+import orjson
+from tracekit.plugins.rocprof.v1 import COPY_WORDS, size_of_call, work_category
 
 SECTION_CATEGORY = (("CPU HIP API", "api.runtime"), ("CPU HSA API", "api.driver"),
                     ("COPY", "gpu.memcpy"), ("GPU Barriers", "gpu.sync"), ("GPU", "gpu.kernel"),
@@ -151,21 +152,13 @@ def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
 
 
 def _call_args(args_json: str | None) -> str | None:
-    import orjson
-
     return str(orjson.loads(args_json).get("args", "")) if args_json else None
 
 
 def _copy_kind(name: str) -> str | None:
-    for word, kind in (("HostToDevice", "HtoD"), ("DeviceToHost", "DtoH"),
-                       ("DeviceToDevice", "DtoD"), ("HostToHost", "HtoH")):
-        if word in name:
-            return kind
-    return None
+    return next((kind for word, kind in COPY_WORDS if word in name), None)
 
 
 def _args_json(args: dict[str, Any]) -> str | None:
-    import orjson
-
     kept = {k: v for k, v in args.items() if k not in ("BeginNs", "EndNs", "Name") and v != ""}
     return orjson.dumps(kept).decode() if kept else None
