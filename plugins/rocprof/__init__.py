@@ -181,52 +181,47 @@ def _merge_repeated_dispatches(converted: list[tuple[CsvFile, dict[str, Any]]],
     collection (same Dispatch_Id), or a v2 kernel file and the ops trace (same
     Correlation_ID). The kernel-trace row stays; the counters move into its args, and the
     repeated rows are left out and counted."""
-    for kernel_kind, other_kind, key in (("v3_kernel", "v3_counters", "dispatch_id"),
-                                         ("v2_kernel", "v2_ops", "correlation")):
+    for kernel_kind, other_kind in (("v3_kernel", "v3_counters"), ("v2_kernel", "v2_ops")):
         kernels = [(f, c) for f, c in converted if f.kind == kernel_kind]
         if not kernels:
             continue
         for f, c in converted:
             if f.kind != other_kind:
                 continue
-            if key == "dispatch_id":
-                counters = {orjson.loads(a)["dispatch_id"]: orjson.loads(a)["counters"]
-                            for a in c["args"]}
-                for _, k in kernels:
-                    k["args"] = _with_counters(k["args"], counters)
-                ids = [orjson.loads(a)["dispatch_id"] for a in c["args"]]
-                seen = {d for _, k in kernels for d in _dispatch_ids(k["args"])}
-                repeated = [d in seen for d in ids]
+            if other_kind == "v3_counters":
+                # args are '{"dispatch_id":N,"counters":{...}}', as v3_counters writes them
+                parts = pc.extract_regex(c["args"], r'^\{"dispatch_id":(?P<id>-?\d+),'
+                                                    r'"counters":(?P<counters>.*)\}$')
+                ids = pc.struct_field(parts, "id").cast(pa.int64())
+                counters = pc.struct_field(parts, "counters")
+                seen = []
+                for kf, k in kernels:
+                    dispatch = kf.ints("dispatch_id")
+                    if dispatch is None:
+                        continue
+                    found = counters.take(pc.index_in(dispatch, value_set=ids))
+                    k["args"] = pc.if_else(pc.is_valid(found), pc.binary_join_element_wise(
+                        pc.utf8_slice_codeunits(k["args"], 0, -1), ',"counters":', found, "}",
+                        ""), k["args"])
+                    seen.append(dispatch)
+                if not seen:
+                    continue
+                repeated = pc.is_in(ids, value_set=pa.concat_arrays(seen))
+                why = " (counters attached there)"
             else:
                 seen_corr = pa.concat_arrays([pa.array(k["correlation"]) for _, k in kernels])
                 repeated = pc.and_(pc.equal(pa.array(c["category"]), "gpu.kernel"),
-                                   pc.is_in(pa.array(c["correlation"]),
-                                            value_set=seen_corr)).to_pylist()
-            n = sum(bool(r) for r in repeated)
+                                   pc.is_in(pa.array(c["correlation"]), value_set=seen_corr))
+                why = ""
+            repeated = pc.fill_null(repeated, False)
+            n = pc.sum(repeated).as_py() or 0
             if n:
-                keep = pa.array([not r for r in repeated])
+                keep = pc.invert(repeated)
                 for name, values in c.items():
                     if values is not None:
                         c[name] = pa.array(values).filter(keep)
-                out.note(f.path.name, f"skipped: the same dispatch as in {kernels[0][0].path.name}"
-                         + (" (counters attached there)" if key == "dispatch_id" else ""), n)
-
-
-def _dispatch_ids(args: Any) -> list[int | None]:
-    ids = [orjson.loads(a).get("dispatch_id") if a else None for a in pa.array(args).to_pylist()]
-    return [int(i) if i is not None else None for i in ids]
-
-
-def _with_counters(args: Any, counters: dict[int, dict[str, Any]]) -> pa.Array:
-    """Kernel-trace args (JSON objects with a text dispatch_id) with ``counters`` added."""
-    out = []
-    for a in pa.array(args).to_pylist():
-        obj = orjson.loads(a) if a else {}
-        found = counters.get(int(obj["dispatch_id"])) if obj.get("dispatch_id") else None
-        if found is not None:
-            obj["counters"] = found
-        out.append(orjson.dumps(obj).decode() if obj else None)
-    return pa.array(out, pa.string())
+                out.note(f.path.name, "skipped: the same dispatch as in "
+                         f"{kernels[0][0].path.name}{why}", n)
 
 
 @tracekit.hookimpl
