@@ -19,7 +19,7 @@ from tracekit.plugins.nsys import extra as E
 from tracekit.plugins.nsys import samples as samples_mod
 from tracekit.plugins.nsys import tables as T
 from tracekit.plugins.nsys.db import ExportDatabase, decode_pid, decode_tid
-from tracekit.sqlite import SQLITE_MAGIC
+from tracekit.sqlite import SQLITE_MAGIC, table_names
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 KNOWN_SCHEMA_MAJOR = 3
@@ -48,14 +48,8 @@ class NsysReader(tracekit.Reader):
             return 0.9  # a report is binary; read() exports it or says how
         if not source.head.startswith(SQLITE_MAGIC):
             return 0.0
-        try:
-            with ExportDatabase(source.path) as db:
-                if "StringIds" in db.tables:
-                    return 1.0
-        except TraceReadError:
-            return 0.1
         # Any other SQLite: low, so that read() can say clearly what it is not.
-        return 0.1
+        return 1.0 if "StringIds" in (table_names(source.path) or set()) else 0.1
 
     def read(self, source: Source, out: TraceBuilder) -> None:
         if source.path.suffix.lower() in REPORT_SUFFIXES:
