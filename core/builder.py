@@ -58,7 +58,8 @@ class TraceBuilder:
 
     # -- events -------------------------------------------------------------------------
     def add_events(self, columns: Mapping[str, ColumnData] | pa.RecordBatch | pa.Table) -> None:
-        """Add event rows given as columns; absent columns are null, ``source`` is filled in.
+        """Add event rows given as columns; absent columns (or None) are null, ``source`` is
+        filled in.
 
         Raises PluginContractError naming the reader when a column is not in the schema or
         cannot be converted to its type.
@@ -74,7 +75,7 @@ class TraceBuilder:
             raise PluginContractError(
                 f"reader '{self.reader}' produced columns not in the event schema: "
                 f"{', '.join(sorted(unknown))}")
-        lengths = {len(v) for v in columns.values()}
+        lengths = {len(v) for v in columns.values() if v is not None}
         if len(lengths) > 1:
             raise PluginContractError(f"reader '{self.reader}' produced columns of unequal length")
         n = lengths.pop() if lengths else 0

@@ -84,7 +84,7 @@ class NsysReader(tracekit.Reader):
 
         def add(table: str, columns: dict[str, Any], rows: int,
                 outcome: str = "events") -> None:
-            out.add_events({k: v for k, v in columns.items() if v is not None})
+            out.add_events(columns)
             if columns.get("pid") is not None:
                 pids.update(pc.unique(columns["pid"]).drop_null().to_pylist())
             out.note(table, outcome, rows)

@@ -92,8 +92,7 @@ class RocprofCsvReader(tracekit.Reader):
         _merge_repeated_dispatches(converted, out)
         for f, columns in converted:
             events = len(columns["category"])
-            if events:
-                out.add_events({k: v for k, v in columns.items() if v is not None})
+            out.add_events(columns)
             if f.kind == "v3_counters":
                 out.note(f.path.name, "counter values of the dispatches (one row each)",
                          f.table.num_rows)

@@ -39,7 +39,7 @@ class RocprofJsonReader(tracekit.Reader):
             raise TraceReadError(f"unexpected rocprofv3 JSON structure: {exc}",
                                  path=source.path) from None
         for kind, columns in parts:
-            out.add_events({k: v for k, v in columns.items() if v is not None})
+            out.add_events(columns)
             out.note(f"buffer_records.{kind}", "events", len(columns["category"]))
         for kind, rows in unread.items():
             out.note(kind, "skipped: record kind not read yet", rows)
