@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+MESSAGE_LIMIT = 300
+_LONG_TOKEN = 80
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` as one line of at most ``limit`` characters, long values cut short.
+
+    Line breaks and runs of white space become one space; a single token longer than 80
+    characters (a bad value echoed by a parser, say) keeps its first 60 and ``…``.
+    """
+    words = []
+    for word in re.split(r"\s+", text.strip()):
+        words.append(word if len(word) <= _LONG_TOKEN else word[:60] + "…")
+    line = " ".join(words)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class TracekitError(Exception):
-    """Base of all errors tracekit handles; the CLI prints ``error: <message>`` and exits 1."""
+    """Base of all errors tracekit handles; the CLI prints ``error: <message>`` and exits 1.
+
+    ``str()`` is always one line of at most 300 characters (see ``one_line``).
+    """
 
     exit_code = 1
+
+    def __str__(self) -> str:
+        return one_line(super().__str__())
 
 
 class UsageError(TracekitError):
@@ -70,8 +93,27 @@ class TraceReadError(TracekitError):
         super().__init__(": ".join(parts))
 
 
+class ReaderCrashError(TraceReadError):
+    """A reader raised something other than a TracekitError: a reader bug on odd input.
+
+    The last-resort catch-all in ``tracekit.read`` turns it into one line; the bad-input
+    corpus and the fuzz tests fail when any input reaches it.
+    """
+
+
 class TraceWriteError(TracekitError):
     """An output could not be written."""
+
+
+class OutputExistsError(TraceWriteError):
+    """The output exists and ``--force`` (``force=True``) was not given."""
+
+
+class EmptyOutputError(TraceWriteError):
+    """The writer has nothing it can write from the input; no file is left behind.
+
+    Example message: ``x.pftrace: nothing to write: no event has a timestamp``.
+    """
 
 
 class AnalysisError(TracekitError):

@@ -15,6 +15,7 @@ from tracekit.errors import (
     AnalysisError,
     FormatDetectionError,
     OptionError,
+    ReaderCrashError,
     TracekitError,
     TraceReadError,
     TraceWriteError,
@@ -129,8 +130,8 @@ def read_one(path: str | Path, *, format: str | type[Reader] | None = None,
         raise TraceReadError("out of memory while reading", path=path,
                              reader=reader_cls.name) from exc
     except Exception as exc:  # a reader bug on odd input must still give one clear line
-        raise TraceReadError(f"reader '{reader_cls.name}' failed: {type(exc).__name__}: {exc}",
-                             path=path, reader=reader_cls.name) from exc
+        raise ReaderCrashError(f"reader '{reader_cls.name}' failed: {type(exc).__name__}: "
+                               f"{exc}", path=path, reader=reader_cls.name) from exc
 
 
 def read(paths: str | Path | Sequence[str | Path], *, format: str | type[Reader] | None = None,
