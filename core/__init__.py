@@ -8,13 +8,16 @@ from __future__ import annotations
 from tracekit.builder import TraceBuilder
 from tracekit.errors import (
     AnalysisError,
+    EmptyOutputError,
     FormatDetectionError,
     LossyConversionWarning,
     OptionError,
+    OutputExistsError,
     PluginConflictError,
     PluginContractError,
     PluginError,
     PluginLoadError,
+    ReaderCrashError,
     TracekitError,
     TracekitWarning,
     TraceReadError,
@@ -33,7 +36,7 @@ from tracekit.interfaces import (
     WriteResult,
 )
 from tracekit.model import CATEGORIES, EVENTS_SCHEMA, SCHEMA_VERSION, SCHEMAS, ReadLog, Trace
-from tracekit.pipeline import analyze, detect_format, read, write
+from tracekit.pipeline import analyze, convert, detect_format, read, write
 from tracekit.registry import Registry, load_registry
 from tracekit.report import Finding, Report
 
@@ -47,17 +50,20 @@ __all__ = [
     "AnalysisError",
     "Analyzer",
     "DirectoryWriter",
+    "EmptyOutputError",
     "Finding",
     "FormatDetectionError",
     "LossyConversionWarning",
     "NoOptions",
     "OptionError",
+    "OutputExistsError",
     "PluginConflictError",
     "PluginContractError",
     "PluginError",
     "PluginLoadError",
     "ReadLog",
     "Reader",
+    "ReaderCrashError",
     "Registry",
     "Report",
     "Source",
@@ -73,6 +79,7 @@ __all__ = [
     "Writer",
     "__version__",
     "analyze",
+    "convert",
     "detect_format",
     "hookimpl",
     "load_registry",

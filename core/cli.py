@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 import traceback
@@ -13,18 +15,17 @@ import typer
 import typer.core
 from tracekit import __version__
 from tracekit.errors import TracekitError
-from tracekit.options import addressed_key
 from tracekit.pipeline import (
     analyze as run_analyzers,
 )
 from tracekit.pipeline import (
-    annotate,
+    convert as run_convert,
+)
+from tracekit.pipeline import (
     default_registry,
     read,
+    route_options,
     sniff,
-    split_options,
-    write,
-    writer_for_path,
 )
 from tracekit.progress import Progress
 from tracekit.report import render_text, reports_to_json
@@ -34,8 +35,17 @@ HOST_ONLY_ANALYZERS = ["summary"]
 SAMPLE_ANALYZERS = ["hotspots"]
 
 
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler so that outputs being written are cleaned up."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
 class _Group(typer.core.TyperGroup):
-    """Turns every TracekitError, plugin commands' included, into one line and an exit code."""
+    """Turns every TracekitError, plugin commands' included, into one line and an exit code;
+    SIGINT and SIGTERM unwind (removing temporary outputs) and exit 130 and 143."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -48,6 +58,13 @@ class _Group(typer.core.TyperGroup):
         except KeyboardInterrupt:
             typer.echo("error: interrupted", err=True)
             raise typer.Exit(130) from None
+        except _Terminated:
+            typer.echo("error: terminated", err=True)
+            raise typer.Exit(143) from None
+        except BrokenPipeError:
+            # The reader of our standard output went away (``| head``): stop quietly.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(141) from None
 
 
 app = typer.Typer(
@@ -77,11 +94,13 @@ def _root(
     ctx.obj = {"debug": debug}
 
 
-Inputs = Annotated[list[Path], typer.Argument(help="Input trace files.", show_default=False)]
+Inputs = Annotated[list[Path], typer.Argument(
+    help="Input trace files or folders; - reads standard input.", show_default=False)]
 FromOpt = Annotated[str | None, typer.Option("--from", help="Input format (default: detect).")]
 OptionsOpt = Annotated[list[str], typer.Option(
     "-O", "--option", help="Component option key=value (repeatable; see 'tracekit formats').")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")]
+ForceOpt = Annotated[bool, typer.Option("--force", "-f", help="Replace an existing output.")]
 
 
 def _progress(quiet: bool) -> Progress:
@@ -96,7 +115,8 @@ def _say(quiet: bool, message: str) -> None:
 @app.command()
 def convert(
     inputs: Inputs,
-    output: Annotated[Path, typer.Option("-o", "--output", help="Output file.")],
+    output: Annotated[Path, typer.Option("-o", "--output",
+                                         help="Output file; - writes standard output.")],
     from_: FromOpt = None,
     to: Annotated[str | None, typer.Option("--to", help="Output format (default: from the "
                                            "output's extension).")] = None,
@@ -104,28 +124,20 @@ def convert(
     annotate_: Annotated[bool, typer.Option(
         "--annotate", help="Add what the analyzers found as extra tracks (GPU idle gaps, "
         "GPU busy %).")] = False,
+    force: ForceOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Convert traces to another format (Perfetto by default for .pftrace)."""
-    registry = default_registry()
-    writer_cls = registry.get("writer", to) if to else writer_for_path(output, registry)
-    reader_cls = registry.get("reader", from_) if from_ else None
-    reader_opts, writer_opts = _route(option, reader_cls, writer_cls)
     started = time.monotonic()
     with _progress(quiet) as progress:
-        progress.phase("reading")
-        trace = read(inputs, format=from_, options=reader_opts, registry=registry,
-                     progress=progress)
-        if annotate_:
-            progress.phase("annotating")
-            trace = annotate(trace, registry)
-        progress.phase(f"writing {output.name}")
-        result = write(trace, output, format=writer_cls, options=writer_opts,
-                       registry=registry, progress=progress)
+        trace, result = run_convert(inputs, output, from_=from_, to=to, options=option,
+                                    annotations=annotate_, force=force,
+                                    registry=default_registry(), progress=progress)
     if quiet:
         return
     written = ", ".join(f"{n:,} {what}" for what, n in result.written.items()) or "nothing"
-    _say(quiet, f"wrote {output} in {time.monotonic() - started:.1f}s: {written}")
+    where = "standard output" if str(output) == "-" else str(output)
+    _say(quiet, f"wrote {where} in {time.monotonic() - started:.1f}s: {written}")
     for (source, kind, outcome), n in sorted(trace.log.notices().items()):
         if outcome.startswith("warning"):
             _say(quiet, f"warning: {source}: {kind}: {outcome.removeprefix('warning: ')}")
@@ -133,16 +145,6 @@ def convert(
             _say(quiet, f"warning: {source}: {n:,} {kind} records {outcome}")
     for reason, n in sorted(result.skipped.items()):
         _say(quiet, f"warning: {n:,} events not written: {reason}")
-
-
-def _route(pairs: list[str], reader_cls: Any, writer_cls: Any) -> tuple[list[str], list[str]]:
-    if reader_cls is not None:
-        reader_opts, writer_opts = split_options(pairs, [reader_cls, writer_cls])
-        return reader_opts, writer_opts
-    # The reader is known only after sniffing: what the writer is not addressed by is the
-    # reader's (parse_options checks it against the reader found).
-    to_writer = [p for p in pairs if addressed_key(writer_cls, p.partition("=")[0])]
-    return [p for p in pairs if p not in to_writer], split_options(to_writer, [writer_cls])[0]
 
 
 class OutputFormat(StrEnum):
@@ -155,22 +157,31 @@ def analyze(
     inputs: Inputs,
     analyzer: Annotated[list[str], typer.Option(
         "-a", "--analyzer", help="Analyzer to run (repeatable; default: bottleneck).")] = [],  # noqa: B006
-    format: Annotated[OutputFormat, typer.Option("--format", "-f",
+    format: Annotated[OutputFormat, typer.Option("--format",
                                                  help="Report format.")] = OutputFormat.text,
     output: Annotated[Path | None, typer.Option("-o", "--output",
                                                 help="Write the report to a file.")] = None,
     from_: FromOpt = None,
     option: OptionsOpt = [],  # noqa: B006
+    force: ForceOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Analyze traces and report what they show."""
+    from tracekit.outputs import check_not_input, open_output, preflight
+
     registry = default_registry()
     names = analyzer or DEFAULT_ANALYZERS
+    reader_cls = registry.get("reader", from_) if from_ else None
+    reader_opts, analyzer_opts = route_options(
+        option, reader_cls, [registry.get("analyzer", n) for n in names])
+    if output is not None:
+        check_not_input(preflight(output, force=force), list(inputs))
     with _progress(quiet) as progress:
         progress.phase("reading")
-        trace = read(inputs, format=from_, registry=registry, progress=progress)
+        trace = read(inputs, format=from_, options=reader_opts, registry=registry,
+                     progress=progress)
         progress.phase("analyzing")
-        reports = run_analyzers(trace, names, options=option, registry=registry)
+        reports = run_analyzers(trace, names, options=analyzer_opts, registry=registry)
         if not analyzer and _nothing_to_diagnose(reports):
             # A host-only trace has no verdict to give; its summary (and, with CPU samples,
             # its hotspots) is what there is to show.
@@ -180,15 +191,10 @@ def analyze(
         data = reports_to_json(reports, [str(p) for p in inputs])
     else:
         data = render_text(reports).encode()
-    if output is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-        return
-    from tracekit.atomic import atomic_output
-
-    with atomic_output(output) as stream:
+    with open_output(output if output is not None else "-", force=force) as stream:
         stream.write(data)
-    _say(quiet, f"wrote {output}")
+    if output is not None and str(output) != "-":
+        _say(quiet, f"wrote {output}")
 
 
 def _has_samples(trace: Any) -> bool:
@@ -210,12 +216,17 @@ def info(inputs: Inputs, from_: FromOpt = None) -> None:
 
     registry = default_registry()
     for path in inputs:
-        ranked = sniff(Source(path), registry) if from_ is None else [(1.0, from_)]
+        sniffed = from_ is None and str(path) != "-"
+        ranked = sniff(Source(path), registry) if sniffed else []
         trace = read(path, format=from_, registry=registry)
         ev = trace.events
+        meta = trace.metadata.get("sources", {}).get(trace.sources[0], {}) \
+            if trace.sources else {}
         typer.echo(f"{path}")
-        typer.echo(f"  format     {ranked[0][1]} (confidence {ranked[0][0]:.2f})")
-        meta = trace.metadata["sources"][trace.sources[0]]
+        if ranked:
+            typer.echo(f"  format     {ranked[0][1]} (confidence {ranked[0][0]:.2f})")
+        else:
+            typer.echo(f"  format     {meta.get('reader') or from_}")
         for key in ("tool", "tool_version", "clock"):
             if meta.get(key):
                 typer.echo(f"  {key:<10} {meta[key]}")
@@ -293,8 +304,19 @@ def main(argv: list[str] | None = None) -> int:
         for error in registry.register_commands(app):
             typer.echo(f"warning: {error}", err=True)
         _commands_registered = True
+    previous = _on_sigterm(_terminate)
     try:
         app(args=argv, prog_name="tracekit")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        _on_sigterm(previous)
     return 0
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install ``handler`` for SIGTERM where that is possible (the main thread only)."""
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, TypeError):  # not the main thread, or no previous Python handler
+        return None

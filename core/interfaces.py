@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pyarrow as pa
     from tracekit.builder import TraceBuilder
     from tracekit.inputs import Source
@@ -44,6 +46,10 @@ class Reader(Component):
 
     kind = "reader"
     extensions: ClassVar[tuple[str, ...]] = ()
+    #: Whether ``read`` takes a stream input (stdin, a FIFO): it reads the content once,
+    #: through ``source.open()`` or ``source.read_bytes()``, and never opens ``source.path``.
+    #: Readers that do not are neither sniffed nor run on streams.
+    reads_streams: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -83,6 +89,12 @@ class DirectoryWriter(Writer):
     @abstractmethod
     def write(self, trace: Trace, stream: Any) -> WriteResult:
         """Write ``trace`` into the directory ``stream`` (a ``pathlib.Path``)."""
+
+    @classmethod
+    def owns(cls, directory: Path) -> bool:
+        """Whether ``directory`` holds only what this writer writes, so that ``--force`` may
+        replace it. The default, False, never lets an existing directory be replaced."""
+        return False
 
 
 class Analyzer(Component):

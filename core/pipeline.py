@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from tracekit.atomic import atomic_directory, atomic_output
 from tracekit.builder import TraceBuilder
 from tracekit.errors import (
     AnalysisError,
+    EmptyOutputError,
     FormatDetectionError,
     OptionError,
     ReaderCrashError,
@@ -21,10 +22,19 @@ from tracekit.errors import (
     TraceWriteError,
     UsageError,
 )
-from tracekit.inputs import Source
+from tracekit.inputs import STDIN, Source
 from tracekit.interfaces import Analyzer, DirectoryWriter, Reader, Writer, WriteResult
 from tracekit.model import EVENTS_SCHEMA, Trace, concat_traces
 from tracekit.options import addressed_key, parse_options
+from tracekit.outputs import (
+    STDIO,
+    check_not_input,
+    open_output,
+    open_output_directory,
+    preflight,
+    resolve_output,
+    same_file,
+)
 from tracekit.progress import NO_PROGRESS, Progress
 from tracekit.registry import Registry, load_registry
 from tracekit.report import Report
@@ -47,6 +57,8 @@ def sniff(source: Source, registry: Registry | None = None) -> list[tuple[float,
     for name, cls in registry.readers.items():
         if ("reader", name) in registry.conflicts:
             continue
+        if source.is_stream and not cls.reads_streams:
+            continue
         try:
             weight = float(cls.sniff(source))
         except Exception:  # a reader's sniff must not take the others down
@@ -60,8 +72,10 @@ def detect_format(source: Source, registry: Registry | None = None) -> type[Read
     registry = registry or default_registry()
     ranked = sniff(source, registry)
     if not ranked or ranked[0][0] <= 0:
-        what = "directory" if source.is_dir else "file"
-        raise FormatDetectionError(f"{source.path}: no reader recognises this {what}; "
+        what = "directory" if source.is_dir else "stream" if source.is_stream else "file"
+        hint = (" (from a stream only formats that are read front to back: "
+                f"{', '.join(_stream_readers(registry))})" if source.is_stream else "")
+        raise FormatDetectionError(f"{source.path}: no reader recognises this {what}{hint}; "
                                    "pass --from FORMAT (see 'tracekit formats')")
     if len(ranked) > 1 and ranked[1][0] == ranked[0][0]:
         tied = ", ".join(f"{n} ({w:.2f})" for w, n in ranked if w == ranked[0][0])
@@ -70,10 +84,16 @@ def detect_format(source: Source, registry: Registry | None = None) -> type[Read
     return registry.readers[ranked[0][1]]
 
 
+def _stream_readers(registry: Registry) -> list[str]:
+    return sorted(n for n, c in registry.readers.items() if c.reads_streams)
+
+
 def split_options(pairs: Sequence[str], components: Sequence[type[Any]]) -> list[list[str]]:
     """Route ``key=value`` pairs to the components that declare each key.
 
-    ``reader.key=value`` (or ``writer.``/``analyzer.``/``<name>.``) picks one explicitly.
+    ``<name>.key=value`` (or ``reader.``/``writer.``/``analyzer.`` where only one component
+    is of that kind) picks one explicitly; an ambiguous key is answered with the ``<name>.``
+    spellings, which always work.
     """
     routed: list[list[str]] = [[] for _ in components]
     for pair in pairs:
@@ -86,12 +106,12 @@ def split_options(pairs: Sequence[str], components: Sequence[type[Any]]) -> list
         if chosen:
             key = chosen[0][1][0]
         if not targets:
-            valid = sorted({f"{c.kind}.{f.name}" for c in components
+            valid = sorted({f"{c.name}.{f.name}" for c in components
                             for f in dataclasses.fields(c.Options)})
             raise OptionError(f"unknown option '{key}' (valid: {', '.join(valid) or 'none'})")
         if len(targets) > 1:
             raise OptionError(f"option '{key}' is ambiguous; write "
-                              + " or ".join(f"{components[i].kind}.{key}" for i in targets))
+                              + " or ".join(f"{components[i].name}.{key}" for i in targets))
         routed[targets[0]].append(f"{key}={value}")
     return routed
 
@@ -113,13 +133,18 @@ def _options(cls: type[Any], options: Iterable[str] | Any) -> Any:
 
 def read_one(path: str | Path, *, format: str | type[Reader] | None = None,
              options: Iterable[str] | Any = (), registry: Registry | None = None,
-             progress: Progress = NO_PROGRESS) -> Trace:
-    """Read one input file into a Trace."""
+             progress: Progress = NO_PROGRESS, name: str | None = None) -> Trace:
+    """Read one input (a file, a directory, or ``"-"`` for standard input) into a Trace whose
+    rows carry ``name`` (default: the file name) as their ``source``."""
     registry = registry or default_registry()
     source = Source(path)
     reader_cls = _resolve(registry, "reader", format, lambda: detect_format(source, registry))
+    if source.is_stream and not reader_cls.reads_streams:
+        raise UsageError(f"{source.path}: the {reader_cls.name} reader needs a file it can "
+                         "open by name; save the input to a file first (readers of streams: "
+                         f"{', '.join(_stream_readers(registry))})")
     reader = reader_cls(_options(reader_cls, options))
-    out = TraceBuilder(source.name, reader_cls.name)
+    out = TraceBuilder(name or source.name, reader_cls.name)
     out.progress = progress  # type: ignore[attr-defined]
     try:
         reader.read(source, out)
@@ -147,13 +172,38 @@ def read(paths: str | Path | Sequence[str | Path], *, format: str | type[Reader]
     if isinstance(paths, (str, Path)):
         paths = [paths]
     options = list(options)
-    traces = [read_one(p, format=format, options=options, registry=registry, progress=progress)
-              for p in paths]
+    traces = [read_one(p, format=format, options=options, registry=registry, progress=progress,
+                       name=n) for p, n in zip(paths, source_names(paths), strict=True)]
     names = [s for t in traces for s in t.sources]
     if len(set(names)) != len(names):
-        raise UsageError("two inputs have the same file name; rename one so that their "
-                         "events stay apart")
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        raise UsageError(f"two inputs hold a source named {repeated[0]!r}; read them "
+                         "separately so that their events stay apart")
     return concat_traces(traces)
+
+
+def source_names(paths: Sequence[str | Path]) -> list[str]:
+    """A distinct name per input: its file name, or as many trailing folders as it takes to
+    tell inputs of the same file name apart (``rank0/trace.json``, ``rank1/trace.json``).
+
+    Raises UsageError when two paths are the same input, or when ``-`` is given twice.
+    """
+    given = [os.fspath(p) for p in paths]
+    if given.count(STDIN) > 1:
+        raise UsageError("'-' (standard input) is given more than once")
+    parts = [("stdin",) if g == STDIN else Path(os.path.abspath(g)).parts for g in given]
+    for i, a in enumerate(given):
+        for b in given[i + 1:]:
+            if a != STDIN and b != STDIN and (a == b or same_file(a, b)):
+                raise UsageError(f"{a} and {b} are the same input")
+    names = []
+    for mine in parts:
+        depth = 1
+        while depth < len(mine) and any(
+                other is not mine and other[-depth:] == mine[-depth:] for other in parts):
+            depth += 1
+        names.append("/".join(mine[-depth:]).lstrip("/") or mine[-1])
+    return names
 
 
 def writer_for_path(path: str | Path, registry: Registry | None = None) -> type[Writer]:
@@ -174,28 +224,92 @@ def writer_for_path(path: str | Path, registry: Registry | None = None) -> type[
 
 def write(trace: Trace, path: str | Path, *, format: str | type[Writer] | None = None,
           options: Iterable[str] | Any = (), registry: Registry | None = None,
-          progress: Progress = NO_PROGRESS) -> WriteResult:
-    """Write ``trace`` to ``path`` atomically; return what was written and skipped."""
+          progress: Progress = NO_PROGRESS, force: bool = False) -> WriteResult:
+    """Write ``trace`` to ``path``; return what was written and skipped.
+
+    ``path`` is a file (written to a temporary file and renamed into place; an existing one is
+    replaced only with ``force``), ``"-"`` for standard output, a character device or a FIFO
+    (streamed into), or a directory for directory writers. See ``tracekit.outputs``. Raises
+    EmptyOutputError, leaving nothing behind, when the writer has nothing to write.
+    """
     registry = registry or default_registry()
+    if os.fspath(path) == STDIO and format is None:
+        raise UsageError("-o - writes to standard output: pass --to FORMAT")
     writer_cls = _resolve(registry, "writer", format, lambda: writer_for_path(path, registry))
     writer = writer_cls(_options(writer_cls, options))
     writer.progress = progress  # type: ignore[attr-defined]
     try:
         if isinstance(writer, DirectoryWriter):
-            with atomic_directory(path) as directory:
+            with open_output_directory(path, force=force, owns=writer_cls.owns) as directory:
                 return writer.write(trace, directory)
-        with atomic_output(path) as stream:
-            if str(path).lower().endswith(".gz"):
+        compress = (os.fspath(path).lower().endswith(".gz")
+                    and resolve_output(path).kind in ("new", "file"))
+        with open_output(path, force=force) as stream:
+            if compress:
                 with gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=6, mtime=0) as gz:
                     return writer.write(trace, gz)
             return writer.write(trace, stream)
+    except EmptyOutputError as exc:
+        raise EmptyOutputError(_with_reader_warnings(str(exc), trace)) from None
     except TracekitError:
+        raise
+    except BrokenPipeError:
         raise
     except OSError as exc:
         raise TraceWriteError(f"{path}: {exc.strerror or exc}") from exc
     except Exception as exc:
         raise TraceWriteError(f"{path}: writer '{writer_cls.name}' failed: "
                               f"{type(exc).__name__}: {exc}") from exc
+
+
+def _with_reader_warnings(message: str, trace: Trace) -> str:
+    """An empty-output message followed by what the readers warned of (often the why)."""
+    warnings = [f"{source}: {outcome.removeprefix('warning: ')}"
+                for (source, _, outcome) in trace.log.notices() if outcome.startswith("warning")]
+    return "; ".join([message, *warnings[:2]])
+
+
+def route_options(pairs: Sequence[str], reader_cls: type[Reader] | None,
+                  consumers: Sequence[type[Any]]) -> tuple[list[str], list[str]]:
+    """Split ``-O`` pairs into the reader's and those of ``consumers`` (the writer, or the
+    analyzers). With no reader class yet (it is known only after sniffing), every pair no
+    consumer declares goes to the reader, which checks it when it is found."""
+    if reader_cls is not None:
+        routed = split_options(pairs, [reader_cls, *consumers])
+        return routed[0], [p for group in routed[1:] for p in group]
+    mine = [p for p in pairs if any(addressed_key(c, p.partition("=")[0]) for c in consumers)]
+    return [p for p in pairs if p not in mine], mine
+
+
+def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
+            from_: str | None = None, to: str | None = None, options: Sequence[str] = (),
+            annotations: bool = False, force: bool = False, registry: Registry | None = None,
+            progress: Progress = NO_PROGRESS) -> tuple[Trace, WriteResult]:
+    """Read ``inputs``, add the analyzers' annotation tracks if asked, and write ``output``:
+    what ``tracekit convert`` does. The output is checked before anything is read (see
+    ``tracekit.outputs``); return the trace read and what was written.
+    """
+    registry = registry or default_registry()
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    if os.fspath(output) == STDIO and to is None:
+        raise UsageError("-o - writes to standard output: pass --to FORMAT")
+    writer_cls = registry.get("writer", to) if to else writer_for_path(output, registry)
+    reader_cls = registry.get("reader", from_) if from_ else None
+    reader_opts, writer_opts = route_options(list(options), reader_cls, [writer_cls])
+    target = preflight(output, force=force, directory=issubclass(writer_cls, DirectoryWriter),
+                       owns=getattr(writer_cls, "owns", lambda _: False))
+    check_not_input(target, list(inputs))
+    progress.phase("reading")
+    trace = read(inputs, format=from_, options=reader_opts, registry=registry,
+                 progress=progress)
+    if annotations:
+        progress.phase("annotating")
+        trace = annotate(trace, registry)
+    progress.phase(f"writing {Path(output).name}")
+    result = write(trace, output, format=writer_cls, options=split_options(
+        writer_opts, [writer_cls])[0], registry=registry, progress=progress, force=force)
+    return trace, result
 
 
 def annotate(trace: Trace, registry: Registry | None = None) -> Trace:

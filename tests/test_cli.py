@@ -136,3 +136,52 @@ def test_prefixed_reader_option_with_a_detected_reader(tmp_path, key):
                f"{key}=false", "-O", "writer.args=false")
     assert proc.returncode == 0, proc.stderr
     assert "0 counter values" in proc.stderr
+
+
+def test_inputs_with_the_same_file_name_are_told_apart_by_their_folder(tmp_path, registry):
+    import tracekit
+
+    for rank in ("rank0", "rank1"):
+        (tmp_path / rank).mkdir()
+        (tmp_path / rank / "trace.json.gz").write_bytes(CPU_TRACE.read_bytes())
+    paths = [tmp_path / "rank0" / "trace.json.gz", tmp_path / "rank1" / "trace.json.gz"]
+    trace = tracekit.read(paths, registry=registry)
+    one = tracekit.read(CPU_TRACE, registry=registry).events.num_rows
+    assert trace.sources == ["rank0/trace.json.gz", "rank1/trace.json.gz"]
+    assert trace.events.num_rows == 2 * one
+    with pytest.raises(tracekit.UsageError, match="are the same input"):
+        tracekit.read([paths[0], tmp_path / "rank0" / ".." / "rank0" / "trace.json.gz"],
+                      registry=registry)
+
+
+def test_analyze_passes_reader_options_to_the_reader(tmp_path):
+    path = shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite")
+    long = run("analyze", str(path), "-a", "summary", "--format", "json")
+    short = run("analyze", str(path), "-a", "summary", "--format", "json", "-O", "short_names=true")
+    assert long.returncode == short.returncode == 0, short.stderr
+
+    def kernels(proc):
+        doc = json.loads(proc.stdout)
+        table = doc["reports"][0]["tables"]["kernels"]
+        column = [c["name"] for c in table["columns"]].index("name")
+        return sorted(r[column] for r in table["rows"])
+    assert kernels(long) != kernels(short)
+    assert all("(" not in name for name in kernels(short))
+
+
+def test_ambiguous_option_suggests_spellings_that_work(tmp_path):
+    proc = run("analyze", str(CPU_TRACE), "-a", "gaps", "-a", "launch", "-O", "top=3")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: option 'top' is ambiguous; write gaps.top or "
+                                   "launch.top")
+    proc = run("analyze", str(CPU_TRACE), "-a", "gaps", "-a", "launch", "-O", "gaps.top=3")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_symlink_loop_input_is_named_as_such(tmp_path):
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    proc = run("analyze", str(loop))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (f"error: {loop}: symlink loop (a link that points back to "
+                                   "itself)")
