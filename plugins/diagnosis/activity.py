@@ -1,10 +1,13 @@
 """What the diagnosis analyzers share: GPU work per device, the host calls that launched it,
 and the host calls that block on the device. Computed once per trace, column-wise.
 
-Kernel classes follow HTA's definitions (hta/common/types.py, peers.md section 1): a kernel
-whose name contains ``nccl``/``rccl`` (or starts with ``hccl``) is communication; memcpy and
-memset rows, and kernels named like ``Memcpy``/``Memset``/``dma``, are memory; everything
-else is compute.
+Kernel classes extend HTA's definitions (hta/common/types.py, peers.md section 1): a kernel
+is communication when its name is a collective library's or a collective's (``COMM_KERNEL``:
+NCCL/RCCL/HCCL, NVLS ``multimem_*``, symmetric-memory one/two-shot all-reduce, serving
+engines' custom all-reduce, all-to-all dispatch/combine of expert parallelism, NVSHMEM), or
+when the call that launched it ran inside a collective's host range (``record_param_comms``,
+``c10d::``, ``nccl:*``); memcpy and memset rows, and kernels named like
+``Memcpy``/``Memset``/``dma``, are memory; everything else is compute.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracekit import intervals as iv
 from tracekit.factorize import factorize
 from tracekit.links import launch_links
 from tracekit.model import Trace
@@ -26,7 +30,13 @@ CLASS_NAMES = ("compute", "communication", "memory")
 # A graph traced whole (nsys --cuda-graph-trace=graph) is one row for all its kernels.
 GPU_WORK = ("gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.graph")
 API = ("api.runtime", "api.driver")
-COMM_KERNEL = r"(?i)nccl|rccl|^hccl"
+# Collective libraries, and collectives by name (see docs/analyzers/diagnosis.md for the table).
+COMM_KERNEL = (r"(?i)nccl|rccl|^hccl|multimem_|one_?shot_all_?reduce|two_?shot_all_?reduce"
+               r"|cross_device_reduce|custom_?all_?reduce|all_?reduce_?kernel|allgather_kernel"
+               r"|reduce_?scatter_kernel|all_?to_?all|deep_ep::|pplx::|nvshmem|mscclpp"
+               r"|lamport")
+# Host ranges of a collective: device work launched inside one is communication.
+COLLECTIVE_RANGE = r"^record_param_comms$|^c10d::|^nccl:|^c10d_functional::|^_c10d_functional::"
 MEMORY_KERNEL = r"(?i)^(hip)?memcpy|^(hip)?memset|^dma"
 # Calls that return only when the device has caught up (nsys' cuda_api_sync and
 # cuda_memcpy_sync rules, their HIP twins, and the synchronous copies and memsets).
@@ -130,6 +140,8 @@ def _build(trace: Trace) -> Activity:
 
     key, linked, on_device = launch_links(events)
     is_api = pc.is_in(category, pa.array(API)).to_numpy(zero_copy_only=False) & ~on_device
+    under_collective = _inside_collectives(events, category, names, ts, end,
+                                           is_api & linked & is_slice & timed)
     is_sync_op = pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False)
     is_call = (is_api | is_sync_op) & is_slice & timed
     call_rows = np.flatnonzero(is_call)
@@ -162,9 +174,39 @@ def _build(trace: Trace) -> Activity:
             api[np.flatnonzero(want)[hit]] = sorted_pos[i[hit]]
         source = source_names[code]
         label = f"{source} GPU {dev}" if several else f"GPU {dev}"
-        devices.append(DeviceWork(source, code, dev, label, ts[rows], end[rows], cls[rows],
+        row_cls = cls[rows]
+        launched_in_collective = np.zeros(len(rows), dtype=bool)
+        has_api = api >= 0
+        launched_in_collective[has_api] = under_collective[calls.row[api[has_api]]]
+        row_cls[launched_in_collective & (row_cls == COMPUTE)] = COMMUNICATION
+        devices.append(DeviceWork(source, code, dev, label, ts[rows], end[rows], row_cls,
                                   rows, api))
     return Activity(events, names.to_pylist(), devices, calls)
+
+
+def _inside_collectives(events: pa.Table, category: pa.Array, names: pa.Array, ts: np.ndarray,
+                        end: np.ndarray, launches: np.ndarray) -> np.ndarray:
+    """For each events row, whether it is a launch made inside a collective's host range on
+    the same thread (of the same input and process)."""
+    inside = np.zeros(len(ts), dtype=bool)
+    is_host = pc.is_in(category, pa.array(["host.op", "host.annotation"])).to_numpy(
+        zero_copy_only=False)
+    ranges = np.flatnonzero(is_host & _matches(names, COLLECTIVE_RANGE))
+    if not len(ranges) or not launches.any():
+        return inside
+    source = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+    pid = events["pid"].fill_null(-1).to_numpy()
+    tid = events["tid"].fill_null(-1).to_numpy()
+    thread_rows = np.flatnonzero(launches)
+    range_keys, (r_src, r_pid, r_tid) = factorize(source[ranges].astype(np.int64),
+                                                  pid[ranges], tid[ranges])
+    for k in range(len(r_src)):
+        mine = ranges[range_keys == k]
+        on_thread = thread_rows[(source[thread_rows] == r_src[k]) & (pid[thread_rows] == r_pid[k])
+                                & (tid[thread_rows] == r_tid[k])]
+        if len(on_thread):
+            inside[on_thread] = iv.covered(ts[on_thread], iv.union(ts[mine], end[mine]))
+    return inside
 
 
 def _host_calls(events: pa.Table, rows: np.ndarray, ts: np.ndarray, end: np.ndarray,
