@@ -142,8 +142,8 @@ CLI_CASES = [
     ("nsys/damaged_pages.sqlite", "nsys"),
     ("perf/header_only.perf", None),
     ("vtune/progress_only.csv", "vtune"),
-    ("rocprof-db/rocpd_no_rocpd_kernel_dispatch.db", "rocprof-db"),
-    ("rocprofv3-json/utf16.json", "rocprofv3-json"),
+    ("rocprof-db/wrong_format_text.db", "rocprof-db"),
+    ("rocprofv3-json/json_is_a_number.json", "rocprofv3-json"),
     ("parquet/events_wrong_schema.parquet", "parquet"),
 ]
 

@@ -590,8 +590,10 @@ def attempt(reader: str, s: Seed, payload: bytes | dict[str, bytes], what: str,
 BATCH = 5  # examples per hypothesis run; the time bound is checked between runs
 
 
-def fuzz(reader: str, seeds: list[Seed], examples: int, seconds: float) -> dict[str, Failure]:
-    """Run up to ``examples`` examples (within ``seconds``); the distinct failures found.
+def fuzz(reader: str, seeds: list[Seed], examples: int, seconds: float
+         ) -> tuple[dict[str, Failure], int]:
+    """Run up to ``examples`` examples (within ``seconds``); the distinct failures found and
+    the number of examples run.
 
     Hypothesis has no time bound of its own, and a test that stops drawing when time is up
     makes its generation inconsistent: the examples run in batches of ``BATCH``, each a
@@ -617,12 +619,12 @@ def fuzz(reader: str, seeds: list[Seed], examples: int, seconds: float) -> dict[
             suppress_health_check=list(HealthCheck))(given(st.data())(one)))
         run()
         done, batch = done + size, batch + 1
-    return failures
+    return failures, done
 
 
-def _report(reader: str, failures: dict[str, Failure]) -> str:
-    lines = [f"{len(failures)} distinct failures fuzzing the {reader} reader "
-             f"(seed {SEED}); inputs saved under {SAVE / reader}:"]
+def _report(reader: str, failures: dict[str, Failure], done: int) -> str:
+    lines = [f"{len(failures)} distinct failures in {done} examples fuzzing the {reader} "
+             f"reader (seed {SEED}); inputs saved under {SAVE / reader}:"]
     for f in failures.values():
         lines.append(f"- {f.problems[0][:300]}\n    seed {f.seed}, {f.mutation[:150]}\n"
                      f"    input: {f.saved}")
@@ -634,9 +636,9 @@ def test_fuzz_smoke(reader):
     """A few examples per reader from the corpus' valid files, in every run."""
     seeds = load_seeds(reader, SMOKE)
     assert seeds, f"no smoke seeds for {reader}"
-    failures = fuzz(reader, seeds, examples=4, seconds=math.inf)
+    failures, done = fuzz(reader, seeds, examples=4, seconds=math.inf)
     if failures:
-        pytest.fail(_report(reader, failures), pytrace=False)
+        pytest.fail(_report(reader, failures, done), pytrace=False)
 
 
 @pytest.mark.slow
@@ -645,9 +647,10 @@ def test_fuzz(reader):
     seeds = load_seeds(reader)
     if not seeds:
         pytest.skip(f"no seeds for {reader} here")
-    failures = fuzz(reader, seeds, examples=EXAMPLES, seconds=SECONDS)
+    failures, done = fuzz(reader, seeds, examples=EXAMPLES, seconds=SECONDS)
+    print(f"{reader}: {done} examples, {len(failures)} distinct failures")
     if failures:
-        pytest.fail(_report(reader, failures), pytrace=False)
+        pytest.fail(_report(reader, failures, done), pytrace=False)
 
 
 def test_mutations_are_deterministic_and_change_the_input():
