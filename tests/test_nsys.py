@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import re
+import shutil
 import sqlite3
 from collections import Counter, defaultdict
 
@@ -15,7 +16,7 @@ import pytest
 import tracekit
 from helpers import SHARED, shared_path
 from perfetto_check import decode_and_check
-from tracekit.errors import FormatDetectionError, TraceReadError
+from tracekit.errors import FormatDetectionError, ReaderCrashError, TraceReadError
 
 
 def nsys_files() -> list[str]:
@@ -44,6 +45,15 @@ def sql(path, query):
 
 def tables(path) -> set[str]:
     return {r[0] for r in sql(path, "SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def frame_name(symbol: str | None, module: str | None) -> str:
+    """The name a call-chain frame should get: an unresolved symbol (an address, or
+    nothing) is named after its module's file name, as Nsight Systems shows it."""
+    if (symbol is None or symbol == "" or re.fullmatch(r"0x[0-9a-f]+", symbol)) and module:
+        base = module.rsplit("/", 1)[-1]
+        return base if base.startswith("[") and base.endswith("]") else f"[{base}]"
+    return "[unknown]" if symbol is None else symbol
 
 
 def category_counts(trace) -> Counter:
@@ -249,8 +259,14 @@ def test_short_names_option(tmp_path, registry):
 
 
 def test_export_without_cuda_tables_reads_what_is_there(tmp_path, registry):
-    trace = tracekit.read(_export(tmp_path), registry=registry)
+    path = _export(tmp_path)
+    with writable(path) as con:
+        con.execute("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INT)")
+        con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000)")
+    trace = tracekit.read(path, registry=registry)
     assert trace.events.num_rows == 0
+    meta = trace.metadata["sources"]["x.sqlite"]
+    assert meta["session_start_utc_epoch_ns"] == 1700000000000000000
 
 
 def test_not_nsys_sqlite_files(tmp_path, registry):
@@ -275,8 +291,8 @@ def test_report_without_nsys_gives_the_command(tmp_path, registry, monkeypatch):
     report = tmp_path / "run.nsys-rep"
     report.write_bytes(b"\x00binary report")
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(TraceReadError, match=r"Run: nsys export --type sqlite --output .*run"
-                                             r"\.sqlite .*run\.nsys-rep"):
+    with pytest.raises(TraceReadError, match=r"Run \(in its folder\): nsys export --type "
+                                             r"sqlite --output run\.sqlite run\.nsys-rep$"):
         tracekit.read(report, registry=registry)
 
 
@@ -366,7 +382,7 @@ def test_cpu_samples_with_their_call_stacks(name, registry):
     for sid, sym, mod in sql(path, "SELECT c.id, s.value, m.value FROM SAMPLING_CALLCHAINS c "
                                    "LEFT JOIN StringIds s ON s.id = c.symbol LEFT JOIN "
                                    "StringIds m ON m.id = c.module ORDER BY c.id, c.stackDepth"):
-        want[sid].append((sym, mod))
+        want[sid].append((frame_name(sym, mod), mod))
     samples = sql(path, "SELECT id, start, (globalTid >> 24) & 16777215, globalTid & 16777215 "
                         "FROM COMPOSITE_EVENTS ORDER BY id")
     assert ev.num_rows == len(samples)
@@ -412,9 +428,10 @@ def test_cpu_samples_in_perfetto_with_their_stacks(registry, tmp_path):
     decoded = decode_and_check(tmp_path / "s.pftrace")
     assert decoded.violations == []
     want = defaultdict(list)
-    for sid, sym in sql(path, "SELECT c.id, s.value FROM SAMPLING_CALLCHAINS c JOIN StringIds s "
-                              "ON s.id = c.symbol ORDER BY c.id, c.stackDepth DESC"):
-        want[sid].append(sym)  # root first, as Perfetto's callstacks list frames
+    for sid, sym, mod in sql(path, "SELECT c.id, s.value, m.value FROM SAMPLING_CALLCHAINS c "
+                                   "JOIN StringIds s ON s.id = c.symbol LEFT JOIN StringIds m "
+                                   "ON m.id = c.module ORDER BY c.id, c.stackDepth DESC"):
+        want[sid].append(frame_name(sym, mod))  # root first, as Perfetto's callstacks list
     rows = sql(path, "SELECT start, (globalTid >> 24) & 16777215, globalTid & 16777215, id "
                      "FROM COMPOSITE_EVENTS WHERE id IN (SELECT id FROM SAMPLING_CALLCHAINS)")
     expected = sorted((ts, pid, tid, want[sid]) for ts, pid, tid, sid in rows)
@@ -616,3 +633,332 @@ def test_cuda_ordinals_of_the_real_2026_export(registry):
         str(p): {str(c): g} for p, c, g in rows}
     kernels = trace.events.filter(pc.equal(trace.events["category"], "gpu.kernel"))
     assert set(kernels["device"].to_pylist()) <= gpus
+
+
+# -- unresolved call-chain frames ---------------------------------------------------------------
+
+CLOVERLEAF = "pipit_cloverleaf_nsys2024.5.1_a100.sqlite"
+RAW = re.compile(r"0x[0-9a-f]+$")
+
+
+def _sample_paths(path) -> dict[int, list[tuple[str | None, str | None]]]:
+    """Per sampled chain id, its (symbol, module) strings, leaf first, from SQL."""
+    chains = defaultdict(list)
+    for cid, sym, mod in sql(path, "SELECT c.id, s.value, m.value FROM SAMPLING_CALLCHAINS c "
+                                   "LEFT JOIN StringIds s ON s.id = c.symbol LEFT JOIN "
+                                   "StringIds m ON m.id = c.module WHERE c.id IN "
+                                   "(SELECT id FROM COMPOSITE_EVENTS) "
+                                   "ORDER BY c.id, c.stackDepth"):
+        chains[cid].append((sym, mod))
+    return chains
+
+
+def test_unresolved_frames_are_named_after_their_module(registry, tmp_path):
+    """530-odd of the ~550 sampled stacks of the CloverLeaf export hold raw 0x7f72... frames
+    although their module is known; named [module] they merge in a flame graph."""
+    path = shared_path("nsys-sqlite", CLOVERLEAF)
+    chains = _sample_paths(path)
+    paths = {tuple(c) for c in chains.values()}
+    raw_before = sum(any(RAW.match(s or "") for s, _ in p) for p in paths)
+    assert (raw_before, len(paths)) == (528, 553)
+    # Every raw frame's module is known, so none should stay raw.
+    assert sql(path, "SELECT count(*) FROM SAMPLING_CALLCHAINS c JOIN StringIds s ON "
+                     "s.id = c.symbol WHERE s.value GLOB '0x*' AND c.module NOT IN "
+                     "(SELECT id FROM StringIds)")[0][0] == 0
+    trace = tracekit.read(path, registry=registry)
+    stacks = {r["stack_id"]: r for r in trace.stacks.to_pylist()}
+    frames = {r["frame_id"]: r for r in trace.frames.to_pylist()}
+
+    def names_of(stack_id):
+        out = []
+        while stack_id is not None:
+            out.append(frames[stacks[stack_id]["frame_id"]]["name"])
+            stack_id = stacks[stack_id]["parent_id"]
+        return tuple(out)
+
+    samples = trace.events.filter(pc.equal(trace.events["category"], "cpu.sample"))
+    leaf_stacks = set(samples["stack_id"].drop_null().to_pylist())
+    assert len(leaf_stacks) == len(paths)
+    got = {names_of(s) for s in leaf_stacks}
+    assert sum(any(RAW.match(n) for n in p) for p in got) == 0
+    # What a flame graph shows: 553 distinct paths before, 202 after the merge.
+    want = {tuple(frame_name(s, m) for s, m in p) for p in paths}
+    assert got == want
+    assert (len({tuple(s for s, _ in p) for p in paths}), len(want)) == (553, 202)
+    folded = tmp_path / "out.folded"
+    tracekit.write(trace, folded, registry=registry)
+    assert not any(RAW.search(line) for line in folded.read_text().splitlines())
+
+
+def test_unresolved_frames_keep_their_address(registry):
+    """The address of each unresolved frame stays in frames.address, as int64 (kernel
+    addresses above 2**63 wrap to negative, as Perfetto stores them)."""
+    path = shared_path("nsys-sqlite", CLOVERLEAF)
+    want = Counter()
+    for table in ("SAMPLING_CALLCHAINS", "OSRT_CALLCHAINS"):
+        # One frame per distinct (symbol, module) pair of each call-chain table.
+        for (sym,) in sql(path, f"SELECT s.value FROM (SELECT DISTINCT symbol, module "
+                                f"FROM {table}) c JOIN StringIds s ON s.id = c.symbol "
+                                "WHERE s.value GLOB '0x*'"):
+            value = int(sym, 16)
+            want[value - (1 << 64) if value >= 1 << 63 else value] += 1
+    frames = tracekit.read(path, registry=registry).frames
+    got = Counter(a for a in frames["address"].to_pylist() if a is not None)
+    assert got == want and sum(want.values()) == 690
+    assert min(got) < 0  # [kernel.kallsyms] frames
+    named = {r["name"] for r in frames.to_pylist() if r["address"] is not None}
+    assert "[kernel.kallsyms]" in named and "[ld-2.31.so]" in named
+    assert not any(RAW.match(n) for n in named)
+
+
+# -- damaged exports: derived copies of a real export ----------------------------------------
+
+SMALL = "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite"
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+
+
+def damaged(tmp_path, *statements, base=SMALL, loosen=()):
+    """A copy of a real export changed by SQL; the tables in ``loosen`` are rebuilt without
+    their constraints first, so that they can hold NULLs."""
+    path = tmp_path / "damaged.sqlite"
+    shutil.copyfile(shared_path("nsys-sqlite", base), path)
+    with writable(path) as con:
+        for table in loosen:
+            con.execute(f'CREATE TABLE "tmp_{table}" AS SELECT * FROM "{table}"')
+            con.execute(f'DROP TABLE "{table}"')
+            con.execute(f'ALTER TABLE "tmp_{table}" RENAME TO "{table}"')
+        for statement in statements:
+            con.execute(statement)
+    return path
+
+
+def read_error(path, registry, **kwargs) -> TraceReadError:
+    """The TraceReadError of reading ``path``: a proper one (no crash), on one line."""
+    with pytest.raises(TraceReadError) as info:
+        tracekit.read(path, registry=registry, **kwargs)
+    assert not isinstance(info.value, ReaderCrashError), str(info.value)
+    assert "\n" not in str(info.value) and "SELECT" not in str(info.value)
+    return info.value
+
+
+def notices(trace) -> dict[tuple[str, str], int]:
+    return {(table, outcome): n for (_, table, outcome), n in trace.log.notices().items()
+            if "not read yet" not in outcome}
+
+
+@pytest.mark.parametrize(("value", "where", "message"), [
+    ("'abc'", "rowid = 2", "column start: 1 value is not an integer (first: 'abc')"),
+    ("x'ff00'", "1", "column start: 4 values are not integers (first: '\ufffd\\x00')"),
+    ("3.7", "rowid = 1", "column start: 1 value is not an integer (first: 3.7)"),
+    ("1e300", "rowid = 3", "column start: 1 value is not an integer (first: 1e+300)"),
+    ("9223372036854775808", "rowid = 1",
+     "column start: 1 value is not an integer (first: 9.223372036854776e+18)"),
+])
+def test_wrong_type_in_an_event_column_names_table_and_column(tmp_path, registry, value, where,
+                                                              message):
+    assert sql(shared_path("nsys-sqlite", SMALL), f"SELECT count(*) FROM {KERNEL}")[0][0] == 4
+    path = damaged(tmp_path, f"UPDATE {KERNEL} SET start = {value} WHERE {where}")
+    error = read_error(path, registry)
+    assert str(error) == f"{path}: table {KERNEL}: {message}"
+
+
+def test_out_of_range_int32_and_a_bad_value_past_the_drivers_first_batch(tmp_path, registry):
+    path = damaged(tmp_path, f"UPDATE {KERNEL} SET gridX = 4294967296 WHERE rowid = 4")
+    assert str(read_error(path, registry)).endswith(
+        f"table {KERNEL}: column gridX: 1 value is not a 32-bit integer (first: 4294967296)")
+    # The ADBC driver types a column by its first 1024 rows and fails on a later change.
+    assert sql(shared_path("nsys-sqlite", CLOVERLEAF), "SELECT count(*) FROM OSRT_API")[0][0] \
+        == 1831
+    path = damaged(tmp_path, "UPDATE OSRT_API SET returnValue = 'x' WHERE rowid = 1800",
+                   "UPDATE OSRT_API SET start = 2.5 WHERE rowid = 1700", base=CLOVERLEAF)
+    assert str(read_error(path, registry)).endswith(
+        "table OSRT_API: column start: 1 value is not an integer (first: 2.5)")
+
+
+def test_invalid_utf8_is_replaced_counted_and_written(tmp_path, registry):
+    small = shared_path("nsys-sqlite", SMALL)
+    [(name_id, name)] = sql(small, f"SELECT s.id, s.value FROM {KERNEL} k JOIN StringIds s ON "
+                                   "s.id = k.demangledName GROUP BY s.id ORDER BY s.id LIMIT 1")
+    uses = sql(small, f"SELECT count(*) FROM {KERNEL} WHERE demangledName = {name_id}")[0][0]
+    path = damaged(tmp_path, f"UPDATE StringIds SET value = CAST(x'ff41' AS TEXT) || value "
+                             f"WHERE id = {name_id}")
+    trace = tracekit.read(path, registry=registry)
+    kernels = trace.events.filter(pc.equal(trace.events["category"], "gpu.kernel"))
+    assert kernels["name"].cast(pa.string()).to_pylist().count("\ufffdA" + name) == uses > 0
+    assert notices(trace) == {
+        ("StringIds", "warning: invalid UTF-8 in text, replaced with U+FFFD"): 1}
+    for out in ("o.pftrace", "o.json", "o.folded"):
+        tracekit.write(trace, tmp_path / out, registry=registry)
+    events = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))["traceEvents"]
+    assert sum(e.get("name") == "\ufffdA" + name and e.get("ph") == "X" for e in events) \
+        == uses
+
+
+def test_blob_and_invalid_utf8_in_nvtx_text(tmp_path, registry):
+    nvtx = [(10, 20, 59, "ok", _gtid(1, 1), None), (30, 40, 59, None, _gtid(1, 1), None)]
+    path = _export(tmp_path, nvtx=nvtx)
+    with writable(path) as con:
+        con.execute("UPDATE NVTX_EVENTS SET text = CAST(x'6162ff' AS TEXT) WHERE start = 10")
+        con.execute("UPDATE NVTX_EVENTS SET text = x'ff' WHERE start = 30")
+    trace = tracekit.read(path, registry=registry)
+    assert sorted(trace.events["name"].cast(pa.string()).to_pylist()) == ["ab\ufffd", "\ufffd"]
+    assert notices(trace) == {("NVTX_EVENTS",
+                               "warning: invalid UTF-8 in text, replaced with U+FFFD"): 2}
+
+
+@pytest.mark.parametrize("value", ["9223372036854775808", "1e300", "'abc'", "x'00'", "-5"])
+def test_bad_session_start_is_left_out_with_a_warning(tmp_path, registry, value):
+    path = damaged(tmp_path, f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = {value}")
+    trace = tracekit.read(path, registry=registry)
+    meta = trace.metadata["sources"][path.name]
+    assert "session_start_utc_epoch_ns" not in meta and meta["schema_version"] == "3.24.14"
+    assert notices(trace) == {("TARGET_INFO_SESSION_START_TIME",
+                               "warning: utcEpochNs is not a time in ns since 1970 (an "
+                               "integer >= 0); session start left out"): 1}
+    assert trace.events.num_rows == tracekit.read(shared_path("nsys-sqlite", SMALL),
+                                                  registry=registry).events.num_rows
+
+
+@pytest.mark.parametrize("value", ["'abc'", "x'ff'", "1e300", "'99999999999999999999.1'"])
+def test_schema_version_not_understood_is_a_warning(tmp_path, registry, value):
+    path = damaged(tmp_path, f"UPDATE META_DATA_EXPORT SET value = {value} "
+                             "WHERE name = 'EXPORT_SCHEMA_VERSION'")
+    trace = tracekit.read(path, registry=registry)
+    assert notices(trace) == {("export schema", "warning: version not understood; reading the "
+                               "tables and columns this reader recognises"): 1}
+
+
+def test_bad_values_in_descriptive_tables_are_ignored_with_warnings(tmp_path, registry):
+    small = shared_path("nsys-sqlite", SMALL)
+    [(gpu, sm_count)] = sql(small, "SELECT id, smCount FROM TARGET_INFO_GPU")
+    path = damaged(tmp_path, "UPDATE TARGET_INFO_GPU SET smCount = 1099511627776, "
+                             "totalMemory = 'lots'",
+                   "UPDATE TARGET_INFO_CUDA_DEVICE SET gpuId = 'x'",
+                   "UPDATE PROCESSES SET pid = 'x'")
+    trace = tracekit.read(path, registry=registry)
+    [device] = trace.devices.to_pylist()
+    assert (device["device"], device["sm_count"], device["memory_bytes"]) == (gpu, None, None)
+    assert sm_count is not None
+    rows = sql(small, "SELECT count(*) FROM TARGET_INFO_CUDA_DEVICE")[0][0]
+    processes = sql(small, "SELECT count(*) FROM PROCESSES")[0][0]
+    assert notices(trace) == {
+        ("TARGET_INFO_GPU", "warning: value ignored: not of its column's type"): 1,
+        ("TARGET_INFO_CUDA_DEVICE", "warning: row left out: its key is not an integer"): rows,
+        ("PROCESSES", "warning: row left out: its key is not an integer"): processes}
+    assert "cuda_ordinals" not in trace.metadata["sources"][path.name]
+    assert trace.processes.num_rows == 0
+    path = damaged(tmp_path, "UPDATE TARGET_INFO_GPU SET id = 'gpu0'")
+    trace = tracekit.read(path, registry=registry)
+    assert trace.devices.num_rows == 0
+    assert notices(trace) == {("TARGET_INFO_GPU",
+                               "warning: row left out: its key is not an integer"): 1}
+
+
+def test_not_an_export_directory_text_and_missing_parts(tmp_path, registry):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    assert str(read_error(folder, registry, format="nsys")) == (
+        f"{folder}: is a directory, not an Nsight Systems SQLite export (make one with: "
+        "nsys export --type sqlite REPORT.nsys-rep)")
+    text = tmp_path / "notes.sqlite"
+    text.write_text("not a database\n")
+    assert str(read_error(text, registry, format="nsys")) == (
+        f"{text}: not an SQLite file, so not an Nsight Systems export (make one with: "
+        "nsys export --type sqlite REPORT.nsys-rep)")
+    only_strings = _export(tmp_path, "strings.sqlite", strings=[(1, "a")])
+    assert str(read_error(only_strings, registry, format="nsys")).endswith(
+        "not an Nsight Systems export: it has StringIds but none of the other tables nsys "
+        "writes")
+    no_start = damaged(tmp_path, f"ALTER TABLE {KERNEL} DROP COLUMN start")
+    assert str(read_error(no_start, registry)) == (
+        f"{no_start}: table {KERNEL}: column start is missing (not an nsys export this "
+        "reader knows, or a damaged one)")
+    no_value = damaged(tmp_path, "CREATE TABLE s2 AS SELECT id FROM StringIds",
+                       "DROP TABLE StringIds", "ALTER TABLE s2 RENAME TO StringIds")
+    assert str(read_error(no_value, registry)).endswith(
+        "table StringIds: column value is missing (not an nsys export this reader knows, "
+        "or a damaged one)")
+
+
+@pytest.mark.parametrize("percent", [10, 50, 99])
+def test_truncated_export_is_one_clear_line(tmp_path, registry, percent):
+    data = shared_path("nsys-sqlite", SMALL).read_bytes()
+    path = tmp_path / "cut.sqlite"
+    path.write_bytes(data[:len(data) * percent // 100])
+    error = read_error(path, registry, format="nsys")
+    assert str(error) == (f"{path}: not a readable SQLite database: database disk image is "
+                          "malformed (the file is damaged or truncated)")
+
+
+def test_missing_kernel_names_fall_back_then_get_a_placeholder(tmp_path, registry):
+    small = shared_path("nsys-sqlite", SMALL)
+    rows = sql(small, f"SELECT d.value, s.value, m.value FROM {KERNEL} k JOIN StringIds d ON "
+                      "d.id = k.demangledName JOIN StringIds s ON s.id = k.shortName JOIN "
+                      "StringIds m ON m.id = k.mangledName ORDER BY k.rowid")
+    path = damaged(tmp_path, f"UPDATE {KERNEL} SET demangledName = NULL WHERE rowid = 1",
+                   f"UPDATE {KERNEL} SET demangledName = 987654, shortName = NULL "
+                   "WHERE rowid = 2",
+                   f"UPDATE {KERNEL} SET demangledName = NULL, shortName = NULL, "
+                   "mangledName = 987654 WHERE rowid = 3", loosen=[KERNEL])
+    trace = tracekit.read(path, registry=registry)
+    kernels = trace.events.filter(pc.equal(trace.events["category"], "gpu.kernel"))
+    got = sorted(zip(kernels["ts_ns"].to_pylist(), kernels["name"].cast(pa.string()).to_pylist(),
+                     strict=True))
+    starts = [r[0] for r in sql(path, f"SELECT start FROM {KERNEL} ORDER BY rowid")]
+    assert [n for _, n in got] == [n for _, n in sorted(zip(starts, [
+        rows[0][1], rows[1][2], "[unknown]", rows[3][0]], strict=True))]
+    assert notices(trace) == {
+        (KERNEL, "warning: demangledName missing (NULL or not in StringIds), named by "
+                 "shortName"): 1,
+        (KERNEL, "warning: demangledName missing (NULL or not in StringIds), named by "
+                 "mangledName"): 1,
+        (KERNEL, "warning: no name (NULL, not in StringIds or an unknown code), named "
+                 "[unknown]"): 1}
+
+
+def test_null_strings_in_string_ids_are_missing_names(tmp_path, registry):
+    small = shared_path("nsys-sqlite", SMALL)
+    calls = sql(small, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass "
+                       "IS NOT 67 AND nameId = (SELECT min(nameId) FROM "
+                       "CUPTI_ACTIVITY_KIND_RUNTIME)")[0][0]
+    path = damaged(tmp_path, "UPDATE StringIds SET value = NULL WHERE id = "
+                             "(SELECT min(nameId) FROM CUPTI_ACTIVITY_KIND_RUNTIME)",
+                   loosen=["StringIds"])
+    trace = tracekit.read(path, registry=registry)
+    names = trace.events["name"].cast(pa.string()).to_pylist()
+    assert names.count("[unknown]") == calls > 0
+    assert notices(trace) == {("CUPTI_ACTIVITY_KIND_RUNTIME", "warning: no name (NULL, not in "
+                               "StringIds or an unknown code), named [unknown]"): calls}
+    tracekit.write(trace, tmp_path / "o.pftrace", registry=registry)
+
+
+def test_missing_api_nvtx_and_frame_names_get_placeholders(tmp_path, registry):
+    small = shared_path("nsys-sqlite", SMALL)
+    calls = sql(small, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass "
+                       "IS NOT 67 AND correlationId % 2 = 0")[0][0]
+    position = sql(small, "SELECT count(*) FROM COMPOSITE_EVENTS WHERE id < "
+                          "(SELECT min(id) FROM SAMPLING_CALLCHAINS)")[0][0]
+    [(sym_rows, module)] = sql(small, "SELECT count(*), m.value FROM SAMPLING_CALLCHAINS c "
+                                      "JOIN StringIds m ON m.id = c.module WHERE c.stackDepth "
+                                      "= 0 AND c.id = (SELECT min(id) FROM SAMPLING_CALLCHAINS)")
+    path = damaged(tmp_path, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 987654 WHERE "
+                             "correlationId % 2 = 0",
+                   "UPDATE SAMPLING_CALLCHAINS SET symbol = NULL WHERE stackDepth = 0 AND "
+                   "id = (SELECT min(id) FROM SAMPLING_CALLCHAINS)",
+                   loosen=["SAMPLING_CALLCHAINS"])
+    trace = tracekit.read(path, registry=registry)
+    api = trace.events.filter(pc.starts_with(trace.events["category"].cast(pa.string()), "api."))
+    assert api["name"].cast(pa.string()).to_pylist().count("[unknown]") == calls > 0
+    samples = trace.events.filter(pc.equal(trace.events["category"], "cpu.sample"))
+    assert samples["name"].cast(pa.string()).to_pylist()[position] == frame_name(None, module)
+    assert notices(trace) == {
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "warning: no name (NULL, not in StringIds or an "
+                                        "unknown code), named [unknown]"): calls,
+        ("SAMPLING_CALLCHAINS", "warning: frame symbol missing (NULL or not in StringIds)"):
+            sym_rows}
+    nvtx = [(10, 20, 59, None, _gtid(1, 1), 5), (30, 40, 59, None, _gtid(1, 1), None)]
+    trace = tracekit.read(_export(tmp_path, "n.sqlite", nvtx=nvtx, strings=[(1, "x")]),
+                          registry=registry)
+    assert trace.events["name"].cast(pa.string()).to_pylist() == ["[unknown]"] * 2
+    assert notices(trace) == {("NVTX_EVENTS", "warning: no name (NULL, not in StringIds or an "
+                                              "unknown code), named [unknown]"): 2}

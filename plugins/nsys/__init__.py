@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -18,13 +19,16 @@ from tracekit.inputs import Source
 from tracekit.plugins.nsys import extra as E
 from tracekit.plugins.nsys import samples as samples_mod
 from tracekit.plugins.nsys import tables as T
-from tracekit.plugins.nsys.db import ExportDatabase, decode_pid, decode_tid
-from tracekit.sqlite import SQLITE_MAGIC, table_names
+from tracekit.plugins.nsys.db import ExportDatabase, col, decode_pid, decode_tid, fill_names
+from tracekit.sqlite import SQLITE_MAGIC, int_or_none, table_names, text_or_none
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 KNOWN_SCHEMA_MAJOR = 3
 # Event tables tracekit reads; every other table with rows is counted as not read yet.
 _SIDE_TABLES = ("StringIds", "ThreadNames", "PROCESSES", "ProcessStreams")
+# Prefixes of the descriptive tables every export has: with StringIds, what makes a file one.
+_EXPORT_PREFIXES = ("ENUM_", "TARGET_INFO_", "META_DATA", "EXPORT_META", "ANALYSIS_")
+_EXPORT_HELP = "make one with: nsys export --type sqlite REPORT.nsys-rep"
 
 
 class NsysReader(tracekit.Reader):
@@ -52,6 +56,9 @@ class NsysReader(tracekit.Reader):
         return 1.0 if "StringIds" in (table_names(source.path) or set()) else 0.1
 
     def read(self, source: Source, out: TraceBuilder) -> None:
+        if source.is_dir:
+            raise TraceReadError("is a directory, not an Nsight Systems SQLite export "
+                                 f"({_EXPORT_HELP})", path=source.path)
         if source.path.suffix.lower() in REPORT_SUFFIXES:
             with tempfile.TemporaryDirectory() as tmp:
                 exported = _export_report(source.path, Path(tmp))
@@ -61,21 +68,38 @@ class NsysReader(tracekit.Reader):
         self._read_export(source.path, out)
 
     def _read_export(self, path: Path, out: TraceBuilder) -> None:
+        with path.open("rb") as f:
+            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                raise TraceReadError("not an SQLite file, so not an Nsight Systems export "
+                                     f"({_EXPORT_HELP})", path=path)
         with ExportDatabase(path) as db:
             if "StringIds" not in db.tables:
                 kind = "an nvprof export (StringTable)" if "StringTable" in db.tables else \
                     "an SQLite database without StringIds"
                 raise TraceReadError(f"not an Nsight Systems export: {kind}", path=path)
-            self._metadata(db, out)
-            read_tables, pids = self._events(db, out)
-            self._side_tables(db, out, pids)
-            for table in sorted(db.tables - read_tables - set(_SIDE_TABLES)):
-                if table.startswith(("ENUM_", "TARGET_INFO_", "META_DATA", "EXPORT_META",
-                                     "ANALYSIS_", "sqlite_")) or table == "UnwindMethodType":
-                    continue
-                rows = db.count(table)
-                if rows:
-                    out.note(table, "skipped: table not read yet", rows)
+            known = {T.KERNEL, T.MEMCPY, T.MEMSET, T.SYNC, T.RUNTIME, T.NVTX, T.OSRT,
+                     T.MEMORY_USAGE, samples_mod.SAMPLES, E.OVERHEAD, E.CUPTI_OVERHEAD,
+                     E.DIAGNOSTICS, E.GRAPH_TRACE, E.GPU_METRICS, E.SCHED, *_SIDE_TABLES}
+            if not (db.tables & known) - {"StringIds"} and \
+                    not any(t.startswith(_EXPORT_PREFIXES) for t in db.tables):
+                raise TraceReadError("not an Nsight Systems export: it has StringIds but "
+                                     "none of the other tables nsys writes", path=path)
+            try:
+                self._metadata(db, out)
+                read_tables, pids = self._events(db, out)
+                self._side_tables(db, out, pids)
+                for table in sorted(db.tables - read_tables - set(_SIDE_TABLES)):
+                    if table.startswith((*_EXPORT_PREFIXES, "sqlite_")) or \
+                            table == "UnwindMethodType":
+                        continue
+                    rows = db.count(table)
+                    if rows:
+                        out.note(table, "skipped: table not read yet", rows)
+            finally:
+                for (table, outcome), n in sorted(db.notes.items()):
+                    out.note(table, outcome, n)
+                for table, n in sorted(db.replaced.items()):
+                    out.note(table, "warning: invalid UTF-8 in text, replaced with U+FFFD", n)
 
     def _events(self, db: ExportDatabase, out: TraceBuilder) -> tuple[set[str], set[int]]:
         """Read the event tables; return the tables read and the pids that have events."""
@@ -84,6 +108,10 @@ class NsysReader(tracekit.Reader):
 
         def add(table: str, columns: dict[str, Any], rows: int,
                 outcome: str = "events") -> None:
+            if columns.get("name") is not None:
+                columns["name"], missing = fill_names(columns["name"])
+                out.note(table, "warning: no name (NULL, not in StringIds or an unknown "
+                         "code), named [unknown]", missing)
             out.add_events(columns)
             if columns.get("pid") is not None:
                 pids.update(pc.unique(columns["pid"]).drop_null().to_pylist())
@@ -133,7 +161,7 @@ class NsysReader(tracekit.Reader):
             stack_base, frame_base = tree.stacks.num_rows, tree.frames.num_rows
             if samples_mod.CALLCHAINS in db.tables:
                 out.note(samples_mod.CALLCHAINS, "call stacks of the samples",
-                         db.count(samples_mod.CALLCHAINS))
+                         db.count(samples_mod.CALLCHAINS) - tree.skipped)
                 done.add(samples_mod.CALLCHAINS)
         else:
             stack_base = frame_base = 0
@@ -145,7 +173,7 @@ class NsysReader(tracekit.Reader):
                 out.add_table("stacks", osrt_tree.stacks)
                 out.add_table("frames", osrt_tree.frames)
                 out.note(samples_mod.OSRT_CALLCHAINS, "call stacks of the OS runtime calls",
-                         db.count(samples_mod.OSRT_CALLCHAINS))
+                         db.count(samples_mod.OSRT_CALLCHAINS) - osrt_tree.skipped)
                 done.add(samples_mod.OSRT_CALLCHAINS)
             columns = T.osrt(db, osrt_tree)
             add(T.OSRT, columns, len(columns["ts_ns"]))
@@ -161,69 +189,102 @@ class NsysReader(tracekit.Reader):
         return done, pids
 
     def _side_tables(self, db: ExportDatabase, out: TraceBuilder, pids: set[int]) -> None:
+        # Descriptive rows with a value of the wrong type are ignored with a warning: the
+        # events do not depend on them.
+        def ignored(table: str, row: bool = False) -> None:
+            out.note(table, "warning: row left out: its key is not an integer" if row else
+                     "warning: value ignored: not of its column's type")
+
         # The export names every process on the machine; keep those that have events.
-        if "PROCESSES" in db.tables:
+        if {"pid", "name"} <= set(db.columns("PROCESSES")):
             for pid, name in db.scalar_rows("SELECT pid, name FROM PROCESSES"):
-                if int(pid) in pids:
-                    out.add_process(int(pid), name=name)
-        if "ThreadNames" in db.tables:
-            rows = db.arrow("SELECT t.globalTid AS g, s.value AS name FROM ThreadNames t "
-                            "LEFT JOIN StringIds s ON s.id = t.nameId")
-            g = rows["g"].combine_chunks().cast(pa.int64())
+                if (pid := int_or_none(pid)) is None:
+                    ignored("PROCESSES", row=True)
+                elif pid in pids:
+                    out.add_process(pid, name=text_or_none(name))
+        if {"globalTid", "nameId"} <= set(db.columns("ThreadNames")):
+            rows = db.arrow("SELECT globalTid, nameId FROM ThreadNames")
+            g = col(rows, "globalTid")
+            names = db.names(col(rows, "nameId")).cast(pa.string())
             for pid, tid, name in zip(decode_pid(g).to_pylist(), decode_tid(g).to_pylist(),
-                                      rows["name"].to_pylist(), strict=True):
+                                      names.to_pylist(), strict=True):
                 if pid in pids:
                     out.add_thread(pid, tid, name=name)
-        if "TARGET_INFO_GPU" in db.tables:
+        if "id" in db.columns("TARGET_INFO_GPU"):
             cols = set(db.columns("TARGET_INFO_GPU"))
             wanted = ["id", "name", "smCount", "totalMemory", "memoryBandwidth",
                       "computeMajor", "computeMinor", "busLocation"]
             present = [c if c in cols else f"NULL AS {c}" for c in wanted]
             for r in db.scalar_rows(f"SELECT {', '.join(present)} FROM TARGET_INFO_GPU"):
                 d = dict(zip(wanted, r, strict=True))
-                cc = f"{d['computeMajor']}.{d['computeMinor']}" \
-                    if d["computeMajor"] is not None else None
-                out.add_device(int(d["id"]), name=d["name"], vendor="nvidia", kind="gpu",
-                               sm_count=d["smCount"], memory_bytes=d["totalMemory"],
-                               memory_bandwidth_bps=float(d["memoryBandwidth"])
-                               if d["memoryBandwidth"] else None, compute_capability=cc)
+                device = int_or_none(d["id"], 32)
+                ints = {k: int_or_none(d[k], 32 if k == "smCount" else 64)
+                        for k in ("smCount", "totalMemory", "computeMajor", "computeMinor")}
+                bandwidth = d["memoryBandwidth"]
+                bandwidth = float(bandwidth) if isinstance(bandwidth, (int, float)) and \
+                    not isinstance(bandwidth, bool) and bandwidth else None
+                if device is None or any(ints[k] is None and d[k] is not None for k in ints) \
+                        or (bandwidth is None and d["memoryBandwidth"] not in (None, 0)):
+                    ignored("TARGET_INFO_GPU", row=device is None)
+                    if device is None:
+                        continue
+                cc = f"{ints['computeMajor']}.{ints['computeMinor']}" \
+                    if ints["computeMajor"] is not None else None
+                out.add_device(device, name=text_or_none(d["name"]), vendor="nvidia",
+                               kind="gpu", sm_count=ints["smCount"],
+                               memory_bytes=ints["totalMemory"], memory_bandwidth_bps=bandwidth,
+                               compute_capability=cc)
         # Kernels' deviceId is already the export's GPU id (TARGET_INFO_GPU.id, the join
         # NVIDIA's own reports make); TARGET_INFO_CUDA_DEVICE only says which CUDA ordinal
         # each process saw it as (after CUDA_VISIBLE_DEVICES), kept for the user.
         if {"pid", "cudaId", "gpuId"} <= set(db.columns("TARGET_INFO_CUDA_DEVICE")):
             ordinals: dict[str, dict[str, int]] = {}
-            for pid, cuda_id, gpu_id in db.scalar_rows(
-                    "SELECT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE ORDER BY pid, cudaId"):
-                if gpu_id is not None:
-                    ordinals.setdefault(str(pid), {})[str(cuda_id)] = int(gpu_id)
+            for row in db.scalar_rows("SELECT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE "
+                                      "ORDER BY pid, cudaId"):
+                pid, cuda_id, gpu_id = (int_or_none(v) for v in row)
+                if pid is None or cuda_id is None or (gpu_id is None and row[2] is not None):
+                    ignored("TARGET_INFO_CUDA_DEVICE", row=True)
+                elif gpu_id is not None:
+                    ordinals.setdefault(str(pid), {})[str(cuda_id)] = gpu_id
             if ordinals:
                 out.metadata["cuda_ordinals"] = ordinals
 
     def _metadata(self, db: ExportDatabase, out: TraceBuilder) -> None:
         meta: dict[str, Any] = {"format": "nsys-sqlite", "tool": "Nsight Systems"}
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            if table in db.tables:
-                values = dict(db.scalar_rows(f"SELECT name, value FROM {table}"))
+            if {"name", "value"} <= set(db.columns(table)):
+                values = {text_or_none(k): text_or_none(v)
+                          for k, v in db.scalar_rows(f"SELECT name, value FROM {table}")}
                 meta["tool_version"] = values.get("EXPORT_PRODUCT_VERSION")
                 meta["schema_version"] = values.get("EXPORT_SCHEMA_VERSION")
                 break
         version = meta.get("schema_version")
-        if version and int(str(version).split(".")[0]) > KNOWN_SCHEMA_MAJOR:
+        major = re.fullmatch(r"(\d{1,6})(\.\d{1,6})*", version.strip()) if version else None
+        if version and major is None:
+            out.note("export schema", "warning: version not understood; reading the tables "
+                     "and columns this reader recognises", 1)
+        elif major and int(major.group(1)) > KNOWN_SCHEMA_MAJOR:
             out.note("export schema", f"warning: version {version} is newer than this reader "
                      f"knows ({KNOWN_SCHEMA_MAJOR}.x); reading the tables and columns it "
                      "recognises", 1)
         epoch = None
-        if "TARGET_INFO_SESSION_START_TIME" in db.tables:
+        if "utcEpochNs" in db.columns("TARGET_INFO_SESSION_START_TIME"):
             rows = db.scalar_rows("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
-            epoch = int(rows[0][0]) if rows and rows[0][0] is not None else None
+            value = rows[0][0] if rows else None
+            epoch = int_or_none(value)
+            if value is not None and (epoch is None or epoch < 0):
+                epoch = None
+                out.note("TARGET_INFO_SESSION_START_TIME", "warning: utcEpochNs is not a time "
+                         "in ns since 1970 (an integer >= 0); session start left out", 1)
         meta["clock"] = "nsys session ns (0 at session start)"
         if epoch is not None:
             meta["session_start_utc_epoch_ns"] = epoch
-        if "TARGET_INFO_SYSTEM_ENV" in db.tables and "name" in db.columns(
-                "TARGET_INFO_SYSTEM_ENV"):
-            env = dict(db.scalar_rows("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV"))
-            if env.get("Hostname"):
-                meta["hostname"] = env["Hostname"]
+        if {"name", "value"} <= set(db.columns("TARGET_INFO_SYSTEM_ENV")):
+            rows = db.scalar_rows("SELECT value FROM TARGET_INFO_SYSTEM_ENV "
+                                  "WHERE name = 'Hostname'")
+            hostname = text_or_none(rows[0][0]) if rows else None
+            if hostname:
+                meta["hostname"] = hostname
         out.metadata.update({k: v for k, v in meta.items() if v is not None})
 
 
@@ -232,9 +293,10 @@ def _export_report(report: Path, directory: Path) -> Path:
     target = directory / (report.stem + ".sqlite")
     command = ["nsys", "export", "--type", "sqlite", "--output", str(target), str(report)]
     if shutil.which("nsys") is None:
+        # File names only: the path is already in front, and a long one would be cut short.
         raise TraceReadError("is an Nsight Systems report; nsys is not on the PATH to export "
-                             f"it. Run: nsys export --type sqlite --output "
-                             f"{report.with_suffix('.sqlite')} {report}", path=report)
+                             "it. Run (in its folder): nsys export --type sqlite --output "
+                             f"{report.with_suffix('.sqlite').name} {report.name}", path=report)
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0 or not target.exists():
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]

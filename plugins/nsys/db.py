@@ -2,41 +2,96 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.sqlite import SqliteInput
+from tracekit.errors import TraceReadError
+from tracekit.sqlite import SqliteInput, int_or_none, text_or_none
 from tracekit.sqlite import column as col
+
+UNKNOWN_NAME = "[unknown]"
 
 
 class ExportDatabase(SqliteInput):
-    """One Nsight Systems export, opened read-only, with its string table."""
+    """One Nsight Systems export, opened read-only, with its string table.
+
+    ``notes`` collects (table, outcome) counts met while converting (warnings, skipped
+    rows); the reader passes them on to the trace's read log.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.notes: Counter[tuple[str, str]] = Counter()
+
+    def note(self, table: str, outcome: str, count: int = 1) -> None:
+        """Count ``count`` rows of ``table`` with ``outcome`` (nothing when 0)."""
+        if count:
+            self.notes[(table, outcome)] += count
+
+    def require(self, table: str, *columns: str) -> None:
+        """A clear error when ``table`` lacks a column the reader cannot do without."""
+        have = set(self.columns(table))
+        for name in columns:
+            if name not in have:
+                raise TraceReadError(f"column {name} is missing (not an nsys export this "
+                                     "reader knows, or a damaged one)", path=self.path,
+                                     location=f"table {table}")
 
     @cached_property
     def strings(self) -> pa.Table:
-        """StringIds as (id, value), sorted by id."""
-        table = self.arrow("SELECT id, value FROM StringIds ORDER BY id")
-        return table.cast(pa.schema([("id", pa.int64()), ("value", pa.string())]))
+        """StringIds as (id, value), sorted by id; rows without an id are left out."""
+        self.require("StringIds", "id", "value")
+        table = self.arrow("SELECT id, value FROM StringIds WHERE id IS NOT NULL ORDER BY id")
+        return pa.table({"id": col(table, "id"), "value": col(table, "value", pa.string())})
 
     def names(self, ids: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
-        """StringIds references to a dictionary array of their strings (nulls stay null)."""
+        """StringIds references to a dictionary array of their strings; NULL ids, ids not
+        in StringIds and NULL strings are null."""
         ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        values = self.strings["value"].combine_chunks()
         position = pc.index_in(ids.cast(pa.int64()), value_set=self.strings["id"])
-        return pa.DictionaryArray.from_arrays(position.cast(pa.int32()),
-                                              self.strings["value"].combine_chunks())
+        if values.null_count:
+            known = pc.is_valid(pc.take(values, pc.fill_null(position, 0))) if len(values) \
+                else pa.nulls(len(position), pa.bool_())
+            position = pc.if_else(pc.fill_null(known, False), position,
+                                  pa.scalar(None, position.type))
+            values = pc.fill_null(values, "")  # no longer referenced; Arrow cannot unify nulls
+        return pa.DictionaryArray.from_arrays(position.cast(pa.int32()), values)
 
     def enum(self, table: str) -> dict[int, tuple[str | None, str | None]]:
-        """An ENUM_* table as {id: (name, label)}; {} when the export has none."""
+        """An ENUM_* table as {id: (name, label)}; {} when the export has none. Rows whose
+        id is not an integer are left out with a warning."""
         cols = self.columns(table)
-        if not cols:
+        if "id" not in cols:
             return {}
         name = "name" if "name" in cols else "NULL"
         label = "label" if "label" in cols else "NULL"
-        return {int(r[0]): (r[1], r[2])
-                for r in self.scalar_rows(f'SELECT id, {name}, {label} FROM "{table}"')}
+        out = {}
+        for code, *texts in self.scalar_rows(f'SELECT id, {name}, {label} FROM "{table}"'):
+            if (key := int_or_none(code)) is None:
+                self.note(table, "warning: row ignored: id is not an integer")
+                continue
+            out[key] = (text_or_none(texts[0]), text_or_none(texts[1]))
+        return out
+
+
+def fill_names(names: pa.Array, placeholder: str = UNKNOWN_NAME) -> tuple[pa.Array, int]:
+    """Null names replaced by ``placeholder``; returns the names and how many were null."""
+    missing = names.null_count
+    if not missing:
+        return names, 0
+    if pa.types.is_dictionary(names.type):
+        dictionary = pa.concat_arrays([pc.fill_null(names.dictionary.cast(pa.string()), ""),
+                                       pa.array([placeholder], pa.string())])
+        indices = pc.fill_null(names.indices, pa.scalar(len(dictionary) - 1,
+                                                        names.indices.type))
+        return pa.DictionaryArray.from_arrays(indices, dictionary), missing
+    return pc.fill_null(names.cast(pa.string()), placeholder), missing
 
 
 INT64 = pa.int64()

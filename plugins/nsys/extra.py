@@ -31,6 +31,7 @@ def profiler_overhead(db: ExportDatabase, table: str = OVERHEAD) -> Columns:
     Buffer Full", lazy module loading ...) to host.overhead slices on the thread stalled.
     A CUPTI overhead row names the API call it delayed by correlationId, kept in args (not
     as a correlation: it is no launch)."""
+    db.require(table, "start", "end")
     t = db.arrow(f"SELECT * FROM {table}")
     gtid = col(t, "globalTid")
     n = t.num_rows
@@ -42,6 +43,7 @@ def profiler_overhead(db: ExportDatabase, table: str = OVERHEAD) -> Columns:
 
 def diagnostics(db: ExportDatabase) -> Columns:
     """DIAGNOSTIC_EVENT to host.instant rows named 'nsys diagnostic', the message in args."""
+    db.require(DIAGNOSTICS, "timestamp")
     t = db.arrow(f"SELECT * FROM {DIAGNOSTICS}")
     n = t.num_rows
     cols = {c: t[c].to_pylist() if c in t.column_names else [None] * n
@@ -56,6 +58,7 @@ def diagnostics(db: ExportDatabase) -> Columns:
 def graph_trace(db: ExportDatabase) -> Columns:
     """CUPTI_ACTIVITY_KIND_GRAPH_TRACE (graphs traced whole) to gpu.graph slices on their
     stream, linked to the launching cudaGraphLaunch by correlation id."""
+    db.require(GRAPH_TRACE, "start", "end")
     t = db.arrow(f"SELECT * FROM {GRAPH_TRACE}")
     n = t.num_rows
     return {**_device(t, "gpu.graph"), "name": _constant(n, "CUDA graph"),
@@ -70,7 +73,8 @@ def gpu_metrics(db: ExportDatabase) -> Columns:
     documented, so the counter's name carries the type rather than a guessed device.
     """
     names = db.arrow(f"SELECT typeId, metricId, metricName FROM {GPU_METRIC_NAMES}") \
-        if GPU_METRIC_NAMES in db.tables else None
+        if {"typeId", "metricId", "metricName"} <= set(db.columns(GPU_METRIC_NAMES)) else None
+    db.require(GPU_METRICS, "timestamp", "typeId", "metricId", "value")
     t = db.arrow(f"SELECT timestamp, typeId, metricId, value FROM {GPU_METRICS}")
     n = t.num_rows
     type_id = col(t, "typeId")
@@ -82,8 +86,7 @@ def gpu_metrics(db: ExportDatabase) -> Columns:
         known = pc.binary_join_element_wise(col(names, "typeId").cast(pa.string()),
                                             col(names, "metricId").cast(pa.string()), ":")
         position = pc.index_in(key, value_set=known)
-        found = pc.take(names["metricName"].combine_chunks().cast(pa.string()),
-                        pc.fill_null(position, 0))
+        found = pc.take(col(names, "metricName", pa.string()), pc.fill_null(position, 0))
         label = pc.if_else(pc.is_valid(position), found, label)
     counter = pc.binary_join_element_wise(label, " (GPU type ", type_id.cast(pa.string()), ")",
                                           "")
@@ -95,6 +98,7 @@ def gpu_metrics(db: ExportDatabase) -> Columns:
 def scheduling(db: ExportDatabase) -> tuple[Columns, int]:
     """SCHED_EVENTS (points) to host.sched slices: each sched-in paired with the same
     thread's next sched-out. Returns the columns and how many points had no pair."""
+    db.require(SCHED, "start", "isSchedIn", "globalTid")
     t = db.arrow(f"SELECT * FROM {SCHED}")
     gtid = col(t, "globalTid").fill_null(-1).to_numpy(zero_copy_only=False)
     start = col(t, "start").fill_null(0).to_numpy(zero_copy_only=False)

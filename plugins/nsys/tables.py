@@ -18,6 +18,9 @@ from tracekit.plugins.nsys.db import (
     valid_id,
 )
 
+# Names a kernel can go by, the option's choice first.
+KERNEL_NAMES = ("demangledName", "shortName", "mangledName")
+
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
@@ -66,10 +69,22 @@ def _device(t: pa.Table, category: str) -> Columns:
 
 def kernels(db: ExportDatabase, short_names: bool) -> Columns:
     """CUPTI_ACTIVITY_KIND_KERNEL to gpu.kernel slices."""
+    db.require(KERNEL, "start", "end")
     t = db.arrow(f"SELECT * FROM {KERNEL}")
-    name_col = "shortName" if short_names else "demangledName"
     out = _device(t, "gpu.kernel")
-    out["name"] = db.names(col(t, name_col))
+    order = ("shortName", "demangledName", "mangledName") if short_names else KERNEL_NAMES
+    present = [c for c in order if c in t.column_names] or [order[0]]
+    name = db.names(col(t, present[0]))
+    for other in present[1:]:
+        if not name.null_count:
+            break
+        # Same dictionary (StringIds): coalescing the indices coalesces the names.
+        before = name.null_count
+        name = pa.DictionaryArray.from_arrays(
+            pc.coalesce(name.indices, db.names(col(t, other)).indices), name.dictionary)
+        db.note(KERNEL, f"warning: {present[0]} missing (NULL or not in StringIds), "
+                f"named by {other}", before - name.null_count)
+    out["name"] = name
     for axis in "XYZ":
         out[f"grid_{axis.lower()}"] = col(t, f"grid{axis}", pa.int32())
         out[f"block_{axis.lower()}"] = col(t, f"block{axis}", pa.int32())
@@ -85,6 +100,7 @@ def kernels(db: ExportDatabase, short_names: bool) -> Columns:
 
 def memcpys(db: ExportDatabase) -> Columns:
     """CUPTI_ACTIVITY_KIND_MEMCPY to gpu.memcpy slices named as nsys stats names them."""
+    db.require(MEMCPY, "start", "end")
     t = db.arrow(f"SELECT * FROM {MEMCPY}")
     out = _device(t, "gpu.memcpy")
     enum = db.enum("ENUM_CUDA_MEMCPY_OPER")
@@ -110,6 +126,7 @@ def memcpys(db: ExportDatabase) -> Columns:
 
 def memsets(db: ExportDatabase) -> Columns:
     """CUPTI_ACTIVITY_KIND_MEMSET to gpu.memset slices."""
+    db.require(MEMSET, "start", "end")
     t = db.arrow(f"SELECT * FROM {MEMSET}")
     out = _device(t, "gpu.memset")
     out["name"] = _constant(t.num_rows, "[CUDA memset]")
@@ -121,6 +138,7 @@ def memsets(db: ExportDatabase) -> Columns:
 
 def syncs(db: ExportDatabase) -> Columns:
     """CUPTI_ACTIVITY_KIND_SYNCHRONIZATION to gpu.sync slices named by their type."""
+    db.require(SYNC, "start", "end")
     t = db.arrow(f"SELECT * FROM {SYNC}")
     out = _device(t, "gpu.sync")
     enum = db.enum("ENUM_CUPTI_SYNC_TYPE")
@@ -138,6 +156,7 @@ def runtime(db: ExportDatabase) -> tuple[Columns, int]:
     Rows of the backtrace event class repeat an API call that has its own row (same thread
     and correlation id); they are left out and their number returned.
     """
+    db.require(RUNTIME, "start", "end", "nameId")
     t = db.arrow(f"SELECT * FROM {RUNTIME}")
     event_class = col(t, "eventClass")
     carrier = pc.fill_null(pc.equal(event_class, BACKTRACE_CLASS), False)
@@ -163,12 +182,16 @@ def runtime(db: ExportDatabase) -> tuple[Columns, int]:
 
 def nvtx(db: ExportDatabase) -> tuple[Columns, dict[str, int]]:
     """NVTX_EVENTS: ranges to host.annotation slices, marks to instants; the rest counted."""
-    t = db.arrow(f"SELECT * FROM {NVTX}")
+    db.require(NVTX, "start", "eventType")
+    wanted = ("start", "end", "eventType", "text", "textId", "globalTid", "rangeId",
+              "category", "domainId", "color", "endGlobalTid")  # not the binary payloads
+    present = [c for c in wanted if c in db.columns(NVTX)]
+    t = db.arrow(f"SELECT {', '.join(present)} FROM {NVTX}")
     event_type = col(t, "eventType")
     text = col(t, "text", pa.string())
     text_id = db.names(col(t, "textId")).cast(pa.string()) if "textId" in t.column_names \
         else pa.nulls(t.num_rows, pa.string())
-    name = pc.coalesce(text, text_id, pa.scalar("", pa.string()))
+    name = pc.coalesce(text, text_id)
     is_range = pc.fill_null(pc.is_in(event_type, pa.array(NVTX_RANGES, pa.int64())), False)
     is_mark = pc.fill_null(pc.equal(event_type, NVTX_MARK), False)
     ended = pc.is_valid(col(t, "end"))
@@ -199,6 +222,7 @@ def osrt(db: ExportDatabase, tree: Any = None) -> Columns:
     call that has a callchainId gets its stack."""
     wanted = ["start", "end", "globalTid", "nameId", "returnValue", "nestingLevel",
               "callchainId"]
+    db.require(OSRT, "start", "end", "nameId")
     present = [c for c in wanted if c in db.columns(OSRT)]
     t = db.arrow(f"SELECT {', '.join(present)} FROM {OSRT}")
     gtid = col(t, "globalTid")
@@ -245,6 +269,7 @@ def memory_usage(db: ExportDatabase) -> tuple[Columns, Columns]:
     """CUDA_GPU_MEMORY_USAGE_EVENTS: each allocation or free as a host.memory instant (bytes
     negative for a free), and a running 'GPU n memory allocated' counter per process and
     device, summed in time order."""
+    db.require(MEMORY_USAGE, "start", "bytes")
     t = db.arrow(f"SELECT * FROM {MEMORY_USAGE} ORDER BY start")
     n = t.num_rows
     operation = col(t, "memoryOperationType")  # 0 allocation, 1 deallocation (nsys enum)
