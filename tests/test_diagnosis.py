@@ -72,8 +72,9 @@ def test_bottleneck_names_the_planted_cause(name, registry):
     assert causes[0]["cause"] == planted
     # The causes split each device's span exactly.
     assert sum(c["time"] for c in causes) == verdict.evidence["span_ns"]
-    # Findings after the verdict are ordered by what they cost.
-    costs = [f.cost_ns for f in report.findings[1:]]
+    # The class of program follows the verdict; then the causes, ordered by what they cost.
+    assert report.findings[1].title.startswith("program: PyTorch ")
+    costs = [f.cost_ns for f in report.findings[2:]]
     assert costs == sorted(costs, reverse=True) and costs[0] == causes[0]["time"]
 
 

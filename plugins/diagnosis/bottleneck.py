@@ -19,21 +19,33 @@ fixes the field's guides give for that pattern.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import tracekit
 from tracekit import intervals as iv
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import MEMORY, Activity, host_reads
+from tracekit.plugins.diagnosis.activity import COMPUTE, MEMORY, Activity, host_reads
+from tracekit.plugins.diagnosis.advice import Facts, fixes_for, place_of, render
 from tracekit.plugins.diagnosis.breakdown import devices_table
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
-from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps, host_context
+from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps, gap_context, host_context
 from tracekit.plugins.diagnosis.launch import launch_stats
-from tracekit.plugins.diagnosis.sync import pageable_copies
-from tracekit.report import Finding, Report, format_ns, percent, report_table, short_name
+from tracekit.plugins.diagnosis.program import Program, classify
+from tracekit.plugins.diagnosis.window import restrict
+from tracekit.report import (
+    Finding,
+    Report,
+    format_bytes,
+    format_ns,
+    percent,
+    report_table,
+    short_name,
+)
 from tracekit.stats import grouped_stats
 
 CAUSES = ("compute", "communication", "transfer", "sync", "launch", "cpu", "idle-other")
@@ -45,7 +57,10 @@ VERDICTS = {
     "launch": "CPU/launch-bound (kernel launch overhead)",
     "cpu": "CPU-bound (host work between launches starves the GPU)",
     "idle-other": "idle with work queued (stream dependencies or launch latency)",
+    "startup": "start-up only (one-time initialization takes most of the trace)",
 }
+STARTUP_MIN_PCT = 1.0  # start-up under this share of the span is not told apart
+STARTUP_ONLY_PCT = 50.0  # start-up over this share: the trace shows no steady state
 FIXES = {
     "compute": "the GPU is busy computing, so make the math cheaper: bf16/fp16 autocast, "
                "TF32 for fp32 matmuls (torch.backends.cuda.matmul.allow_tf32), FP8 where "
@@ -69,6 +84,10 @@ FIXES = {
     "idle-other": "look at the largest gaps ('tracekit analyze -a gaps'): cross-stream "
                   "waits (cudaStreamWaitEvent) or a launch queue that drains",
 }
+STARTUP_FIX = ("profile the steady state: start recording after warm-up (torch.profiler "
+               "schedule(wait=, warmup=, active=), nsys --capture-range=cudaProfilerApi or "
+               "--delay) or cut this trace with -O window=START:END; the causes below are of "
+               "what remains")
 MIXED_FIX = "several causes share the time; the findings below are ordered by what they cost"
 
 
@@ -85,45 +104,75 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         min_share_pct: float = field(default=5.0, metadata={
             "help": "report causes that take at least this % of the GPU span"})
         tiny_us: float = field(default=10.0, metadata={"help": "a kernel under this is tiny"})
+        window: str = field(default="", metadata={
+            "help": "analyze only START:END (times since the first event: 2s:5s, :500ms)"})
+        steps: str = field(default="", metadata={
+            "help": "analyze only ProfilerStep#A..B (A:B, or N)"})
 
     def analyze(self, trace: Trace) -> Report:
+        trace = restrict(trace, self.options.window, self.options.steps)
         activity = Activity.of(trace)
         per_device = all_gaps(trace, self.options.launch_gap_us)
         if not per_device:
             report = Report(analyzer=self.name, title="Bottleneck: no GPU activity")
             report.findings.append(Finding(
-                severity="info", title="no GPU activity in this trace: nothing to diagnose",
-                evidence={"verdict": "none", "events": trace.events.num_rows},
-                suggestion="record with GPU activities (torch.profiler "
-                           "ProfilerActivity.CUDA, nsys --trace=cuda); for host-only traces "
-                           "use 'tracekit analyze -a summary'"))
+                severity="info", title="no GPU activity in this trace: a CPU-side profile",
+                evidence={"verdict": "none", "events": trace.events.num_rows,
+                          **classify(trace).as_evidence()},
+                suggestion="the CPU report ('tracekit analyze -a hotspots' for samples, "
+                           "'-a summary' for host ranges) says where the time goes"))
             return report
         costs = cause_costs(per_device)
-        span = sum(g.timeline.span for g in per_device)
+        full_span = sum(g.timeline.span for g in per_device)
+        startup = costs.pop("startup")
+        if startup * 100 < full_span * STARTUP_MIN_PCT:
+            costs["idle-other"] += startup  # too little to tell apart
+            startup = 0
+        span = full_span - startup  # the steady state: the verdict leaves start-up out
         verdict, ranked = decide(costs, span)
+        if startup * 100 >= full_span * STARTUP_ONLY_PCT:
+            verdict = "startup"
         title = f"Bottleneck: {VERDICTS.get(verdict, 'mixed')}" if verdict != "mixed" else \
             "Bottleneck: mixed (" + ", ".join(f"{c} {percent(n, span)}%" for c, n in ranked[:3]) \
             + ")"
         report = Report(analyzer=self.name, title=title)
         report.tables["causes"] = report_table([
-                   ("cause", "str", None, [c for c, _ in ranked]),
-                   ("time", "int", "ns", [n for _, n in ranked]),
-                   ("span_pct", "float", "%", [percent(n, span) for _, n in ranked])])
-        report.table_titles["causes"] = "Where the GPU time went (all devices)"
+                   ("cause", "str", None, [c for c, _ in ranked] + ["startup"] * bool(startup)),
+                   ("time", "int", "ns", [n for _, n in ranked] + [startup] * bool(startup)),
+                   ("span_pct", "float", "%", [percent(n, full_span) for _, n in ranked]
+                    + [percent(startup, full_span)] * bool(startup))])
+        report.table_titles["causes"] = ("Where the GPU time went (all devices; % of the whole "
+                                         "span, start-up included)")
         report.tables["devices"] = devices_table([g.timeline for g in per_device], compact=True)
         report.table_titles["devices"] = "Per device (see -a breakdown, -a gaps)"
         evidence = Evidence(trace, activity, per_device, self.options.tiny_us)
-        top_share = percent(ranked[0][1], span)
+        program = classify(trace)
+        facts = evidence.facts()
+        top_share = percent(startup, full_span) if verdict == "startup" else \
+            percent(ranked[0][1], span)
         report.findings.append(Finding(
             severity="info" if verdict == "compute" else
             ("critical" if top_share >= 50 else "warning"),
             title=f"verdict: {verdict}" + ("" if verdict == "mixed" else
-                                           f", {top_share}% of GPU time"),
+                                           f", {top_share}% of the span" if verdict == "startup"
+                                           else f", {top_share}% of GPU time"),
             evidence={"verdict": verdict, "devices": len(per_device), "span_ns": span,
+                      **({"startup_ns": startup} if startup else {}),
                       "gpu_busy_pct": percent(sum(iv.total(g.timeline.busy) for g in per_device),
                                           span),
                       **{f"{c}_pct": percent(n, span) for c, n in ranked if n}},
-            suggestion=FIXES.get(verdict, MIXED_FIX)))
+            suggestion=STARTUP_FIX if verdict == "startup" else
+            (render(fixes_for(verdict, program, facts)) or MIXED_FIX)))
+        report.findings.append(_program_finding(program))
+        if startup:
+            report.findings.append(Finding(
+                severity="warning" if percent(startup, full_span) >= 20 else "info",
+                title=f"start-up: {format_ns(startup)} ({percent(startup, full_span)}% of the "
+                      "span), left out of the verdict",
+                evidence=evidence.of("startup"),
+                suggestion="one-time initialization (context, modules, library handles, "
+                           "first allocations, compilation): warm up before profiling, or "
+                           "keep it out with -O window=START:END", cost_ns=startup))
         for cause, ns in ranked:
             if percent(ns, span) < self.options.min_share_pct or ns == 0:
                 continue
@@ -132,13 +181,20 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                 ("critical" if percent(ns, span) >= 50 else "warning"),
                 title=f"{cause}: {format_ns(ns)} ({percent(ns, span)}% of GPU time)",
                 evidence=evidence.of(cause),
-                suggestion="" if cause == verdict else FIXES[cause], cost_ns=ns))
+                suggestion="" if cause == verdict else render(fixes_for(cause, program, facts)),
+                cost_ns=ns))
         return report
 
 
+def _program_finding(program: Program) -> Finding:
+    """The class of program the fixes were chosen for, and what it rests on."""
+    return Finding(severity="info", title=f"program: {program.label()}",
+                   evidence={k: v for k, v in program.evidence.items()})
+
+
 def cause_costs(per_device: list[Gaps]) -> dict[str, int]:
-    """ns per cause over all devices; they sum to the devices' spans."""
-    costs = dict.fromkeys(CAUSES, 0)
+    """ns per cause over all devices, and ``startup``; they sum to the devices' spans."""
+    costs = dict.fromkeys((*CAUSES, "startup"), 0)
     for g in per_device:
         parts = g.timeline.shares()
         costs["compute"] += parts["compute"]
@@ -148,6 +204,7 @@ def cause_costs(per_device: list[Gaps]) -> dict[str, int]:
         for cause in ("sync", "launch", "cpu"):
             costs[cause] += idle[cause]
         costs["idle-other"] += idle["queued"] + idle["unknown"]
+        costs["startup"] += idle["startup"]
     return costs
 
 
@@ -158,6 +215,16 @@ def decide(costs: dict[str, int], span: int) -> tuple[str, list[tuple[str, int]]
     if top_ns * 2 >= span or top_ns >= 1.5 * second_ns:
         return top, ranked
     return "mixed", ranked
+
+
+ELEMENTWISE = r"(?i)elementwise|vectorized_|unrolled_|triton_poi_"
+LAYOUT = r"(?i)nchwToNhwc|nhwcToNchw"
+FP32_NO_TENSOR_CORE = r"(?i)sgemm|gemm\w*_ffma|_ffma\w*gemm"
+FP64 = r"(?i)dgemm|fp64|double|d884|dmma"
+# GPUs whose FP64 rate is a half or a third of FP32 (data-center parts); others are 1/32-1/64.
+FULL_FP64 = r"(?i)A100|A800|H100|H200|H800|H20\b|GH200|B200|B100|GB200|V100|P100|MI\d{3}|Instinct"
+LARGE_COPY = 16 << 20
+CONTEXT_GAPS = 50  # the largest gaps of a cause whose host context is read for the fixes
 
 
 class Evidence:
@@ -195,21 +262,34 @@ class Evidence:
                 "overlap_pct": percent(comm - exposed, comm)}
 
     def _transfer(self) -> dict[str, Any]:
+        """Copies per kind and host memory kind, each with its own bandwidth (a mixed figure
+        would average a PCIe link with HBM)."""
+        out: dict[str, Any] = {}
+        table = self._copies()
+        for row in table.to_pylist():
+            what = row["kind"] if row["memory"] in ("", "Device") else \
+                f"{row['kind']} {row['memory'].lower()}"
+            bandwidth = f", {row['bytes'] / row['time']:.1f} GB/s" if row["time"] else ""
+            out[what] = (f"{row['count']:,} × {format_bytes(row['bytes'])} in "
+                         f"{format_ns(row['time'])}{bandwidth}")
+        return out
+
+    def _copies(self) -> pa.Table:
+        """Memory operations grouped by copy kind and host memory kind."""
         ev = self.activity.events
         _, rows = self._work(MEMORY)
-        kinds = ev["copy_kind"].take(pa.array(rows)).cast(pa.string()).fill_null("memset")
-        size = ev["bytes"].take(pa.array(rows)).fill_null(0).to_numpy()
-        dur = ev["dur_ns"].take(pa.array(rows)).fill_null(0).to_numpy()
-        out: dict[str, Any] = {"copies": len(rows), "bytes": int(size.sum()),
-                               "copy_time_ns": int(dur.sum())}
-        if dur.sum():
-            out["bandwidth_GBps"] = round(float(size.sum()) / float(dur.sum()), 2)
-        k = kinds.to_numpy(zero_copy_only=False)
-        for kind in sorted(set(k.tolist()), key=lambda x: -int(size[k == x].sum()))[:2]:
-            out[f"{kind}_bytes"] = int(size[k == kind].sum())
-        pageable = pageable_copies(self.activity)
-        out["pageable_copies"] = sum(pageable.count)
-        return out
+        take = pa.array(rows, pa.int64())
+        src = ev["src_kind"].take(take).cast(pa.string())
+        dst = ev["dst_kind"].take(take).cast(pa.string())
+        memory = pc.coalesce(pc.if_else(pc.equal(src, "Device"), dst, src), pa.scalar(""))
+        table = pa.table({
+            "kind": ev["copy_kind"].take(take).cast(pa.string()).fill_null("memset"),
+            "memory": memory, "bytes": ev["bytes"].take(take).fill_null(0),
+            "time": ev["dur_ns"].take(take).fill_null(0)})
+        grouped = table.group_by(["kind", "memory"]).aggregate(
+            [("bytes", "count"), ("bytes", "sum"), ("time", "sum")])
+        grouped = grouped.rename_columns(["kind", "memory", "count", "bytes", "time"])
+        return grouped.sort_by([("time", "descending"), ("kind", "ascending")])
 
     def _sync(self) -> dict[str, Any]:
         calls = self.activity.calls
@@ -249,6 +329,106 @@ class Evidence:
 
     def _cpu(self) -> dict[str, Any]:
         return self._gap_evidence("cpu")
+
+    def _startup(self) -> dict[str, Any]:
+        return self._gap_evidence("startup")
+
+    def facts(self) -> Facts:
+        """What the choice of fixes depends on (see ``advice.Facts``)."""
+        f = Facts()
+        self._compute_facts(f)
+        self._gap_facts(f)
+        self._transfer_facts(f)
+        calls = self.activity.calls
+        api = calls.is_sync & ~calls.is_op
+        if api.any():
+            names = self.activity.events["name"].take(pa.array(calls.row[api])).cast(
+                pa.string()).to_numpy(zero_copy_only=False)
+            values, counts = np.unique(names.astype(str), return_counts=True)
+            f.sync_apis = dict(zip(values.tolist(), counts.tolist(), strict=True))
+        f.host_reads = host_reads(self.activity)
+        return f
+
+    def _compute_facts(self, f: Facts) -> None:
+        names, rows = self._work(COMPUTE)
+        if not len(rows):
+            return
+        dur = self.activity.events["dur_ns"].take(pa.array(rows)).fill_null(0).to_numpy()
+        total = float(dur.sum()) or 1.0
+        text = names.cast(pa.string())
+
+        def share(pattern: str) -> float:
+            hit = pc.match_substring_regex(text, pattern).fill_null(False)
+            return round(100.0 * float(dur[hit.to_numpy(zero_copy_only=False)].sum()) / total, 1)
+
+        s = grouped_stats(names, pa.array(dur))
+        if len(s["key"]):
+            f.top_kernel = short_name(s["key"][0])
+            f.top_kernel_pct = percent(s["total"][0], total)
+        f.elementwise_pct = share(ELEMENTWISE)
+        f.layout_pct = share(LAYOUT)
+        f.fp32_no_tensor_core_pct = share(FP32_NO_TENSOR_CORE)
+        f.fp64_pct = share(FP64)
+        gpus = [n for n in self.trace.devices.column("name").to_pylist() if n] \
+            if "name" in self.trace.devices.column_names else []
+        consumer = [n for n in gpus if not re.search(FULL_FP64, n)]
+        if "compute_capability" in self.trace.devices.column_names:
+            ccs = []
+            for cc in self.trace.devices.column("compute_capability").to_pylist():
+                try:
+                    ccs.append(float(cc))
+                except (TypeError, ValueError):
+                    continue
+            f.compute_capability = min(ccs) if ccs else None
+        f.consumer_gpu = consumer[0] if consumer and len(consumer) == len(gpus) else ""
+
+    def _gap_facts(self, f: Facts) -> None:
+        picked = []
+        for code in (GAP_CAUSES.index("cpu"), GAP_CAUSES.index("launch")):
+            for g in self.per_device:
+                sel = np.flatnonzero(g.cause == code)
+                picked.extend((int(g.dur[i]), g, int(i)) for i in sel)
+        picked.sort(key=lambda x: -x[0])
+        for dur, g, i in picked[:CONTEXT_GAPS]:
+            context = gap_context(self.trace, g, i)
+            if context is None:
+                continue
+            place = place_of(context.innermost, context.path)
+            f.gap_places[place] = f.gap_places.get(place, 0) + dur
+            f.gap_examples.setdefault(place, context.describe(2))
+
+    def _transfer_facts(self, f: Facts) -> None:
+        ev = self.activity.events
+        _, rows = self._work(MEMORY)
+        if not len(rows):
+            return
+        copies = self._copies().to_pylist()
+        copy_time = sum(r["time"] for r in copies if r["kind"] != "memset") or 1
+        for r in copies:
+            if r["kind"] == "memset":
+                continue
+            f.copy_kinds[r["kind"]] = f.copy_kinds.get(r["kind"], 0) + r["bytes"]
+            if r["memory"] == "Pageable":
+                f.pageable_copies += r["count"]
+                f.pageable_time_pct += 100.0 * r["time"] / copy_time
+            elif r["memory"] == "Pinned":
+                f.pinned_copies += r["count"]
+            if r["kind"] == "HtoD" and r["count"] and r["bytes"] / r["count"] >= LARGE_COPY:
+                f.large_htod = True
+        # Copies on a stream that also runs compute kernels serialize with them.
+        stream = ev["stream"].fill_null(-1).to_numpy().astype(np.int64)
+        device = ev["device"].fill_null(-1).to_numpy().astype(np.int64)
+        _, compute_rows = self._work(COMPUTE)
+        busy = np.unique(device[compute_rows] * (1 << 32) + stream[compute_rows])
+        key = device[rows] * (1 << 32) + stream[rows]
+        on = np.isin(key, busy)
+        is_copy = pc.is_valid(ev["copy_kind"].take(pa.array(rows))).to_numpy(
+            zero_copy_only=False)
+        dur = ev["dur_ns"].take(pa.array(rows)).fill_null(0).to_numpy()
+        copy_ns = float(dur[is_copy].sum())
+        if copy_ns:
+            f.copies_on_compute_stream_pct = round(
+                100.0 * float(dur[on & is_copy].sum()) / copy_ns, 1)
 
     def _idle_other(self) -> dict[str, Any]:
         queued = sum(int(g.dur[g.cause == GAP_CAUSES.index("queued")].sum())

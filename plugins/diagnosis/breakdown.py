@@ -18,6 +18,7 @@ import tracekit
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU, steps
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
+from tracekit.plugins.diagnosis.window import restrict
 from tracekit.report import Report, percent, report_table
 
 PARTS = ("compute", "communication", "memory", "idle")
@@ -34,8 +35,13 @@ class BreakdownAnalyzer(tracekit.Analyzer):
     class Options:
         per_step: bool = field(default=True, metadata={
             "help": "also split each ProfilerStep#N range, when the trace has them"})
+        window: str = field(default="", metadata={
+            "help": "analyze only START:END (times since the first event: 2s:5s, :500ms)"})
+        steps: str = field(default="", metadata={
+            "help": "analyze only ProfilerStep#A..B (A:B, or N)"})
 
     def analyze(self, trace: Trace) -> Report:
+        trace = restrict(trace, self.options.window, self.options.steps)
         report = Report(analyzer=self.name, title="GPU time breakdown")
         timelines = device_timelines(trace)
         if not timelines:

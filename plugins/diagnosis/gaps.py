@@ -8,12 +8,18 @@ refined):
 - ``queued``: that work was launched before the GPU went idle, so the host was not late (a
   cross-stream dependency or launch latency held it);
 - ``sync``: a synchronizing call (device/stream/event synchronize, a synchronous copy,
-  ``aten::item``) of the launching process returned inside the gap: the host waited for the
-  GPU to drain, then the GPU waited for the host;
+  ``aten::item``) of the launching process returned inside the gap after blocking the host
+  for at least half as long as the gap: the host waited for the GPU to drain, then the GPU
+  waited for the host (a short sync followed by long host work is ``cpu``);
 - ``launch``: the launching thread was issuing back-to-back launches (the previous launch
   ended at most ``launch_gap_us`` earlier): launch overhead, the kernels are too short;
 - ``cpu``: the launching thread spent longer than that between launches: host work;
-- ``unknown``: the trace does not say which call launched the work.
+- ``unknown``: the trace does not say which call launched the work;
+- ``startup``: whatever the above says, at least half of the gap is covered by one-time
+  initialization calls of the launching process (``STARTUP_CALLS``: context and module
+  loading, library handles, JIT compilation, and memory allocation calls that are the first
+  of their process or last ``STARTUP_ALLOC_MS`` or more). The verdict is given on the steady
+  state, without these gaps.
 """
 
 from __future__ import annotations
@@ -29,10 +35,21 @@ from tracekit import intervals as iv
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
+from tracekit.plugins.diagnosis.window import restrict
 from tracekit.report import Finding, Report, format_ns, percent, report_table
 
-CAUSES = ("sync", "launch", "cpu", "queued", "unknown")
-SYNC, LAUNCH, CPU, QUEUED, UNKNOWN = range(5)
+CAUSES = ("sync", "launch", "cpu", "queued", "unknown", "startup")
+SYNC, LAUNCH, CPU, QUEUED, UNKNOWN, STARTUP = range(6)
+STARTUP_CALLS = (r"^(cu|cuda|hip)(Init|CtxCreate|DevicePrimaryCtxRetain|ModuleLoad|ModuleUnload"
+                 r"|LibraryLoad|GetDeviceCount|SetDevice|DeviceReset|GetDeviceProperties"
+                 r"|DeviceGetStreamPriorityRange|HostRegister|HostAlloc|FreeHost"
+                 r"|StreamBeginCapture|StreamEndCapture|GraphInstantiate)"
+                 r"|^(cublas|cublasLt|cudnn|hipblas|hipblasLt|rocblas|miopen|cusparse|cufft"
+                 r"|cusolverDn|nccl)(Create|CommInit)|^cudnnFind|^MPI_Init"
+                 r"|^nvrtc|^hiprtc|triton/compiler|^TorchDynamo|_inductor/|compile_fx")
+STARTUP_ALLOC = r"^(cuda|hip|cu)(Malloc|Free|MemAlloc|MemFree)(Host|Managed|_v2)?$"
+STARTUP_ALLOC_MS = 10
+GRAPH_CAPTURE = r"^(cuda|hip)(StreamBeginCapture|StreamEndCapture|GraphInstantiate)"
 BUCKETS = ((0, 10_000, "< 10µs"), (10_000, 100_000, "10–100µs"),
            (100_000, 1_000_000, "100µs–1ms"), (1_000_000, 10_000_000, "1–10ms"),
            (10_000_000, 2**62, "≥ 10ms"))
@@ -73,14 +90,62 @@ def device_gaps(activity: Activity, timeline: DeviceTimeline, launch_gap_ns: int
     # Synchronizing calls of the processes that launch work on this device.
     pids = np.unique(calls.pid[work.api[work.api >= 0]])
     mine = calls.is_sync & (calls.source == work.source_code) & np.isin(calls.pid, pids)
-    sync_ends = np.sort(calls.end[mine])
-    synced = np.searchsorted(sync_ends, hi, "right") > np.searchsorted(sync_ends, lo, "right")
+    order = np.argsort(calls.end[mine], kind="stable")
+    sync_ends = calls.end[mine][order]
+    sync_waits = (calls.end - calls.start)[mine][order]
+    last = np.searchsorted(sync_ends, hi, "right") - 1
+    returned = (last >= 0) & (sync_ends[np.maximum(last, 0)] > lo) if len(sync_ends) else \
+        np.zeros(len(lo), dtype=bool)
+    # A sync explains the gap when the host was blocked in it for at least half as long as
+    # the gap: without it, the host would have done its work while the GPU was still busy.
+    # A short sync followed by long host work is host work (cpu).
+    waited = sync_waits[np.maximum(last, 0)] if len(sync_ends) else np.zeros(len(lo))
+    synced = returned & (waited * 2 >= hi - lo)
     prev = calls.prev_launch_end[c] if len(calls.start) else np.full(len(lo), -1)
     back_to_back = (prev >= 0) & (launched - prev <= launch_gap_ns)
     cause[known] = np.select(
         [launched <= lo, synced, back_to_back], [QUEUED, SYNC, LAUNCH], CPU)[known]
+    init = startup_calls(activity)
+    if init is not None and len(lo):
+        sel = init[0] == work.source_code
+        if len(pids):  # the processes that launch this device's work, when the trace says
+            sel &= np.isin(init[1], pids)
+        if sel.any():
+            covered = iv.covered_within(lo, hi, iv.union(init[2][sel], init[3][sel]))
+            cause[covered * 2 >= hi - lo] = STARTUP
     rows = work.row[first] if len(first) else np.empty(0, np.int64)
     return Gaps(timeline, lo, hi, cause, np.where(known, call, -1), rows)
+
+
+def startup_calls(activity: Activity) -> tuple[np.ndarray, ...] | None:
+    """(source, pid, start, end) of the one-time initialization calls (``STARTUP_CALLS``)."""
+    if "startup" in activity.cache:
+        return activity.cache["startup"]
+    ev = activity.events
+    names = ev["name"].cast(pa.string())
+    category = ev["category"].cast(pa.string())
+    host = pc.is_in(category, pa.array(["api.runtime", "api.driver", "host.op",
+                                        "host.python", "host.annotation"]))
+    timed = pc.and_(ev["ts_ns"].is_valid(), ev["dur_ns"].is_valid())
+    init = pc.and_(pc.and_(host, timed), pc.match_substring_regex(names, STARTUP_CALLS))
+    alloc = pc.and_(pc.and_(host, timed), pc.match_substring_regex(names, STARTUP_ALLOC))
+    source = ev["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+    pid = ev["pid"].fill_null(-1).to_numpy()
+    ts = ev["ts_ns"].fill_null(0).to_numpy()
+    dur = ev["dur_ns"].fill_null(0).to_numpy()
+    keep = init.fill_null(False).to_numpy(zero_copy_only=False)
+    alloc_rows = np.flatnonzero(alloc.fill_null(False).to_numpy(zero_copy_only=False))
+    if len(alloc_rows):
+        long = dur[alloc_rows] >= STARTUP_ALLOC_MS * 1_000_000
+        order = alloc_rows[np.lexsort((ts[alloc_rows], pid[alloc_rows], source[alloc_rows]))]
+        first = np.r_[True, (source[order][1:] != source[order][:-1])
+                      | (pid[order][1:] != pid[order][:-1])]
+        keep[alloc_rows[long]] = True
+        keep[order[first]] = True
+    rows = np.flatnonzero(keep)
+    result = (source[rows], pid[rows], ts[rows], ts[rows] + dur[rows]) if len(rows) else None
+    activity.cache["startup"] = result
+    return result
 
 
 def all_gaps(trace: Trace, launch_gap_us: float) -> list[Gaps]:
@@ -93,12 +158,37 @@ def all_gaps(trace: Trace, launch_gap_us: float) -> list[Gaps]:
     return activity.cache[key]
 
 
-def host_context(trace: Trace, gaps: Gaps, index: int) -> str:
-    """What the launching thread did during one gap: its longest-overlapping host ranges."""
+@dataclass
+class GapContext:
+    """What the launching thread did during one gap.
+
+    ``innermost`` is the most specific host range (op, API call, annotation) that covers at
+    least half of the gap (or, if none does, the one that covers most of it); ``path`` the
+    ranges that enclose it, outermost first; ``share`` the part of the gap it covers.
+    """
+
+    innermost: str
+    duration: int
+    share: float
+    path: list[str]
+
+    def describe(self, depth: int = 3) -> str:
+        """``aten::addmm (92% of the gap) in ProfilerStep#3 > DDP.forward``."""
+        outer = self.path[-depth:]
+        where = (" in " + " > ".join(outer)) if outer else ""
+        ellipsis = "… > " if len(self.path) > depth else ""
+        if ellipsis:
+            where = " in " + ellipsis + " > ".join(outer)
+        return f"{self.innermost} ({format_ns(self.duration)}, {self.share:.0f}% of the gap)" \
+            f"{where}"
+
+
+def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
+    """The host ranges of the launching thread during gap ``index``, innermost first."""
     activity = Activity.of(trace)
     call = int(gaps.call[index])
     if call < 0:
-        return "-"
+        return None
     calls = activity.calls
     ev = activity.events
     lo, hi = int(gaps.lo[index]), int(gaps.hi[index])
@@ -111,15 +201,28 @@ def host_context(trace: Trace, gaps: Gaps, index: int) -> str:
     mask = pc.and_(mask, pc.equal(ev["source"].cast(pa.string()), gaps.timeline.work.source))
     rows = np.flatnonzero(mask.fill_null(False).to_numpy(zero_copy_only=False))
     if not len(rows):
-        return "no recorded host activity"
+        return GapContext("no recorded host activity", hi - lo, 0.0, [])
     s = ev["ts_ns"].to_numpy()[rows]
     e = s + ev["dur_ns"].fill_null(0).to_numpy()[rows]
     overlap = np.minimum(e, hi) - np.maximum(s, lo)
-    # Most of the gap first; among equals the shortest range, the most specific one.
-    order = np.lexsort((e - s, -overlap))[:2]
-    top, share = rows[order], overlap[order]
-    return ", ".join(f"{activity.name(int(r))} ({percent(o, hi - lo):.0f}%)"
-                     for r, o in zip(top, share, strict=True))
+    half = overlap * 2 >= hi - lo
+    if half.any():
+        # Ranges that each cover most of the gap are nested: longest is outermost.
+        enclosing = np.flatnonzero(half)
+        enclosing = enclosing[np.lexsort((s[enclosing], -(e - s)[enclosing]))]
+        inner = int(enclosing[-1])
+        path = [activity.name(int(rows[i])) for i in enclosing[:-1]]
+    else:
+        inner = int(np.lexsort((e - s, -overlap))[0])
+        path = []
+    return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
+                      percent(overlap[inner], hi - lo), path)
+
+
+def host_context(trace: Trace, gaps: Gaps, index: int) -> str:
+    """What the launching thread did during one gap, as one line (see ``GapContext``)."""
+    context = gap_context(trace, gaps, index)
+    return "-" if context is None else context.describe()
 
 
 class GapsAnalyzer(tracekit.Analyzer):
@@ -137,8 +240,13 @@ class GapsAnalyzer(tracekit.Analyzer):
             "help": "host time between launches up to which a gap counts as launch overhead"})
         utilization_bins: int = field(default=500, metadata={
             "help": "convert --annotate: time bins of the GPU busy % counter per device"})
+        window: str = field(default="", metadata={
+            "help": "analyze only START:END (times since the first event: 2s:5s, :500ms)"})
+        steps: str = field(default="", metadata={
+            "help": "analyze only ProfilerStep#A..B (A:B, or N)"})
 
     def analyze(self, trace: Trace) -> Report:
+        trace = restrict(trace, self.options.window, self.options.steps)
         report = Report(analyzer=self.name, title="GPU idle gaps")
         per_device = all_gaps(trace, self.options.launch_gap_us)
         if not per_device:

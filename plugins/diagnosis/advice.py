@@ -1,0 +1,308 @@
+"""The fixes for each cause, chosen for the class of program (``program.Program``) and for what
+the trace shows; each says what it rests on, and none names a mechanism already in use.
+
+The rules are stated in docs/analyzers/diagnosis.md ("Fixes"); the sources are the vendors'
+guides (PyTorch performance tuning guide, CUDA C++ Best Practices Guide, HIP programming
+guide, Nsight Systems' expert-system rules) and HTA's and TraceLens' recommendations.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tracekit.plugins.diagnosis.program import Program
+from tracekit.report import format_bytes
+
+# Pageable copies are worth pinning when they take at least this share of copy time.
+PAGEABLE_SHARE_PCT = 10.0
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One recommendation and the fact in the trace it rests on."""
+
+    text: str
+    because: str
+
+
+@dataclass
+class Facts:
+    """What the evidence found that the choice of fixes depends on."""
+
+    # compute
+    top_kernel: str = ""
+    top_kernel_pct: float = 0.0
+    elementwise_pct: float = 0.0
+    layout_pct: float = 0.0
+    fp32_no_tensor_core_pct: float = 0.0
+    fp64_pct: float = 0.0
+    consumer_gpu: str = ""
+    compute_capability: float | None = None  # the lowest of the trace's NVIDIA GPUs
+    # host gaps (cpu, launch): what the launching thread was doing, innermost range per gap
+    gap_places: dict[str, int] = field(default_factory=dict)  # place -> ns of gap
+    gap_examples: dict[str, str] = field(default_factory=dict)  # place -> an innermost name
+    # transfer
+    pageable_copies: int = 0
+    pageable_time_pct: float = 0.0
+    pinned_copies: int = 0
+    large_htod: bool = False  # host-to-device copies of 16 MB and more on average
+    copy_kinds: dict[str, int] = field(default_factory=dict)  # kind -> bytes
+    copies_on_compute_stream_pct: float = 0.0
+    # sync
+    host_reads: int = 0
+    sync_apis: dict[str, int] = field(default_factory=dict)  # name -> calls
+
+
+# Where host time between launches goes, by the innermost range (or its path) covering a gap.
+PLACES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("start-up", re.compile(r"(?i)^(cu|cuda|hip)(Init|CtxCreate|DevicePrimaryCtx|ModuleLoad|"
+                            r"LibraryLoad|GetDeviceCount|SetDevice)|^(cublas|cublasLt|cudnn|"
+                            r"hipblas|rocblas|miopen|cusparse|cufft)Create|^nvrtc|"
+                            r"triton/compiler|^TorchDynamo|_inductor/|compile_fx")),
+    ("data loading", re.compile(r"(?i)dataloader|_next_data|__next__|fetch|collate|"
+                                r"\bdataset\b|pin_memory")),
+    ("optimizer", re.compile(r"(?i)^Optimizer\.|optim|zero_grad|clip_grad")),
+    ("backward", re.compile(r"(?i)backward|autograd|reducer|AccumulateGrad")),
+    ("forward", re.compile(r"(?i)\.forward|^aten::|^nn\.Module|^## forward|model")),
+    ("memory management", re.compile(r"^(cuda|hip|cu)(Malloc|Free|MemAlloc|MemFree)")),
+    ("synchronizing call", re.compile(r"(?i)synchronize|^(cuda|hip)Memcpy(?!.*Async)|"
+                                      r"_local_scalar_dense|aten::item")),
+    ("OS call", re.compile(r"^(read|write|open|poll|epoll_wait|futex|ioctl|sem_wait|"
+                           r"pthread_|nanosleep|usleep|select|recv|send|fwrite|fread)")),
+)
+
+
+def place_of(innermost: str, path: list[str]) -> str:
+    """Which kind of host work a gap's context is (``PLACES``), innermost range first."""
+    for name in [innermost, *reversed(path)]:
+        for place, pattern in PLACES:
+            if pattern.search(name):
+                return place
+    return "host code"
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0f}%"
+
+
+def fixes_for(cause: str, program: Program, facts: Facts) -> list[Fix]:
+    """The fixes for ``cause`` in this program, most useful first."""
+    chooser = {"compute": _compute, "communication": _communication, "transfer": _transfer,
+               "sync": _sync, "launch": _launch, "cpu": _cpu,
+               "idle-other": _idle_other}.get(cause)
+    return chooser(program, facts) if chooser else []
+
+
+def render(fixes: list[Fix], limit: int = 3) -> str:
+    """Fixes as one suggestion: ``do X (because Y); do Z (because W)``."""
+    return "; ".join(f"{f.text} ({f.because})" for f in fixes[:limit])
+
+
+def _compute(p: Program, f: Facts) -> list[Fix]:
+    out: list[Fix] = []
+    top = f"top kernel {f.top_kernel} takes {_pct(f.top_kernel_pct)} of compute"
+    if f.layout_pct >= 5 and p.pytorch:
+        out.append(Fix("use channels_last (model and inputs .to(memory_format="
+                       "torch.channels_last)) so cuDNN stops converting layouts",
+                       f"NCHW/NHWC conversion kernels take {_pct(f.layout_pct)} of compute"))
+    if f.fp64_pct >= 20 and f.consumer_gpu:
+        out.append(Fix(f"{f.consumer_gpu} runs FP64 at a small fraction (1/32 to 1/64) of its "
+                       "FP32 rate: use FP32 (or mixed precision) where the numerics allow, or "
+                       "a data-center GPU with full-rate FP64",
+                       f"FP64 kernels take {_pct(f.fp64_pct)} of compute"))
+    pre_ampere = f.compute_capability is not None and f.compute_capability < 8.0
+    if p.pytorch:
+        if "fp8" in p.precisions or "bf16/fp16" in p.precisions:
+            pass  # reduced precision already in use: no precision advice
+        elif pre_ampere:
+            out.append(Fix("use fp16 mixed precision (torch.autocast(dtype=torch.float16) with "
+                           "a GradScaler for training): this GPU has fp16 tensor cores but no "
+                           "bf16 or TF32", f"compute capability {f.compute_capability:g}, no "
+                           "reduced-precision kernel in the trace"))
+        elif f.fp32_no_tensor_core_pct >= 10:
+            out.append(Fix("run matmuls on tensor cores: torch.autocast(dtype=torch.bfloat16) "
+                           "or torch.backends.cuda.matmul.allow_tf32 = True",
+                           f"FP32 GEMMs without tensor cores take "
+                           f"{_pct(f.fp32_no_tensor_core_pct)} of compute"))
+        elif "tf32" not in p.precisions:
+            out.append(Fix("try bf16 autocast (torch.autocast) for the matmuls and "
+                           "convolutions", "no reduced-precision kernel in the trace"))
+        if f.elementwise_pct >= 20 and not p.compiled:
+            out.append(Fix("fuse the elementwise ops with torch.compile",
+                           f"elementwise kernels take {_pct(f.elementwise_pct)} of compute and "
+                           "the trace shows no compiled region"))
+        if not out:
+            out.append(Fix("the GPU is busy: profile the top kernels (Nsight Compute / "
+                           "rocprof-compute) or reduce the work (batch size, model size)", top))
+    elif p.framework == "TensorRT":
+        if not p.precisions & {"fp8", "bf16/fp16"}:
+            out.append(Fix("build the engine with reduced precision (trtexec --fp16, --int8 "
+                           "with calibration, or --best)", "no FP16/INT8 kernel in the trace"))
+        out.append(Fix("see which layers cost most with trtexec --dumpProfile "
+                       "--separateProfileRun", top))
+    else:
+        tool = "rocprof-compute (Omniperf)" if p.api == "HIP" else "Nsight Compute (ncu)"
+        out.append(Fix(f"profile {f.top_kernel or 'the top kernel'} with {tool}: achieved "
+                       "occupancy, memory vs compute throughput, warp stalls",
+                       top if f.top_kernel else "the GPU is busy with compute kernels"))
+        if f.elementwise_pct >= 20:
+            out.append(Fix("fuse the short elementwise kernels into their producers",
+                           f"elementwise kernels take {_pct(f.elementwise_pct)} of compute"))
+    return out
+
+
+def _gap_place(f: Facts) -> tuple[str, str]:
+    if not f.gap_places:
+        return "", ""
+    place = max(f.gap_places, key=lambda k: f.gap_places[k])
+    return place, f.gap_examples.get(place, place)
+
+
+def _cpu(p: Program, f: Facts) -> list[Fix]:
+    place, example = _gap_place(f)
+    because = f"most host time between launches is in {place}: {example}" if place else \
+        "the host works between launches while the GPU waits"
+    out: list[Fix] = []
+    if place == "start-up":
+        return [Fix("measure the steady state: warm up before profiling (torch.profiler "
+                     "schedule(wait=, warmup=)) or cut the window with -O window=/steps=",
+                     because)]
+    if p.pytorch:
+        if place == "data loading" and p.mode == "training":
+            out.append(Fix("load data off the training thread: DataLoader(num_workers>0, "
+                           "pin_memory=True, persistent_workers=True, prefetch_factor)",
+                           because))
+        elif place == "optimizer":
+            out.append(Fix("use a fused or foreach optimizer (e.g. torch.optim.AdamW(..., "
+                           "fused=True)) so the step is a few kernels, not one per parameter",
+                           because))
+        elif place == "synchronizing call":
+            out.append(Fix("remove the host read or synchronize inside the step (.item(), "
+                           ".cpu(), torch.cuda.synchronize())", because))
+        elif place == "memory management":
+            out.append(Fix("keep allocations out of the step: reuse tensors; the caching "
+                           "allocator should make cudaMalloc/cudaFree rare after warm-up",
+                           because))
+        else:
+            out.append(Fix("cut framework overhead per op: " + (
+                "capture the step in CUDA graphs (torch.compile(mode='reduce-overhead') or "
+                "torch.cuda.graphs)" if not p.graphs else "capture more of the step in the "
+                "graphs already used") + (", compile the model with torch.compile"
+                                          if not p.compiled else "") +
+                ", larger batches so each op does more work", because))
+        if p.mode == "inference" and place != "data loading":
+            out.append(Fix("serve more requests per step (larger or continuous batches) so "
+                           "each launch does more work", "inference: throughput grows with "
+                           "batch while host cost per step stays"))
+    else:
+        out.append(Fix("take the host work off the path between launches: launch "
+                       "asynchronously on streams and overlap the CPU work with the GPU "
+                       "(double buffering), or move it to the GPU", because))
+        if place == "memory management":
+            out.append(Fix("allocate once outside the loop and reuse the buffers (or a "
+                           "stream-ordered pool, cudaMallocAsync)", because))
+    return out
+
+
+def _launch(p: Program, f: Facts) -> list[Fix]:
+    because = "kernels are back to back and shorter than the launch calls"
+    out: list[Fix] = []
+    if p.graphs:
+        seen = p.evidence.get("graphs")
+        out.append(Fix("graphs are in use: capture the launches still outside them, and fuse "
+                       "the short kernels inside", f"graph launches seen ({seen}); {because}"))
+    elif p.pytorch:
+        out.append(Fix("launch fewer kernels: CUDA graphs (torch.compile(mode="
+                       "'reduce-overhead') or torch.cuda.graphs)" + (
+                           "" if p.compiled else ", torch.compile to fuse ops"), because))
+        if p.mode == "inference":
+            out.append(Fix("batch more requests per step", "inference: the launch cost is "
+                           "per step, the work grows with the batch"))
+        else:
+            out.append(Fix("larger batches per step", because))
+    else:
+        api = "hipGraph" if p.api == "HIP" else "CUDA graph"
+        out.append(Fix(f"fuse the short kernels or give each more work, and replay repeated "
+                       f"sequences as a {api} (stream capture)", because))
+    return out
+
+
+def _transfer(p: Program, f: Facts) -> list[Fix]:
+    kinds = ", ".join(f"{k} {format_bytes(v)}" for k, v in
+                      sorted(f.copy_kinds.items(), key=lambda kv: -kv[1])[:3])
+    out: list[Fix] = []
+    if f.pageable_copies and f.pageable_time_pct >= PAGEABLE_SHARE_PCT:
+        how = "pin_memory=True / tensor.pin_memory()" if p.pytorch else \
+            ("hipHostMalloc" if p.api == "HIP" else "cudaHostAlloc / cudaHostRegister")
+        out.append(Fix(f"pin the host buffers ({how}) so copies run at full bandwidth and can "
+                       "be asynchronous", f"{f.pageable_copies} copies from or to pageable "
+                       f"memory take {_pct(f.pageable_time_pct)} of copy time"))
+    host_side = f.copy_kinds.get("HtoD", 0) + f.copy_kinds.get("DtoH", 0)
+    kinds = ", ".join(f"{k} {format_bytes(f.copy_kinds[k])}" for k in ("HtoD", "DtoH")
+                      if f.copy_kinds.get(k)) or kinds
+    if host_side:
+        if f.copies_on_compute_stream_pct >= 50:
+            how = ".to(device, non_blocking=True) on a side stream" if p.pytorch else \
+                "cudaMemcpyAsync on a separate stream with events"
+            out.append(Fix(f"overlap the copies with compute: {how}",
+                           f"{_pct(f.copies_on_compute_stream_pct)} of copy time is on "
+                           f"streams that also run the kernels ({kinds})"))
+        out.append(Fix("move less between host and device: keep weights and data resident "
+                       "on the GPU" + (" (large pinned host-to-device copies during "
+                                       "inference: weights offloaded and fetched again?)"
+                                       if p.mode == "inference" and f.large_htod else ""),
+                       f"copies: {kinds}" + (", already pinned" if f.pinned_copies and not
+                                             f.pageable_copies else "")))
+    elif f.copy_kinds:
+        out.append(Fix("avoid device-to-device copies: no .contiguous()/.clone() of large "
+                       "tensors in the step, write results in place" if p.pytorch else
+                       "avoid device-to-device copies: compute in place or alias buffers",
+                       f"copies: {kinds}"))
+    return out
+
+
+def _sync(p: Program, f: Facts) -> list[Fix]:
+    apis = ", ".join(f"{n} ×{c}" for n, c in sorted(f.sync_apis.items(),
+                                                     key=lambda kv: -kv[1])[:3])
+    out: list[Fix] = []
+    if p.pytorch:
+        if f.host_reads:
+            out.append(Fix("keep values on the device: no .item(), .cpu(), .tolist() or "
+                           "printing of device tensors in the step (read metrics every N "
+                           "steps)", f"{f.host_reads} host reads of device values"))
+        if apis:
+            out.append(Fix("drop explicit torch.cuda.synchronize() and blocking copies from "
+                           "the step; use non_blocking=True copies and events",
+                           f"synchronizing calls: {apis}"))
+    else:
+        out.append(Fix("replace blocking calls in the loop with stream-ordered ones: "
+                       "cudaMemcpyAsync into pinned memory, events instead of "
+                       "cudaDeviceSynchronize, and synchronize only where the host needs "
+                       "the result" if p.api != "HIP" else "replace blocking calls in the "
+                       "loop with hipMemcpyAsync, events and stream synchronization only where "
+                       "the host needs the result", f"synchronizing calls: {apis or 'seen'}"))
+    return out or [Fix("remove per-step synchronization", "the GPU waits after host syncs")]
+
+
+def _communication(p: Program, f: Facts) -> list[Fix]:
+    if p.mpi and not p.pytorch:
+        return [Fix("overlap MPI with computation (non-blocking MPI_Isend/Irecv, halo "
+                    "exchange while interior work runs) and use CUDA-aware MPI / GPUDirect",
+                    f"MPI calls seen ({p.evidence.get('mpi')})")]
+    if p.mode == "training":
+        return [Fix("overlap gradient communication with backward: DDP bucket_cap_mb, FSDP "
+                    "backward_prefetch/forward_prefetch, collectives on their own stream; "
+                    "fewer, larger collectives",
+                    f"training with collectives ({p.evidence.get('collectives', 'seen')})")]
+    return [Fix("communication sits on the critical path of each step: fuse the collective "
+                "with its neighbours (all-reduce + norm), use one-shot/NVLS all-reduce for "
+                "small messages, or trade tensor parallelism for fewer, larger collectives",
+                "inference with collectives in every step")]
+
+
+def _idle_other(p: Program, f: Facts) -> list[Fix]:
+    return [Fix("look at the largest gaps ('tracekit analyze -a gaps'): cross-stream waits "
+                "(cudaStreamWaitEvent) or a launch queue that drains",
+                "the GPU idles with work already queued, or the trace does not say who "
+                "launched it")]

@@ -1,0 +1,223 @@
+"""What program a trace records: framework, training or inference, eager, compiled or graphs,
+how many processes, which collectives and precisions. The diagnosis chooses its advice for
+this class, and never advises a mechanism the trace shows in use.
+
+Every rule reads names the trace holds (docs/analyzers/diagnosis.md, "Knowing the program"):
+
+- **PyTorch**: ``aten::``/``c10d::`` ops, ``ProfilerStep#N``, a Kineto trace.
+- **training**: autograd (``autograd::engine``, ``...Backward0``), an optimizer step
+  (``Optimizer.step``), ``## backward ##`` ranges, DDP's reducer.
+- **inference**: a framework with none of those, or a serving engine (``vllm::``,
+  ``sglang``, ``tensorrt_llm``), or TensorRT.
+- **compiled**: Inductor's Triton kernels (``triton_poi_``/``triton_red_``/``triton_per_``...)
+  or ``Torch-Compiled Region``/``CompiledFxGraph``/``CompiledFunction`` ranges.
+- **graphs**: ``cudaGraphLaunch``/``hipGraphLaunch``/``cuGraphLaunch`` calls or whole-graph
+  rows.
+- **plain CUDA/HIP program**: GPU work launched through the runtime with no framework op.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.model import Trace
+
+_HOST = ("host.op", "host.annotation", "host.python", "host.profiler")
+_API = ("api.runtime", "api.driver")
+_KERNEL = ("gpu.kernel", "gpu.graph")
+
+TRAINING = re.compile(r"autograd::engine|Backward\d*$|^Optimizer\.(step|zero_grad)|"
+                      r"^## backward ##$|reducer::|\.backward$|^torch\.optim\.")
+# Backward kernels, for traces that hold only GPU work (cuDNN, ATen, MIOpen, fbgemm).
+TRAINING_KERNEL = re.compile(r"dgrad|wgrad|bn_bw|_backward_kernel|backward_kernel|igemm_wrw|"
+                             r"igemm_bwd|BatchNormBwd|split_embedding_backward|"
+                             r"cudnn::bn_bw|_bwd_kernel")
+GGML = re.compile(r"^(void )?(mul_mat_q|mul_mat_vec|quantize_mmq|quantize_q8|k_bin_bcast|"
+                  r"rms_norm_f32|soft_max_f32|flash_attn_ext)")
+SERVING = re.compile(r"(?i)^vllm[:.]|vllm/|sglang|tensorrt_llm|text_generation_server")
+COMPILED = re.compile(r"^triton_(poi|red|per|tem|for|unk)_|^Torch-Compiled Region|"
+                      r"CompiledFxGraph|^CompiledFunction|^TorchDynamo|^AOTDispatcher")
+GRAPH_LAUNCH = re.compile(r"^(cuda|hip|cu)(GraphLaunch|StreamBeginCapture|GraphInstantiate)")
+TENSORRT = re.compile(r"(?i)tensorrt|^trt_|myelin|^ExecutionContext::(enqueue|execute)|"
+                      r"genericReformat::")
+KOKKOS = re.compile(r"^Kokkos::")
+MPI = re.compile(r"^MPI_|^P?MPI_")
+COLLECTIVE = re.compile(r"(?i)^nccl[:A-Z]|^rccl|^c10d::|record_param_comms|^hccl")
+PRECISION = {
+    "fp8": re.compile(r"(?i)fp8|e4m3|e5m2|mxfp4|nvfp4|f8f6f4"),
+    "bf16/fp16": re.compile(r"(?i)bf16|fp16|f16|half|h884|h1688|h16816|hmma|_BBS_|_HHS_"),
+    "tf32": re.compile(r"(?i)tf32|s1688gemm|s16816gemm|xmma.*tf32"),
+    "fp64": re.compile(r"(?i)fp64|dgemm|double|d884|dmma"),
+}
+
+
+@dataclass
+class Program:
+    """The class of program a trace records, with what each part of it rests on."""
+
+    gpu: bool
+    framework: str | None = None  # "PyTorch", "TensorRT", "Kokkos"
+    api: str | None = None  # "CUDA", "HIP"
+    engine: str | None = None  # a serving engine: "vLLM", "SGLang", "TensorRT-LLM"
+    mode: str | None = None  # "training", "inference"; None for a non-ML program
+    compiled: bool = False
+    graphs: bool = False
+    processes: int = 1
+    world_size: int = 1
+    collectives: bool = False
+    mpi: bool = False
+    precisions: set[str] = field(default_factory=set)
+    evidence: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def plain(self) -> bool:
+        """A GPU program with no framework: plain CUDA/HIP."""
+        return self.gpu and self.framework is None
+
+    @property
+    def pytorch(self) -> bool:
+        return self.framework == "PyTorch"
+
+    def label(self) -> str:
+        """One line for the report header, e.g. ``PyTorch training (eager, 2 ranks, NCCL)``."""
+        if not self.gpu:
+            return "CPU-only " + ("PyTorch program" if self.pytorch else "profile")
+        if self.plain:
+            head = f"plain {self.api or 'GPU'} program (no ML framework)"
+        else:
+            who = self.engine or self.framework
+            head = f"{who} {self.mode or 'program'}"
+        how = []
+        if self.pytorch:
+            how.append("compiled" if self.compiled else "eager")
+        if self.graphs:
+            how.append(f"{'HIP' if self.api == 'HIP' else 'CUDA'} graphs")
+        ranks = max(self.world_size, self.processes)
+        if ranks > 1:
+            how.append(f"{ranks} {'ranks' if self.world_size > 1 else 'processes'}")
+        if self.mpi:
+            how.append("MPI")
+        if self.collectives:
+            how.append("NCCL/RCCL collectives")
+        return head + (f" ({', '.join(how)})" if how else "")
+
+    def as_evidence(self) -> dict[str, Any]:
+        """The class as report evidence: a label and what it rests on."""
+        return {"program": self.label(), **{f"seen_{k}": v for k, v in self.evidence.items()}}
+
+
+def _distinct(trace: Trace) -> dict[str, list[str]]:
+    """Distinct event names per category (one group-by, not a pass per event)."""
+    ev = trace.events
+    if not ev.num_rows:
+        return {}
+    pairs = ev.select(["category", "name"]).group_by(["category", "name"]).aggregate([])
+    cats = pairs["category"].cast(pa.string()).to_pylist()
+    names = pairs["name"].cast(pa.string()).to_pylist()
+    out: dict[str, list[str]] = {}
+    for c, n in zip(cats, names, strict=True):
+        out.setdefault(c or "", []).append(n or "")
+    return out
+
+
+def _first(pattern: re.Pattern[str], names: list[str]) -> str | None:
+    return next((n for n in names if pattern.search(n)), None)
+
+
+def _short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def classify(trace: Trace) -> Program:
+    """The class of program ``trace`` records (see the module docstring for the rules)."""
+    cached = trace.__dict__.get("_diagnosis_program")
+    if cached is not None and cached[0] is trace.events:
+        return cached[1]
+    program = _classify(trace)
+    trace.__dict__["_diagnosis_program"] = (trace.events, program)
+    return program
+
+
+def _classify(trace: Trace) -> Program:
+    names = _distinct(trace)
+    host = [n for c in _HOST for n in names.get(c, [])]
+    api = [n for c in _API for n in names.get(c, [])]
+    kernels = [n for c in _KERNEL for n in names.get(c, [])]
+    gpu_work = any(names.get(c) for c in ("gpu.kernel", "gpu.graph", "gpu.memcpy",
+                                          "gpu.memset"))
+    p = Program(gpu=gpu_work)
+    ev = p.evidence
+    readers = {m.get("reader") for m in trace.metadata.get("sources", {}).values()
+               if isinstance(m, dict)}
+    torch_op = _first(re.compile(r"^(aten|c10d|vllm)::|^ProfilerStep#"), host)
+    if torch_op or ("kineto" in readers and host):
+        p.framework = "PyTorch"
+        ev["framework"] = _short(torch_op or "a PyTorch profiler trace")
+    elif (trt := _first(TENSORRT, host + kernels)) is not None:
+        p.framework, p.mode = "TensorRT", "inference"
+        ev["framework"] = _short(trt)
+    elif (kk := _first(KOKKOS, host + kernels)) is not None:
+        p.framework = "Kokkos"
+        ev["framework"] = _short(kk)
+    elif (ggml := _first(GGML, kernels)) is not None:
+        p.framework, p.mode = "llama.cpp (ggml)", "inference"
+        ev["framework"] = _short(ggml)
+    if api:
+        hip = sum(n.startswith(("hip", "hsa")) for n in api)
+        p.api = "HIP" if hip * 2 > len(api) else "CUDA"
+    elif any(n.startswith(("Cijk_", "__amd")) for n in kernels):
+        p.api = "HIP"
+    if (serving := _first(SERVING, host)) is not None:
+        p.engine = "vLLM" if "vllm" in serving.lower() else (
+            "SGLang" if "sglang" in serving.lower() else "TensorRT-LLM")
+        p.mode = "inference"
+        ev["engine"] = _short(serving)
+    if p.framework == "PyTorch" and p.mode is None:
+        trained = _first(TRAINING, host) or _first(TRAINING_KERNEL, kernels)
+        p.mode = "training" if trained else "inference"
+        ev["mode"] = _short(trained) if trained else "no backward pass or optimizer step"
+    compiled = _first(COMPILED, host + kernels)
+    if compiled:
+        p.compiled = True
+        ev["compiled"] = _short(compiled)
+    graph = _first(GRAPH_LAUNCH, api) or (names.get("gpu.graph") or [None])[0]
+    if graph:
+        p.graphs = True
+        ev["graphs"] = _short(graph)
+    collective = _first(COLLECTIVE, host + kernels)
+    if collective:
+        p.collectives = True
+        ev["collectives"] = _short(collective)
+    mpi = _first(MPI, host + api + names.get("host.os", []))
+    if mpi:
+        p.mpi = True
+        ev["mpi"] = _short(mpi)
+    for label, pattern in PRECISION.items():
+        hit = _first(pattern, kernels)
+        if hit:
+            p.precisions.add(label)
+    p.world_size = max([int(m["distributed"].get("world_size") or 1)
+                        for m in trace.metadata.get("sources", {}).values()
+                        if isinstance(m, dict) and isinstance(m.get("distributed"), dict)
+                        and isinstance(m["distributed"].get("world_size"), int)] or [1])
+    p.processes = _gpu_processes(trace)
+    return p
+
+
+def _gpu_processes(trace: Trace) -> int:
+    """How many (input, process) pairs call the GPU runtime (at least one)."""
+    ev = trace.events
+    if not ev.num_rows:
+        return 1
+    is_api = pc.is_in(ev["category"].cast(pa.string()), pa.array(list(_API)))
+    rows = ev.filter(is_api).select(["source", "pid"])
+    if not rows.num_rows:
+        return 1
+    pairs = rows.group_by(["source", "pid"]).aggregate([])
+    return max(1, int(np.count_nonzero(pairs["pid"].is_valid().to_numpy(
+        zero_copy_only=False))))

@@ -1,0 +1,83 @@
+"""``-O window=START:END`` and ``-O steps=A:B``: the diagnosis of a part of a trace.
+
+``window`` times are durations since the first timed event of the trace, with a unit (``ns``,
+``us``/``µs``, ``ms``, ``s``; none means ns); either end may be left out (``2s:``, ``:500ms``).
+``steps`` names ``ProfilerStep#N`` numbers, inclusive (``3:5``, ``4``); the window is from the
+start of the first to the end of the last. Events that overlap the window are kept whole;
+events with no time (metadata) are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pyarrow.compute as pc
+from tracekit.errors import OptionError
+from tracekit.model import Trace
+from tracekit.plugins.diagnosis.activity import steps as step_ranges
+
+_UNITS = {"": 1, "ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s)?\s*$")
+
+
+def parse_time(text: str, option: str) -> int:
+    """``1.5ms`` as ns."""
+    m = _TIME.match(text)
+    if not m:
+        raise OptionError(f"option '{option}': '{text}' is not a time such as 250ms or 1.5s")
+    return round(float(m.group(1)) * _UNITS[m.group(2) or ""])
+
+
+def _bounds(text: str, option: str) -> tuple[str, str]:
+    if ":" not in text:
+        return text, text
+    lo, _, hi = text.partition(":")
+    return lo.strip(), hi.strip()
+
+
+def restrict(trace: Trace, window: str = "", steps: str = "") -> Trace:
+    """``trace`` cut to the events that overlap a time window or a step range."""
+    if not window and not steps:
+        return trace
+    if window and steps:
+        raise OptionError("give either window= or steps=, not both")
+    ev = trace.events
+    timed = ev.filter(ev["ts_ns"].is_valid())
+    if not timed.num_rows:
+        return trace
+    if window:
+        lo_text, hi_text = _bounds(window, "window")
+        origin = pc.min(timed["ts_ns"]).as_py()
+        lo = origin + parse_time(lo_text, "window") if lo_text else None
+        hi = origin + parse_time(hi_text, "window") if hi_text else None
+    else:
+        lo_text, hi_text = _bounds(steps, "steps")
+        try:
+            first = int(lo_text) if lo_text else None
+            last = int(hi_text) if hi_text else None
+        except ValueError:
+            raise OptionError(f"option 'steps': '{steps}' is not a step range such as 3:5"
+                              ) from None
+        table = step_ranges(trace)
+        numbers = table["step"].to_numpy()
+        if not len(numbers):
+            raise OptionError("option 'steps': this trace has no ProfilerStep#N ranges; use "
+                              "window=START:END")
+        first = int(numbers.min()) if first is None else first
+        last = int(numbers.max()) if last is None else last
+        chosen = table.filter(pc.and_(pc.greater_equal(table["step"], first),
+                                      pc.less_equal(table["step"], last)))
+        if not chosen.num_rows:
+            have = f"{numbers.min()}..{numbers.max()}"
+            raise OptionError(f"option 'steps': no ProfilerStep#N in {steps} (steps in this "
+                              f"trace: {have})")
+        lo, hi = pc.min(chosen["start"]).as_py(), pc.max(chosen["end"]).as_py()
+    end = pc.add(ev["ts_ns"], ev["dur_ns"].fill_null(0))
+    keep = ev["ts_ns"].is_null()
+    inside = ev["ts_ns"].is_valid()
+    if hi is not None:
+        inside = pc.and_(inside, pc.less(ev["ts_ns"], hi))
+    if lo is not None:
+        inside = pc.and_(inside, pc.or_(pc.greater(end, lo), pc.greater_equal(ev["ts_ns"], lo)))
+    return dataclasses.replace(trace, events=ev.filter(pc.or_(keep, inside)))
