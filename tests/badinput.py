@@ -66,6 +66,7 @@ class Outcome:
     where: str = ""  # the deepest tracekit frame of that exception
     raised_at: str = ""  # its innermost frame (inside a library, often)
     events: int | None = None
+    notices: int | None = None  # records the read log says were skipped or warned about
     leftovers: list[str] = field(default_factory=list)
     detail: str = ""
 
@@ -84,11 +85,12 @@ def refused_cleanly(bases: list[str], message: str) -> bool:
 
 
 def problems(outcome: Outcome, name: str, expect: str = "any",
-             mentions: tuple[str, ...] | list[str] = ()) -> list[str]:
+             mentions: tuple[str, ...] | list[str] = (), noted: bool = False) -> list[str]:
     """What is wrong with ``outcome`` for the input called ``name`` (empty when all is right).
 
     ``expect`` is ``ok`` (must read), ``error`` (must be refused) or ``any``; ``mentions``
-    are words a refusal must contain besides the file name.
+    are words a refusal must contain besides the file name; ``noted``: the input holds a
+    value that cannot be represented, so a successful read must say so in its read log.
     """
     found = []
     if outcome.status == "hang":
@@ -118,6 +120,9 @@ def problems(outcome: Outcome, name: str, expect: str = "any",
                              f"{what}")
     elif expect == "error":
         found.append(f"read succeeded ({outcome.events} events); expected an error")
+    elif noted and not outcome.notices:
+        found.append(f"read succeeded ({outcome.events} events) with no 'skipped:' or "
+                     "'warning:' note in the read log: the damage went unreported")
     if outcome.leftovers:
         found.append(f"left files behind in the output folder: {outcome.leftovers}")
     return found
@@ -226,14 +231,14 @@ def worker() -> Worker:
 
 
 def check(path: Path, format: str | None = None, *, expect: str = "any",
-          mentions: tuple[str, ...] | list[str] = (), write: bool = True,
-          analyze: bool = True) -> tuple[Outcome, list[str]]:
+          mentions: tuple[str, ...] | list[str] = (), noted: bool = False,
+          write: bool = True, analyze: bool = True) -> tuple[Outcome, list[str]]:
     """Attempt ``path`` in the worker; return the outcome and every problem with it,
     including any change to the input (or to the folder holding it)."""
     path = Path(path)
     before, listing = snapshot(path), folder_listing(path.parent)
     outcome = worker().attempt(path, format, write=write, analyze=analyze)
-    found = problems(outcome, path.name, expect, mentions)
+    found = problems(outcome, path.name, expect, mentions, noted)
     if snapshot(path) != before:
         found.append("the input changed")
     if folder_listing(path.parent) != listing:
@@ -315,7 +320,8 @@ def _serve_one(request: dict[str, Any], registry: Any) -> dict[str, Any]:
         if isinstance(exc, KeyboardInterrupt):
             raise
         return _error("read", exc)
-    reply: dict[str, Any] = {"status": "ok", "stage": "done", "events": trace.events.num_rows}
+    reply: dict[str, Any] = {"status": "ok", "stage": "done", "events": trace.events.num_rows,
+                             "notices": sum(trace.log.notices().values())}
     if request["write"]:
         out = Path(tempfile.mkdtemp(prefix="badinput-out-"))
         try:

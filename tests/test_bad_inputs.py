@@ -91,7 +91,8 @@ def test_corpus_matches_its_script_and_stays_small():
 def test_corpus_entry(key, short_tmp):
     meta = INDEX[key]
     path = _copy(key, short_tmp)
-    _, found = check(path, meta["reader"], expect=meta["expect"], mentions=meta["mentions"])
+    _, found = check(path, meta["reader"], expect=meta["expect"], mentions=meta["mentions"],
+                     noted=meta["noted"])
     detected_expect = "ok" if meta["expect"] == "ok" else "any"
     _, detected = check(path, None, expect=detected_expect, write=False, analyze=False)
     found += [f"(format detected) {p}" for p in detected]
