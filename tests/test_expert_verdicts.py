@@ -1,0 +1,118 @@
+"""The diagnosis of every real GPU trace against what an expert reads from it (issue 15).
+
+Each row is the expert's reading written before tuning (docs/analyzers/diagnosis.md, "Judged
+against experts"): the class of program, the verdict, and words the fixes must and must not
+contain. "Must not" pins the rule that no fix names a mechanism the trace shows in use, and
+that plain CUDA/HIP programs get no PyTorch advice and inference no DataLoader advice.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import tracekit
+from helpers import FIXTURES, shared_path
+
+TORCH_ONLY = ["torch", "autocast", "DataLoader", ".item()"]
+CASES = [
+    # path, class (substring), verdict, fixes must contain, fixes must not contain
+    ("nsys-sqlite/memfusion_nsys2023.1.2_rtx3090_tensorrt.sqlite", "TensorRT inference",
+     "compute", ["trtexec --dumpProfile"], [*TORCH_ONLY, "--fp16"]),
+    ("nsys-sqlite/mordred_nsys2021_quadro-rtx6000_report1.sqlite",
+     "plain CUDA program (no ML framework)", "compute", ["Nsight Compute"], TORCH_ONLY),
+    ("nsys-sqlite/nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite", "PyTorch inference",
+     "transfer", ["keep weights and data resident", "side stream"],
+     ["pin the host buffers", "DataLoader"]),
+    ("nsys-sqlite/pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
+     "plain CUDA program (no ML framework)", "compute", ["Nsight Compute"], TORCH_ONLY),
+    ("nsys-sqlite/pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite",
+     "plain CUDA program (no ML framework) (MPI)", "cpu", ["cudaHostAlloc"], TORCH_ONLY),
+    ("nsys-sqlite/testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite",
+     "plain CUDA program (no ML framework)", "transfer", ["cudaMemcpyAsync"],
+     [*TORCH_ONLY, "pin the host buffers"]),
+    ("rocprof-v3/jimw_llamacpp_rocm7", "llama.cpp (ggml) inference (HIP graphs)", "compute",
+     ["rocprof-compute"], TORCH_ONLY),
+    ("bonus/rocpd-sqlite/hgliu_15_results.db", "plain HIP program (no ML framework)", "cpu",
+     [], TORCH_ONLY),
+    ("torch-trace/hta/alexnet_a100_trace.json.gz", "PyTorch inference (eager)", "startup",
+     ["warm-up"], ["DataLoader"]),
+    ("torch-trace/tracelens/vllm_hipgraph_capture_rank0_rocm7.pt.trace.json.gz",
+     "vLLM inference (compiled, HIP graphs)", "startup", ["warm-up"], ["DataLoader"]),
+    ("torch-trace/hta/nccl_data_rank0_a100.json.gz",
+     "PyTorch training (eager, 2 ranks, NCCL/RCCL collectives)", "cpu",
+     ["DistributedDataParallel.forward"], ["DataLoader", "autocast", "allow_tf32"]),
+    ("torch-trace/hta/ns_resolution_rank0_v100.pt.trace.json.gz", "PyTorch training", "compute",
+     ["torch.float16", "GradScaler"], ["bfloat16", "allow_tf32", "DataLoader"]),
+    ("torch-trace/tracelens/mi300_resnet_act_checkpoint.json.gz",
+     "PyTorch training (eager, 8 ranks", "communication", ["bucket_cap_mb"], ["DataLoader"]),
+    ("torch-trace/tracelens/mi210_gpu_only_trace.json.gz", "PyTorch training (eager)",
+     "compute", [], ["autocast", "allow_tf32", "DataLoader"]),
+    ("torch-trace/tracelens/h100_bert-small.json.gz", "PyTorch inference (eager)", "cpu",
+     ["CUDA graphs"], ["DataLoader", "autocast"]),
+    ("torch-trace/tracelens/mi300_bert-small.json.gz", "PyTorch inference (eager)", "cpu",
+     ["CUDA graphs"], ["DataLoader"]),
+    ("torch-trace/tracelens/mi300x_rocm7_torch_compile_triton.json.gz",
+     "PyTorch inference (compiled)", "compute", [],
+     ["torch.compile to fuse", "autocast", "DataLoader"]),
+    ("torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz",
+     "PyTorch training (eager)", "compute", ["torch.float16", "num_workers"],
+     ["bfloat16", "allow_tf32"]),
+    ("torch-trace/hta/trace_diff_control_rank3_a100.json.gz",
+     "PyTorch training (eager, 8 ranks", "compute", [], ["autocast", "allow_tf32", "DataLoader"]),
+    ("torch-trace/hta/step_based_trace_gpu_user_annotation.json.gz", "PyTorch training (eager)",
+     "cpu", [], ["DataLoader"]),
+]
+SLOW = {"torch-trace/hta/ns_resolution_rank0_v100.pt.trace.json.gz",
+        "torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz",
+        "torch-trace/hta/trace_diff_control_rank3_a100.json.gz"}
+
+
+@functools.cache
+def _bottleneck(rel: str) -> tracekit.Report:
+    path = shared_path(*rel.split("/"))
+    trace = tracekit.read(path, registry=_registry())
+    return tracekit.analyze(trace, "bottleneck", registry=_registry())[0]
+
+
+@functools.cache
+def _registry() -> tracekit.Registry:
+    return tracekit.load_registry(dists={"tracekit"}, environ={})
+
+
+def _case(rel: str, *rest: object) -> object:
+    marks = [pytest.mark.slow] if rel in SLOW else []
+    return pytest.param(rel, *rest, id=rel.split("/")[-1], marks=marks)
+
+
+@pytest.mark.parametrize("rel,cls,verdict,must,must_not", [_case(*c) for c in CASES])
+def test_verdict_class_and_fixes_match_the_expert(rel, cls, verdict, must, must_not):
+    report = _bottleneck(rel)
+    first, program = report.findings[0], report.findings[1]
+    assert first.evidence["verdict"] == verdict
+    assert program.title.startswith("program: ") and cls in program.title
+    fixes = " ".join(f.suggestion for f in report.findings)
+    for words in must:
+        assert words in fixes, f"{words!r} missing from the fixes"
+    for words in must_not:
+        assert words not in fixes, f"{words!r} must not be advised: {fixes}"
+
+
+def test_startup_is_its_own_finding_and_left_out_of_the_verdict():
+    report = _bottleneck("torch-trace/hta/alexnet_a100_trace.json.gz")
+    verdict = report.findings[0]
+    startup = next(f for f in report.findings if f.title.startswith("start-up: "))
+    causes = {r["cause"]: r["time"] for r in report.tables["causes"].to_pylist()}
+    # The steady-state span plus start-up is the whole span; the verdict's causes exclude it.
+    assert causes["startup"] == startup.cost_ns == verdict.evidence["startup_ns"]
+    assert sum(t for c, t in causes.items() if c != "startup") == verdict.evidence["span_ns"]
+    assert startup.evidence["host_during_largest"].startswith("cudaFree")
+
+
+def test_cpu_only_trace_is_not_asked_for_gpu_data(registry):
+    path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+    trace = tracekit.read(path, registry=registry)
+    [report] = tracekit.analyze(trace, "bottleneck", registry=registry)
+    assert report.findings[0].evidence["verdict"] == "none"
+    assert report.findings[0].evidence["program"] == "CPU-only PyTorch program"
+    assert "record" not in report.findings[0].suggestion
