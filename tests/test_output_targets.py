@@ -241,3 +241,14 @@ def test_signals_leave_no_temporary_file(tmp_path, sig, code, message):
     assert proc.returncode == code
     assert err.decode().strip() == message
     assert list(work.iterdir()) == []
+
+
+def test_device_paths_are_classified_as_streams_without_writing(tmp_path):
+    """Only the classification is checked here: nothing is written to a real device."""
+    assert resolve_output("/dev/null").kind == "stream"
+    assert resolve_output("/dev/stdout").kind == "stream"
+    link = tmp_path / "out.pftrace"
+    link.symlink_to("/dev/null")
+    target = resolve_output(link)
+    assert target.kind == "stream" and target.path == link
+    assert resolve_output("-").kind == "stdout"
