@@ -4,9 +4,15 @@ readings of the text (regular expressions and plain loops written here)."""
 from __future__ import annotations
 
 import gzip
+import io
+import json
+import os
 import re
 import shutil
 import subprocess
+import threading
+import time
+import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -16,6 +22,8 @@ import tracekit
 from helpers import FIXTURES, SHARED, read_text, shared_path
 from perfetto_check import decode_and_check
 from tracekit.cli import main
+from tracekit.errors import ReaderCrashError, TraceReadError
+from tracekit.progress import Progress
 
 RECORDED = FIXTURES / "perf-recorded"
 TIMESTAMP = re.compile(r"\s(\d+)\.(\d{6,9}):(\s|$)")
@@ -26,6 +34,12 @@ def perf_files() -> list[str]:
     if not base.exists():
         return ["<missing>"]
     return sorted(str(p.relative_to(SHARED)) for p in base.rglob("*") if p.is_file())
+
+
+def synthetic_pid(comm: str) -> int:
+    """The pid the reader gives the process of ``comm`` when perf printed no pid (no clash
+    between the comms of one test file here)."""
+    return 2**30 + zlib.crc32(comm.encode()) % 2**30
 
 
 def text_of(path: Path) -> str:
@@ -89,6 +103,10 @@ def test_every_perf_file_reads_with_the_independent_sample_count(rel, registry, 
     assert Counter(samples["name"].cast("string").to_pylist()) == leaves
     # Into Perfetto with their call stacks, with no rule broken.
     out = tmp_path / "out.pftrace"
+    if not timed:  # old perf: nothing to place on a timeline, and the error says why
+        with pytest.raises(tracekit.EmptyOutputError, match=r"-F \+time"):
+            tracekit.write(trace, out, registry=registry)
+        return
     result = tracekit.write(trace, out, registry=registry)
     decoded = decode_and_check(out)
     assert decoded.violations == []
@@ -130,8 +148,9 @@ def test_recorded_variants_agree(name, registry):
         first = TIMESTAMP.search(text_of(RECORDED / name).split("cpu-clock")[0]
                                  .splitlines()[-1])
         assert first is not None
-    else:
-        assert set(ev["pid"].to_pylist()) == {None}
+    else:  # perf's default fields have the tid, not the pid
+        assert set(ev["pid"].to_pylist()) == {synthetic_pid("burn")}
+        assert set(ev["tid"].to_pylist()) == {8180}
 
 
 def test_tracepoint_with_payload_and_callchain(registry):
@@ -165,11 +184,13 @@ def test_pitfall_21_comm_pid_tid_cpu_padding_and_decimals(tmp_path, registry):
             "\t    7f00 f (/x)\n")
     trace = read_perf(tmp_path, registry, text)
     rows = rows_of(trace)
-    assert [(r["pid"], r["tid"]) for r in rows] == [(24636, 25607), (None, 5858), (None, 9)]
+    assert [(r["pid"], r["tid"]) for r in rows] == [
+        (24636, 25607), (synthetic_pid("FS Broker 5858"), 5858),
+        (synthetic_pid("simple-terminat"), 9)]
     assert [r["ts_ns"] for r in rows] == [94564109216000, 94564109217123, 198789478194000]
     threads = {(t["pid"], t["tid"]): t["name"] for t in trace.threads.to_pylist()}
     assert threads[(24636, 25607)] == "V8 WorkerThread"
-    assert threads[(None, 5858)] == "FS Broker 5858"
+    assert threads[(synthetic_pid("FS Broker 5858"), 5858)] == "FS Broker 5858"
     assert '"cpu":3' in rows[1]["args"]
     log = {k[1]: v for k, v in trace.log.outcomes.items()}
     assert log["unrecognized lines"] == 1
@@ -388,3 +409,280 @@ def test_default_analyze_of_a_cpu_profile_shows_hotspots(capsys):
     out = capsys.readouterr().out
     assert out.startswith("Bottleneck: no GPU activity")
     assert "CPU hotspots" in out and "__libc_start_call_main > main > alpha > inner" in out
+
+
+# --- header layouts: perf script -F field lists (issue 13) --------------------------------
+
+FULL = re.compile(r"^(?P<comm>\S+) (?P<pid>\d+)/(?P<tid>\d+) \[(?P<cpu>\d+)\]\s+(?P<sec>\d+)\."
+                  r"(?P<frac>\d{6}):\s+(?P<period>\d+) (?P<event>\S+):\s*$")
+WARN_TIME = ("warning: perf script without timestamps: re-run perf script with -F +time to "
+             "place samples on a timeline")
+WARN_PID = ("warning: perf script without pids: each comm is shown as a process (pid not "
+            "recorded); re-run perf script with -F +pid,+tid")
+WARN_NO_PROCESS = ("warning: perf script without comm or pid: samples belong to no process; "
+                   "re-run perf script with -F +comm,+pid,+tid")
+
+
+def full_fields_samples() -> list[dict]:
+    """forks.perf (every field printed) read with a regular expression and a loop."""
+    rows: list[dict] = []
+    for line in (RECORDED / "forks.perf").read_text().splitlines():
+        if m := FULL.match(line):
+            rows.append({"comm": m["comm"], "pid": int(m["pid"]), "tid": int(m["tid"]),
+                         "cpu": int(m["cpu"]), "ts": int(m["sec"]) * 10**9 + int(m["frac"]) * 1000,
+                         "period": float(m["period"]), "event": m["event"], "leaf": None})
+        elif line.startswith("\t") and rows[-1]["leaf"] is None:
+            rows[-1]["leaf"] = re.match(r"^\s*[0-9a-f]+ (.*) \(.*\)$", line).group(1)
+    return rows
+
+
+# layout file: (timestamp, ids printed: "pid/tid" | "one" | "none", comm, period, event, cpu)
+LAYOUTS = {
+    "forks_default.perf": (True, "one", True, True, True, True),
+    "forks_no_ids.perf": (True, "none", True, False, True, False),
+    "forks_pid_only.perf": (True, "one", True, True, True, False),
+    "forks_no_comm.perf": (True, "one", False, False, True, False),
+    "forks_no_event.perf": (True, "pid/tid", True, False, False, False),
+    "forks_no_time.perf": (False, "one", True, True, True, False),
+    "forks_comm_stacks.perf": (False, "none", True, False, False, False),
+    "forks_stacks_only.perf": (False, "none", False, False, False, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_every_field_list_reads_as_the_full_one_allows(name, registry):
+    timed, ids, comm, period, event, cpu = LAYOUTS[name]
+    want = full_fields_samples()
+    assert len(want) == 33 and {s["comm"] for s in want} == {"forks", "bash", "python3"}
+    trace = tracekit.read(RECORDED / name, registry=registry)
+    rows = rows_of(trace)
+    assert [r["name"] for r in rows] == [s["leaf"] for s in want]
+    assert [r["ts_ns"] for r in rows] == [s["ts"] if timed else None for s in want]
+    assert [r["value"] for r in rows] == [s["period"] if period else 1.0 for s in want]
+
+    def expected_ids(s: dict) -> tuple[int | None, int | None]:
+        if ids == "pid/tid":
+            return s["pid"], s["tid"]
+        fake = synthetic_pid(s["comm"]) if comm else None
+        return (fake, s["tid"]) if ids == "one" else (fake, fake)
+    assert [(r["pid"], r["tid"]) for r in rows] == [expected_ids(s) for s in want]
+    for r, s in zip(rows, want, strict=True):
+        args = json.loads(r["args"])
+        assert args.get("event") == (s["event"] if event else None)
+        assert args.get("cpu") == (s["cpu"] if cpu else None)
+    threads = {(t["pid"], t["tid"]): t["name"] for t in trace.threads.to_pylist()}
+    assert threads == ({expected_ids(s): s["comm"] for s in want} if comm else {})
+    processes = {p["pid"]: p["name"] for p in trace.processes.to_pylist()}
+    if ids == "pid/tid":
+        assert processes == {s["pid"]: s["comm"] for s in want}
+    elif comm:
+        assert processes == {synthetic_pid(s["comm"]): f"{s['comm']} (pid not recorded)"
+                             for s in want}
+        assert trace.metadata["sources"][name]["synthetic_pids"] == {
+            c: synthetic_pid(c) for c in ("forks", "bash", "python3")}
+    else:
+        assert processes == {}
+    notices = {k[2]: v for k, v in trace.log.notices().items()}
+    expected = {}
+    if not timed:
+        expected[WARN_TIME] = 33
+    if ids != "pid/tid":
+        expected[WARN_PID if comm else WARN_NO_PROCESS] = 33
+    assert notices == expected
+
+
+@pytest.mark.parametrize("name", ["forks_no_ids.perf", "forks_default.perf"])
+def test_samples_without_pids_get_named_tracks_in_perfetto(name, registry, tmp_path):
+    trace = tracekit.read(RECORDED / name, registry=registry)
+    out = tmp_path / "out.pftrace"
+    assert tracekit.write(trace, out, registry=registry).written["CPU samples"] == 33
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    threads = {(d.thread.pid, d.thread.tid): d.thread.thread_name
+               for d in decoded.tracks.values() if d.HasField("thread")}
+    processes = {d.process.pid: d.process.process_name
+                 for d in decoded.tracks.values() if d.HasField("process")}
+    assert processes == {synthetic_pid(c): f"{c} (pid not recorded)"
+                         for c in ("forks", "bash", "python3")}
+    want = full_fields_samples()
+    # Every sample sits on a declared thread, named by the comm it was taken under.
+    assert [threads[(pid, tid)] for _, pid, tid, _ in decoded.samples] == \
+        [s["comm"] for s in sorted(want, key=lambda s: s["ts"])]
+
+
+def test_folded_output_needs_no_timestamps_or_ids(registry, tmp_path):
+    def folded(name: str) -> list[str]:
+        out = tmp_path / f"{name}.folded"
+        tracekit.write(tracekit.read(RECORDED / name, registry=registry), out,
+                       registry=registry)
+        return out.read_text().splitlines()
+    full = folded("forks.perf")
+    assert sum(int(line.rpartition(" ")[2]) for line in full) == 33
+    assert folded("forks_no_time.perf") == full
+    assert folded("forks_comm_stacks.perf") == full
+    # Without comm the stacks have no process root.
+    roots_cut = Counter()
+    for line in full:
+        stack, _, n = line.rpartition(" ")
+        roots_cut[stack.split(";", 1)[1]] += int(n)
+    assert Counter({line.rpartition(" ")[0]: int(line.rpartition(" ")[2])
+                    for line in folded("forks_stacks_only.perf")}) == roots_cut
+
+
+def test_without_timestamps_a_timeline_output_says_to_add_time(registry, tmp_path):
+    trace = tracekit.read(RECORDED / "forks_no_time.perf", registry=registry)
+    with pytest.raises(tracekit.EmptyOutputError, match=r"re-run perf script with -F \+time"):
+        tracekit.write(trace, tmp_path / "out.pftrace", registry=registry)
+    assert not (tmp_path / "out.pftrace").exists()
+
+
+def test_single_line_samples_with_a_period_and_no_event(registry):
+    path = RECORDED / "burn_flat_no_event.perf"
+    want = re.findall(r"^ +burn (\d+) +(\d+)\.(\d{6}): +(\d+) +([0-9a-f]+) (\S+) \((.*)\)$",
+                      path.read_text(), flags=re.M)
+    assert len(want) == len(path.read_text().splitlines()) == 36
+    trace = tracekit.read(path, registry=registry)
+    rows = rows_of(trace)
+    assert [(r["tid"], r["ts_ns"], r["value"], r["name"]) for r in rows] == [
+        (int(tid), int(s) * 10**9 + int(f) * 1000, float(p), sym)
+        for tid, s, f, p, _, sym, _ in want]
+    assert {(f["name"], f["module"]) for f in trace.frames.to_pylist()} == {
+        ("inner", "/tmp/rec/burn")}
+    assert trace.metadata["sources"][path.name]["events"] == {}
+
+
+def test_a_file_cut_at_its_start_skips_the_frames_of_its_first_sample(tmp_path, registry):
+    text = (RECORDED / "forks.perf").read_text()
+    cut = text[text.index("\t", text.index("\t") + 1):]  # from the 2nd frame of sample 1
+    trace = read_perf(tmp_path, registry, cut)
+    assert [r["name"] for r in rows_of(trace)] == [s["leaf"] for s in full_fields_samples()[1:]]
+    assert {k[2]: v for k, v in trace.log.notices().items()} == {
+        "skipped: frames without a sample header line (first at line 1)": 1}
+
+
+def test_lines_that_are_not_headers_stay_unrecognised(tmp_path, registry):
+    text = ("forks\n\t 10 f (/x)\n\n"  # perf script -F comm,ip,sym: a header
+            "hello world\n\n"          # text on its own line: not one
+            "forks\n\n")               # no frame under it: not one either
+    trace = read_perf(tmp_path, registry, text)
+    assert [(r["name"], r["pid"]) for r in rows_of(trace)] == [("f", synthetic_pid("forks"))]
+    log = {k[1]: v for k, v in trace.log.outcomes.items()}
+    assert log["unrecognized lines"] == 2
+
+
+# --- damaged input: gzip, numbers out of range, pathological lines --------------------------
+
+def _read_error(path: Path, registry) -> TraceReadError:
+    with pytest.raises(TraceReadError) as info:
+        tracekit.read(path, format="perf", registry=registry)
+    assert not isinstance(info.value, ReaderCrashError)
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda gz: gz[: len(gz) * 2 // 3], "gzip data is truncated (the file ends early)"),
+    (lambda gz: gz[:10], "gzip data is truncated (the file ends early)"),
+    (lambda gz: gz[:-8] + b"\xde\xad\xbe\xef" + gz[-4:], "corrupt gzip data: CRC check failed"),
+    (lambda gz: gz[:200] + bytes(64) + gz[264:], "corrupt gzip data: "),
+    (lambda gz: gz + b"this is not gzip", "corrupt gzip data: "),
+])
+def test_damaged_gzip_is_a_read_error(damage, message, tmp_path, registry):
+    gz = (RECORDED / "burn.perf.gz").read_bytes()
+    path = tmp_path / "d.perf.gz"
+    path.write_bytes(damage(gz))
+    error = _read_error(path, registry)
+    assert message in error.message and error.path == str(path)
+
+
+def test_numbers_out_of_range_skip_their_sample_and_count_it(tmp_path, registry):
+    text = (RECORDED / "forks.perf").read_text()
+    headers = [m.start() for m in re.finditer(r"^\S", text, flags=re.M)]
+    lines_before = [text.count("\n", 0, h) + 1 for h in headers]
+    want = full_fields_samples()
+    damage = {  # sample index: (text in the header, replacement)
+        1: (r"\d+\.\d{6}:", f"{2**70}.000001:"),                 # ts beyond int64 ns
+        2: (r"\d+\.\d{6}:", "NaN:"),                             # no timestamp
+        3: (r"\d+\.\d{6}:", "1e300:"),
+        4: (r"\d+\.\d{6}:", "-1.000001:"),
+        5: (r"^(\S+) \d+/", rf"\g<1> {2**63}/"),                 # pid beyond pid_t
+        6: (r"/\d+ ", f"/{'9' * 5000} "),                        # tid: 5,000 digits
+        7: (r"\[\d+\]", f"[{2**40}]"),                           # cpu
+        8: (r"(:\s+)\d+( cpu-clock)", rf"\g<1>{2**64}\g<2>"),    # period beyond u64
+        9: (r"(:\s+)\d+( cpu-clock)", r"\g<1>-1\g<2>"),          # negative period
+        10: (r"(:\s+)\d+( cpu-clock)", r"\g<1>1e300\g<2>"),
+        11: (r"(:\s+)\d+( cpu-clock)", r"\g<1>NaN\g<2>"),
+    }
+    pieces, last = [], 0
+    for i, h in enumerate(headers):
+        end = text.index("\n", h)
+        pieces.append(text[last:h])
+        header = text[h:end]
+        if i in damage:
+            pattern, repl = damage[i]
+            header, n = re.subn(pattern, repl, header, count=1)
+            assert n == 1
+        pieces.append(header)
+        last = end
+    pieces.append(text[last:])
+    trace = read_perf(tmp_path, registry, "".join(pieces))
+    assert [r["name"] for r in rows_of(trace)] == [
+        s["leaf"] for i, s in enumerate(want) if i not in damage]
+    at = {i: lines_before[i] for i in damage}
+    assert {k[2]: v for k, v in trace.log.notices().items()} == {
+        f"skipped: timestamp out of range (first at line {at[1]})": 1,
+        f"skipped: no timestamp, unlike the samples before it (first at line {at[2]})": 3,
+        f"skipped: pid or tid out of range (first at line {at[5]})": 2,
+        f"skipped: cpu out of range (first at line {at[7]})": 1,
+        f"skipped: period out of range (first at line {at[8]})": 1,
+        f"skipped: period is not a whole number (first at line {at[9]})": 3,
+    }
+    # The skipped samples' frame lines went with them: nothing else is unaccounted for.
+    assert ("t.perf", "unrecognized lines", "skipped: not a perf script line") \
+        not in trace.log.outcomes
+
+
+def test_long_runs_of_blanks_parse_in_linear_time(tmp_path, registry):
+    line = "x" + " " * 200_000 + "1: y"
+    text = f"a 1 1.000000: cycles:\n\t 10 f (/x)\n\n{line}\n {line}\n"
+    start = time.process_time()
+    trace = read_perf(tmp_path, registry, text)
+    assert time.process_time() - start < 5  # quadratic backtracking took hours
+    assert trace.events.num_rows == 1
+    assert {k[1]: v for k, v in trace.log.outcomes.items()}["unrecognized lines"] == 2
+
+
+# --- streams: a pipe is read once, front to back -------------------------------------------
+
+@pytest.mark.parametrize("name, compress", [("forks_no_ids.perf", False),
+                                            ("burn.perf", True)])
+def test_perf_script_through_a_pipe_reads_like_the_file(name, compress, registry):
+    data = (RECORDED / name).read_bytes()
+    if compress:
+        data = gzip.compress(data)
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as f:
+            f.write(data)
+    thread = threading.Thread(target=feed)
+    thread.start()
+    try:
+        piped = tracekit.read(f"/dev/fd/{read_end}", registry=registry,
+                              progress=Progress(enabled=True, stream=io.StringIO()))
+    finally:
+        thread.join(10)
+        os.close(read_end)
+    direct = tracekit.read(RECORDED / name, registry=registry)
+    assert piped.metadata["sources"][str(read_end)]["reader"] == "perf"
+    assert piped.events.drop_columns(["source"]).equals(direct.events.drop_columns(["source"]))
+    assert piped.threads.drop_columns(["source"]).equals(
+        direct.threads.drop_columns(["source"]))
+
+
+def test_a_file_of_only_damaged_samples_says_what_was_wrong(tmp_path, registry):
+    path = tmp_path / "t.perf"
+    path.write_text(f"a 1 {'9' * 30}.000000: c:\n\t 1 f (/x)\n\na 1 1.000000: -5 c:\n")
+    error = _read_error(path, registry)
+    assert error.message == ("no perf script samples found (2 skipped; line 1: timestamp out "
+                             "of range)")

@@ -1,13 +1,16 @@
 """Reader for Linux ``perf script`` text: CPU samples with call stacks, and tracepoints.
 
 It streams: lines are parsed in batches and rows leave as Arrow batches, so memory follows
-the number of samples and distinct call sites, not the size of the text.
+the number of samples and distinct call sites, not the size of the text. The text is read in
+one pass through ``source.open()``, so a pipe (``perf script | tracekit convert -``) works.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import itertools
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,10 +19,18 @@ from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import HEAD_SIZE, Source
 from tracekit.plugins.perf.header import header_metadata
-from tracekit.plugins.perf.parser import PerfScriptParser, parse_frame, parse_header
+from tracekit.plugins.perf.parser import (
+    Counts,
+    Header,
+    PerfScriptParser,
+    parse_frame,
+    parse_header,
+)
 
 CLOCK = "perf clock: seconds since boot (CLOCK_MONOTONIC-like), not the Unix epoch"
 _LINES_PER_BATCH = 50_000
+# Appended to the name of a process made up for a comm printed without its pid.
+SYNTHETIC_MARK = "(pid not recorded)"
 
 
 class PerfScriptReader(tracekit.Reader):
@@ -28,6 +39,7 @@ class PerfScriptReader(tracekit.Reader):
     name = "perf"
     description = "Linux perf script text: CPU samples with call stacks, tracepoints"
     extensions = (".perf", ".perf.gz", ".perf.txt")
+    reads_streams = True  # one pass through source.open()
 
     @dataclass(frozen=True)
     class Options:
@@ -45,16 +57,50 @@ class PerfScriptReader(tracekit.Reader):
         if any(line.startswith("# perf version") for line in lines):
             return 0.95
         body = [line for line in lines if line.strip() and not line.startswith("#")]
-        headers = sum(1 for line in body[:200] if line[:1] not in "\t" and parse_header(line))
+        headers = sum(1 for line in body[:200] if line[:1] not in "\t" and _strong(line))
         frames = sum(1 for line in body[:200] if line[:1] in " \t" and parse_frame(line))
         if headers and (frames or headers >= 2):
             return 0.9
-        return 0.0
+        return 0.5 if _headerless_stacks(lines) else 0.0
 
     def read(self, source: Source, out: TraceBuilder) -> None:
         parser = PerfScriptParser()
+        try:
+            self._parse(source, parser, out)
+        except EOFError as exc:
+            raise TraceReadError("gzip data is truncated (the file ends early)",
+                                 path=source.path, reader=self.name) from exc
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise TraceReadError(f"corrupt gzip data: {exc}", path=source.path,
+                                 reader=self.name) from exc
+        except OSError as exc:
+            raise TraceReadError(exc.strerror or str(exc), path=source.path,
+                                 reader=self.name) from exc
+        counts = parser.counts
+        if not counts.samples and not counts.tracepoints:
+            where = (f" (line {counts.first_unparsed[0]}: {counts.first_unparsed[1]!r})"
+                     if counts.first_unparsed else "")
+            if counts.malformed:
+                reason, (_, line) = min(counts.malformed.items(), key=lambda kv: kv[1][1])
+                skipped = sum(n for n, _ in counts.malformed.values())
+                where = f" ({skipped} skipped; line {line}: {reason})"
+            raise TraceReadError(f"no perf script samples found{where}", path=source.path,
+                                 reader=self.name)
+        self._side_tables(parser, out)
+        out.metadata.update({"format": "perf script", "tool": "perf",
+                             "clock": CLOCK,
+                             "events": parser.events, **header_metadata(parser.header_lines)})
+        if parser.synthetic_pids:
+            out.metadata["synthetic_pids"] = dict(parser.synthetic_pids)
+        out.metadata["tool_version"] = out.metadata.get("perf_version")  # from the header
+        self._account(parser.counts, out)
+
+    def _parse(self, source: Source, parser: PerfScriptParser, out: TraceBuilder) -> None:
+        """Stream the text through ``parser`` in one pass, handing rows to ``out``."""
         progress = getattr(out, "progress", None)
         with source.open() as raw:
+            # Progress in file bytes: the compressed offset under a gzip stream.
+            position = getattr(raw, "fileobj", None) or raw
             text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
             line_no = 1
             while True:
@@ -65,23 +111,20 @@ class PerfScriptReader(tracekit.Reader):
                 line_no += len(lines)
                 if len(parser.columns) >= self.options.batch_rows:
                     out.add_events(parser.take_columns().as_dict())
-                if progress is not None:
-                    progress.update(raw.tell() if hasattr(raw, "tell") else 0, source.size)
+                if progress is not None and source.size:
+                    try:
+                        progress.update(position.tell(), source.size)
+                    except (OSError, ValueError):
+                        progress = None
         parser.finish()
         out.add_events(parser.take_columns().as_dict())
-        counts = parser.counts
-        if not counts.samples and not counts.tracepoints:
-            where = (f" (line {counts.first_unparsed[0]}: {counts.first_unparsed[1]!r})"
-                     if counts.first_unparsed else "")
-            raise TraceReadError(f"no perf script samples found{where}", path=source.path,
-                                 reader=self.name)
-        self._side_tables(parser, out)
-        out.metadata.update({"format": "perf script", "tool": "perf",
-                             "clock": CLOCK,
-                             "events": parser.events, **header_metadata(parser.header_lines)})
-        out.metadata["tool_version"] = out.metadata.get("perf_version")  # from the header
+
+    @staticmethod
+    def _account(counts: Counts, out: TraceBuilder) -> None:
         out.note("samples", "events", counts.samples)
         out.note("tracepoint records", "events", counts.tracepoints)
+        for reason, (n, line) in counts.malformed.items():
+            out.note("samples", f"skipped: {reason} (first at line {line})", n)
         out.note("header lines", "metadata", counts.header_lines)
         out.note("PERF_RECORD side-band lines", "skipped: side-band record, not a sample",
                  counts.side_band)
@@ -90,6 +133,17 @@ class PerfScriptReader(tracekit.Reader):
         out.note("per-frame detail lines", "skipped: srcline or other detail of a frame",
                  counts.detail_lines)
         out.note("unrecognized lines", "skipped: not a perf script line", counts.unparsed)
+        if counts.untimed:
+            out.note("samples", "warning: perf script without timestamps: re-run perf script "
+                     "with -F +time to place samples on a timeline", counts.untimed)
+        if counts.no_pid:
+            out.note("samples", "warning: perf script without pids: each comm is shown as a "
+                     f"process {SYNTHETIC_MARK}; re-run perf script with -F +pid,+tid",
+                     counts.no_pid)
+        if counts.no_process:
+            out.note("samples", "warning: perf script without comm or pid: samples belong to "
+                     "no process; re-run perf script with -F +comm,+pid,+tid",
+                     counts.no_process)
 
     @staticmethod
     def _side_tables(parser: PerfScriptParser, out: TraceBuilder) -> None:
@@ -98,13 +152,40 @@ class PerfScriptReader(tracekit.Reader):
         out.add_table("stacks", stacks)
         pids = set()
         for (pid, tid), comm in parser.threads.items():
-            out.add_thread(pid, tid, name=comm)  # type: ignore[arg-type]
+            if tid is not None:
+                out.add_thread(pid, tid, name=comm)  # type: ignore[arg-type]
             if pid is not None:
                 pids.add(pid)
                 if pid == tid:
                     out.add_process(pid, name=comm)
         for pid in pids:
             out.add_process(pid)
+        for comm, pid in parser.synthetic_pids.items():
+            out.add_process(pid, name=f"{comm} {SYNTHETIC_MARK}")
+
+
+def _headerless_stacks(lines: list[str]) -> bool:
+    """Whether ``lines`` are callchains without sample header lines (``perf script -F
+    ip,sym,dso``, or ``-F comm,ip,sym``: a comm line, then its frames): tab-indented frames,
+    and any other line a short one with frames under it."""
+    frames = others = 0
+    for i, line in enumerate(lines[:400]):
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line[0] == "\t" and parse_frame(line):
+            frames += 1
+        elif len(line) > 40 or i + 1 == len(lines) or not lines[i + 1].startswith("\t"):
+            return False
+        else:
+            others += 1
+    return frames >= 5 and frames >= 2 * others
+
+
+def _strong(line: str) -> bool:
+    """Whether ``line`` is a sample header that no other text is likely to look like."""
+    header = parse_header(line)
+    return isinstance(header, Header) and not header.weak and (
+        header.tid is not None or header.event is not None)
 
 
 @tracekit.hookimpl

@@ -3,13 +3,16 @@
 The sample header is found by its timestamp token (``secs.frac:`` with 6 to 9 decimals) and
 read from the right: ``comm [pid/]tid [[cpu]] time: [period] event: [payload]``, where comm
 may hold spaces and digits (formats.md section 4.3). Old perf prints no timestamp at all
-(``comm tid event:``). Frames (``addr sym[+off] (dso)``, leaf first) follow until a blank
-line; without callchains the one frame sits on the header line itself.
+(``comm tid event:``), and ``perf script -F`` leaves out any of the fields. Frames
+(``addr sym[+off] (dso)``, leaf first) follow until a blank line; without callchains the one
+frame sits on the header line itself. A header with a number out of range is a Malformed
+reason: its sample is skipped and counted, and the read goes on.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,55 +20,128 @@ from typing import Any
 import orjson
 from tracekit.stacks import CallSites
 
-HEADER_TS = re.compile(r"^(?P<pre>.*?)\s*(?<!\S)(?P<sec>\d+)\.(?P<frac>\d{6,9}):(?:\s+|$)"
-                       r"(?P<rest>.*)$")
-HEADER_NO_TS = re.compile(r"^(?P<pre>.*?\S)\s+(?P<ids>-?\d+(?:/-?\d+)?)\s+(?:\[\d+\]\s+)?"
-                          r"(?P<rest>(?:\d+\s+)?(?![\d.]+:)[^\s:]\S*:(?:\s.*)?)$")
-REST = re.compile(r"^(?:(?P<period>\d+)\s+)?(?P<event>\S+?):?(?:\s+(?P<tail>.*))?$")
+# The timestamp token, searched for (a leading ``.*?`` would backtrack quadratically over
+# long runs of blanks).
+TIME = re.compile(r"(?<!\S)(?P<sec>\d+)\.(?P<frac>\d{6,9}):(?=\s|$)")
+# The event token: the first word that ends with ':' and starts like an event name does.
+EVENT = re.compile(r"(?<!\S)(?P<event>[A-Za-z_]\S*?):(?=\s|$)")
+REST = re.compile(r"^(?:(?P<period>\d+)(?:\s+|$))?(?:(?P<event>[A-Za-z_]\S*?):(?:\s+|$))?"
+                  r"(?P<tail>.*)$")
+NOT_A_PERIOD = re.compile(r"^(?P<bad>\S+)\s+[A-Za-z_]\S*:(?:\s|$)")
 FRAME = re.compile(r"^\s*(?P<addr>[0-9a-fA-F]+)\s+(?P<body>.*\S)\s*$")
 CPU = re.compile(r"^\[(\d+)\]$")
 IDS = re.compile(r"^(-?\d+)(?:/(-?\d+))?$")
 OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
 NO_STACK = "[no call stack]"
 UNKNOWN = "[unknown]"
+UNKNOWN_EVENT = "[unknown event]"
+INT64_MAX = 2**63 - 1
+U64_MAX = 2**64 - 1
+PID_MIN, PID_MAX = -(2**31), 2**31 - 1  # pid_t; perf prints -1 for "unknown"
+# Processes of samples printed without a pid get a synthetic one per comm, far above any
+# real pid (Linux caps pids at 2**22) and within Perfetto's int32 pids: 2**30 + crc32(comm)
+# mod 2**30 (the next free id on a clash), the same in every file.
+SYNTHETIC_PID_BASE = 2**30
 
 
 @dataclass
 class Header:
     comm: str
     pid: int | None
-    tid: int
+    tid: int | None
     cpu: int | None
     ts_ns: int | None
     period: int | None
-    event: str
+    event: str | None
     tail: str
+    # Without a timestamp and without ids or event name, a line is a header only when frame
+    # lines follow it (``perf script -F comm,ip,sym``): on its own it could be any text.
+    weak: bool = False
+
+    @property
+    def anonymous(self) -> bool:
+        """Frames with no header line at all (``perf script -F ip,sym``)."""
+        return self.weak and not self.comm and self.tid is None and self.event is None
 
 
-def parse_header(line: str) -> Header | None:
-    """The sample header of ``line``, or None when it is not one."""
-    m = HEADER_TS.match(line)
+class Malformed(str):
+    """What is wrong with a line that has the shape of a sample header (a skip reason)."""
+
+
+def _number(digits: str, lo: int, hi: int) -> int | None:
+    """``int(digits)`` when within [lo, hi]; None otherwise (also for thousands of digits,
+    which ``int`` refuses)."""
+    if len(digits) > 21:
+        return None
+    value = int(digits)
+    return value if lo <= value <= hi else None
+
+
+def parse_header(line: str) -> Header | Malformed | None:
+    """The sample header of ``line``; a Malformed reason when it has a header's shape but a
+    number out of range; None when it is not a header."""
+    m = TIME.search(line)
+    period: int | None = None
     if m:
-        ts_ns: int | None = int(m["sec"]) * 1_000_000_000 + int(m["frac"].ljust(9, "0"))
-        pre, rest = m["pre"].split(), m["rest"]
+        sec = _number(m["sec"], 0, INT64_MAX // 1_000_000_000)
+        ts_ns = None if sec is None else sec * 1_000_000_000 + int(m["frac"].ljust(9, "0"))
+        if ts_ns is None or ts_ns > INT64_MAX:
+            return Malformed("timestamp out of range")
+        pre = line[:m.start()].split()
+        rest = _rest(line[m.end():].strip())
+        if isinstance(rest, Malformed):
+            return rest
+        period, event, tail = rest
     else:
-        m = HEADER_NO_TS.match(line)
-        if not m:
-            return None
-        ts_ns, pre, rest = None, [*m["pre"].split(), m["ids"]], m["rest"]
+        ts_ns = None
+        e = EVENT.search(line)
+        pre = (line[:e.start()] if e else line).split()
+        event, tail = (e["event"], line[e.end():].strip()) if e else (None, "")
+        if len(pre) >= 2 and pre[-1].isdigit() and (IDS.match(pre[-2]) or CPU.match(pre[-2])):
+            period = _number(pre.pop(), 0, U64_MAX)
+            if period is None:
+                return Malformed("period out of range")
     cpu = None
     if pre and (c := CPU.match(pre[-1])):
-        cpu = int(c.group(1))
+        cpu = _number(c.group(1), 0, PID_MAX)
+        if cpu is None:
+            return Malformed("cpu out of range")
         pre = pre[:-1]
-    if not pre or not (ids := IDS.match(pre[-1])):
+    pid = tid = None
+    if pre and (ids := IDS.match(pre[-1])):
+        first = _number(ids.group(1), PID_MIN, PID_MAX)
+        second = _number(ids.group(2), PID_MIN, PID_MAX) if ids.group(2) else None
+        if first is None or (ids.group(2) and second is None):
+            return Malformed("pid or tid out of range")
+        pid, tid = (first, second) if ids.group(2) else (None, first)
+        pre = pre[:-1]
+    comm = " ".join(pre)
+    weak = ts_ns is None and not (comm and tid is not None and event)
+    if ts_ns is None and not pre and tid is None and not event:
         return None
-    pid, tid = (int(ids.group(1)), int(ids.group(2))) if ids.group(2) else \
-        (None, int(ids.group(1)))
-    r = REST.match(rest.strip())
-    if not r:
-        return None
-    return Header(" ".join(pre[:-1]), pid, tid, cpu, ts_ns,
-                  int(r["period"]) if r["period"] else None, r["event"], r["tail"] or "")
+    return Header(comm, pid, tid, cpu, ts_ns, period, event, tail, weak)
+
+
+def _rest(rest: str) -> tuple[int | None, str | None, str] | Malformed:
+    """(period, event, tail) of what follows the timestamp."""
+    r = REST.match(rest)  # every part is optional: it matches any line
+    period, event, tail = (r["period"], r["event"], r["tail"]) if r else (None, None, rest)
+    if event is None and period is not None and tail:
+        # No event name: a number first is the period only when a frame follows it as perf
+        # prints one, its address right-aligned (two spaces or more, or 16 hex digits).
+        after = rest[len(period):]
+        addr = after.split(None, 1)[0]
+        if not (parse_frame(after) and (after.startswith("  ") or len(addr) == 16)):
+            period, tail = None, rest
+    if period is None and event is None and (bad := NOT_A_PERIOD.match(rest)):
+        return Malformed("period out of range" if bad["bad"].isdigit()
+                         else "period is not a whole number")
+    value = None
+    if period is not None:
+        value = _number(period, 0, U64_MAX)
+        if value is None:
+            return Malformed("period out of range")
+    return value, event, tail
 
 
 def parse_frame(line: str) -> tuple[str, str | None] | None:
@@ -102,7 +178,7 @@ def parse_frame(line: str) -> tuple[str, str | None] | None:
 
 def _looks_like_header(line: str) -> bool:
     """A padded header line (right-aligned comm) rather than a frame: it has ``time: ``."""
-    return (": " in line or line.endswith(":")) and HEADER_TS.match(line) is not None
+    return (": " in line or line.endswith(":")) and TIME.search(line) is not None
 
 
 @dataclass
@@ -114,7 +190,7 @@ class Columns:
     name: list[str] = field(default_factory=list)
     ts_ns: list[int | None] = field(default_factory=list)
     pid: list[int | None] = field(default_factory=list)
-    tid: list[int] = field(default_factory=list)
+    tid: list[int | None] = field(default_factory=list)
     value: list[float] = field(default_factory=list)
     stack_id: list[int | None] = field(default_factory=list)
     args: list[str] = field(default_factory=list)
@@ -139,6 +215,11 @@ class Counts:
     detail_lines: int = 0
     unparsed: int = 0
     first_unparsed: tuple[int, str] | None = None
+    untimed: int = 0  # rows without a timestamp
+    no_pid: int = 0  # rows given a synthetic pid: no pid printed
+    no_process: int = 0  # rows with no pid and no comm: no process at all
+    # Samples skipped for a malformed header, per reason: (count, first line number).
+    malformed: dict[str, list[int]] = field(default_factory=dict)
 
 
 class PerfScriptParser:
@@ -149,15 +230,28 @@ class PerfScriptParser:
         self.stacks = CallSites()
         self.counts = Counts()
         self.header_lines: list[str] = []
-        self.threads: dict[tuple[int | None, int], str] = {}
+        self.threads: dict[tuple[int | None, int | None], str] = {}
         self.events: dict[str, int] = {}
+        self.synthetic_pids: dict[str, int] = {}  # comm -> synthetic pid
+        self._taken: set[int] = set()
         self._current: Header | None = None
+        self._current_line: tuple[int, str] = (0, "")
         self._lines: list[str] = []  # frame lines of the current sample, as read
         self._tail_frame: tuple[str, str | None] | None = None
         # Stacks recur: their text maps to (call-site id, leaf, detail lines) without
         # parsing every frame again. Bounded, so a file of all-distinct stacks stays flat.
         self._stack_cache: dict[str, tuple[int | None, str | None, int]] = {}
         self._seen_sample = False
+        # perf prints the same fields on every header line: once one had a timestamp, a
+        # header without one is damage, not a sample to put at no time.
+        self._timed: bool | None = None
+        self._skipping = False  # in the frame lines of a skipped (malformed) sample
+        self._after_blank = True  # the previous line was blank, a comment or none
+        # Rows of header-less samples that open the file: a file cut at its start (tail -n)
+        # begins with the frames of a sample; once a header shows, they were not samples.
+        self._leading_anonymous = 0
+        self._leading_line = 0
+        self._flushed = False
 
     def feed(self, lines: Iterable[str], first_line_no: int = 1) -> None:
         """Parse ``lines`` (numbered from ``first_line_no``)."""
@@ -165,65 +259,133 @@ class PerfScriptParser:
             line = raw.rstrip("\r\n")
             if not line.strip():
                 self._end_sample()
+                self._skipping = False
+                self._after_blank = True
                 continue
             if line.startswith("#"):
                 if not self._seen_sample:
                     self.header_lines.append(line)
                 self.counts.header_lines += 1
+                self._after_blank = True
                 continue
-            if self._current is not None and (line[0] == "\t" or (
-                    line[0] == " " and not _looks_like_header(line))):
-                self._lines.append(line)
+            after_blank, self._after_blank = self._after_blank, False
+            if line[0] == "\t" or (line[0] == " " and not _looks_like_header(line)):
+                if self._current is not None:
+                    self._lines.append(line)
+                    continue
+                if self._skipping:
+                    continue
+                if after_blank and self._timed is not True and parse_frame(line):
+                    # Frames with no header line at all (perf script -F ip,sym).
+                    self._start(Header("", None, None, None, None, None, None, "", True),
+                                no, line)
+                    self._lines.append(line)
+                    continue
+                self._header(line, no, indented=True)
                 continue
             self._header(line, no)
 
-    def _header(self, line: str, no: int) -> None:
+    def _header(self, line: str, no: int, indented: bool = False) -> None:
+        self._end_sample()
+        self._skipping = False
         if "PERF_RECORD_" in line:
-            self._end_sample()
             self.counts.side_band += 1
             return
         if re.search(r"\bLOST\b", line):
-            self._end_sample()
             self.counts.lost += 1
             return
         header = parse_header(line)
-        if header is None:
-            self._end_sample()
-            self.counts.unparsed += 1
-            if self.counts.first_unparsed is None:
-                self.counts.first_unparsed = (no, line[:120])
+        if isinstance(header, Header) and header.weak and (indented or self._timed):
+            header = None  # a stray frame line, or text in a file of timed samples
+        if isinstance(header, Header) and header.ts_ns is None and self._timed:
+            header = Malformed("no timestamp, unlike the samples before it")
+        if isinstance(header, Malformed):
+            count = self.counts.malformed.setdefault(header, [0, no])
+            count[0] += 1
+            self._skipping = True
             return
-        self._end_sample()
-        self._seen_sample = True
-        self._current = header
+        if header is None:
+            self._unparsed(no, line)
+            return
+        self._start(header, no, line)
         tail_frame = parse_frame(header.tail) if header.tail else None
         if tail_frame is not None:  # a sample without callchain: its ip on the same line
             self._tail_frame = tail_frame
             header.tail = ""
 
+    def _start(self, header: Header, no: int, line: str) -> None:
+        self._current = header
+        self._current_line = (no, line)
+        if not header.weak and self._timed is None:
+            self._timed = header.ts_ns is not None
+            if self._leading_anonymous and not self._flushed:
+                self._drop_leading_anonymous()
+
+    def _drop_leading_anonymous(self) -> None:
+        n, c = self._leading_anonymous, self.columns
+        for name in c.as_dict():
+            del getattr(c, name)[:n]
+        self.counts.samples -= n
+        self.counts.untimed -= n
+        self.counts.no_process -= n
+        self.counts.malformed["frames without a sample header line"] = [n, self._leading_line]
+        self._leading_anonymous = 0
+
+    def _unparsed(self, no: int, line: str, count: int = 1) -> None:
+        self.counts.unparsed += count
+        if self.counts.first_unparsed is None:
+            self.counts.first_unparsed = (no, line[:120])
+
     def finish(self) -> None:
         """End the last sample (files need not end with a blank line)."""
         self._end_sample()
+
+    def synthetic_pid(self, comm: str) -> int:
+        """The stable synthetic pid of the process of ``comm`` (see SYNTHETIC_PID_BASE)."""
+        pid = self.synthetic_pids.get(comm)
+        if pid is None:
+            offset = zlib.crc32(comm.encode("utf-8", "replace")) % SYNTHETIC_PID_BASE
+            while SYNTHETIC_PID_BASE + offset in self._taken:
+                offset = (offset + 1) % SYNTHETIC_PID_BASE
+            pid = self.synthetic_pids[comm] = SYNTHETIC_PID_BASE + offset
+            self._taken.add(pid)
+        return pid
 
     def _end_sample(self) -> None:
         h = self._current
         if h is None:
             return
         self._current = None
+        if h.weak and self._tail_frame is None and not (
+                self._lines and parse_frame(self._lines[0])):
+            # Not a header after all (no frame follows): count its lines as unrecognised.
+            self._unparsed(*self._current_line, count=1 + len(self._lines))
+            self._lines = []
+            return
+        self._seen_sample = True
         c = self.columns
         stack, leaf = self._stack()
-        self.events[h.event] = self.events.get(h.event, 0) + 1
-        args: dict[str, Any] = {"event": h.event}
+        args: dict[str, Any] = {}
+        if h.event is not None:
+            self.events[h.event] = self.events.get(h.event, 0) + 1
+            args["event"] = h.event
+        pid, tid = h.pid, h.tid
+        if pid is None and h.comm:  # no pid printed: one synthetic process per comm
+            self.counts.no_pid += 1
+            pid = self.synthetic_pid(h.comm)
+            tid = pid if tid is None else tid
+        elif pid is None:
+            self.counts.no_process += 1
         # A thread keeps its first name; a sample taken under another (after exec or a
         # rename) carries its own, as stackcollapse-perf folds by each sample's comm.
-        if h.comm and self.threads.setdefault((h.pid, h.tid), h.comm) != h.comm:
+        if h.comm and self.threads.setdefault((pid, tid), h.comm) != h.comm:
             args["comm"] = h.comm
         if h.cpu is not None:
             args["cpu"] = h.cpu
         if h.tail:  # a tracepoint: its payload
             c.kind.append("instant")
             c.category.append("host.instant")
-            c.name.append(h.event)
+            c.name.append(h.event or UNKNOWN_EVENT)
             args["payload"] = h.tail
             self.counts.tracepoints += 1
         else:
@@ -231,12 +393,18 @@ class PerfScriptParser:
             c.category.append("cpu.sample")
             c.name.append(leaf or NO_STACK)
             self.counts.samples += 1
+        if h.ts_ns is None:
+            self.counts.untimed += 1
         c.ts_ns.append(h.ts_ns)
-        c.pid.append(h.pid)
-        c.tid.append(h.tid)
+        c.pid.append(pid)
+        c.tid.append(tid)
         c.value.append(float(h.period) if h.period is not None else 1.0)
         c.stack_id.append(stack)
         c.args.append(orjson.dumps(args).decode())
+        if h.anonymous and self._leading_anonymous == len(c) - 1:
+            if not self._leading_anonymous:
+                self._leading_line = self._current_line[0]
+            self._leading_anonymous += 1
 
     def _stack(self) -> tuple[int | None, str | None]:
         """The call-site id and leaf name of the current sample's frames."""
@@ -261,4 +429,5 @@ class PerfScriptParser:
     def take_columns(self) -> Columns:
         """The rows parsed so far; the parser starts a new batch."""
         out, self.columns = self.columns, Columns()
+        self._flushed = self._flushed or bool(len(out))
         return out
