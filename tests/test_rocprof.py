@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import csv
+import io
+import json
+import shutil
 from collections import defaultdict
 
+import pyarrow.compute as pc
 import pytest
 import tracekit
 from helpers import SHARED, read_text, shared_path
 from perfetto_check import decode_and_check
 from tracekit.cli import main
+from tracekit.errors import EmptyOutputError, ReaderCrashError, TraceReadError
 
 
 def rocprof_csvs() -> list[str]:
@@ -48,6 +53,12 @@ def test_every_csv_reads_one_event_per_row(rel, registry, tmp_path):
         want = len(csv_rows(path))
     assert log[(path.name, "events")] == want
     out = tmp_path / "out.pftrace"
+    if trace.events["ts_ns"].null_count == trace.events.num_rows:
+        # Aggregates and counter-only runs have no timeline to draw, and say so.
+        with pytest.raises(EmptyOutputError, match="no event has a timestamp"):
+            tracekit.write(trace, out, registry=registry)
+        assert not out.exists()
+        return
     tracekit.write(trace, out, registry=registry)
     assert decode_and_check(out).violations == []
 
@@ -157,18 +168,35 @@ HEADER = ('"Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_
           '"End_Timestamp"\n')
 
 
-@pytest.mark.parametrize("body, message", [
+@pytest.mark.parametrize("body, location, message", [
     ('"HIP_RUNTIME_API","hipMalloc",1,1,1,100,200\n"HIP_RUNTIME_API","hipFree",1,1\n',
-     "line 3: 4 fields where the header has 7"),
+     "line 3", "4 fields where the header has 7"),
     ('"HIP_RUNTIME_API","hipMalloc",1,1,1,soon,200\n',
-     "line 2: column 'start_timestamp' is not an integer: 'soon'"),
+     "line 2", "column Start_Timestamp is not an integer: 'soon'"),
+    # pyarrow cannot show a row with invalid UTF-8: the line is found by counting fields
+    ('"HIP_RUNTIME_API","hipMalloc",1,1,1,100,200\n"HIP_\udcffAPI","x",1,1,1\n',
+     "line 3", "5 fields where the header has 7"),
+    # a lone CR ends a line for pyarrow, and for the line count
+    ('"HIP_RUNTIME_API","hipMalloc",1,1,1,100,200\r"HIP_RUNTIME_API","hipFree",1,1,1,\n',
+     "line 3", "6 fields where the header has 7"),
+    ('"HIP_RUNTIME_API","hipMalloc",1,1,1,100,99999999999999999999\n',
+     "line 2", "column End_Timestamp is out of the 64-bit integer range: "
+     "'99999999999999999999'"),
+    ('"HIP_RUNTIME_API","hipMalloc",1,1,1,-9223372036854775808,9223372036854775807\n',
+     "line 2", "End_Timestamp 9223372036854775807 minus the start -9223372036854775808 "
+     "overflows 64 bits"),
 ])
-def test_malformed_rows_name_the_file_and_line(tmp_path, capsys, body, message):
+def test_malformed_rows_name_the_file_and_line(tmp_path, capsys, body, location, message):
     path = tmp_path / "run_hip_api_trace.csv"
-    path.write_text(HEADER + body)
+    path.write_bytes((HEADER + body).encode("utf-8", "surrogateescape"))
+    with pytest.raises(TraceReadError) as caught:
+        tracekit.read(path, format="rocprof")
+    exc = caught.value
+    assert not isinstance(exc, ReaderCrashError)
+    assert (exc.path, exc.location, exc.message) == (str(path), location, message)
     assert main(["convert", str(path), "-o", str(tmp_path / "o.pftrace"), "-q"]) == 1
     [err] = capsys.readouterr().err.strip().splitlines()
-    assert str(path) in err and message in err
+    assert f"{location}: {message}" in err
     assert not (tmp_path / "o.pftrace").exists()
 
 
@@ -178,7 +206,7 @@ def test_missing_columns_are_not_a_rocprof_file(tmp_path, capsys):
     assert main(["convert", str(path), "--from", "rocprof", "-o",
                  str(tmp_path / "o.pftrace"), "-q"]) == 1
     [err] = capsys.readouterr().err.strip().splitlines()
-    assert "line 1: not a rocprof CSV header" in err
+    assert "line 1: not a rocprof CSV header (no Agent_Id, Correlation_Id column)" in err
 
 
 # --- rocprof v1 results.json -------------------------------------------------------------
@@ -356,3 +384,321 @@ def test_agent_info_names_the_devices_of_its_prefix_siblings(tmp_path, registry)
         .to_pylist() == [{"device": 2, "name": "AMD Instinct MI300X",
                           "compute_capability": "gfx942", "sm_count": 304}]
     assert trace.events.num_rows == 1
+
+
+# --- issue 13: stats files, counter passes, device names, damaged input ------------------
+
+def _sums(path, name_col: str, start: str, end: str) -> dict[str, list[int]]:
+    want: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in csv_rows(path):
+        want[r[name_col]][0] += 1
+        want[r[name_col]][1] += int(r[end]) - int(r[start])
+    return dict(want)
+
+
+def test_v1_folder_stats_file_adds_no_events_on_top_of_the_trace(registry):
+    """results.stats.csv totals the kernels results.csv records: read as one folder, the
+    kernels are counted once (it used to double every call and total)."""
+    folder = shared_path("rocprof-v1", "gunrock_mi300_gfx942")
+    want = _sums(folder / "results.csv", "KernelName", "BeginNs", "EndNs")
+    trace = tracekit.read(folder, registry=registry)
+    [report] = tracekit.analyze(trace, "summary", registry=registry)
+    got = {r["name"]: [r["count"], r["total"]] for r in report.tables["kernels"].to_pylist()}
+    assert got == want
+    assert sum(n for n, _ in want.values()) == trace.events.num_rows == 56
+    assert trace.events["count"].null_count == 56  # no aggregate row came in
+    stats_rows = sum(1 for line in (folder / "results.stats.csv").read_text().splitlines()[1:]
+                     if line.strip())
+    log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
+    assert log[("results.stats.csv", "skipped: aggregate totals of the run the trace files "
+                "here record (not added on top of their events)")] == stats_rows == 8
+    assert "aggregates_only" not in trace.metadata["sources"][folder.name]
+
+
+def test_stats_file_alone_is_aggregates_and_says_so(registry):
+    path = shared_path("rocprof-v1", "gunrock_mi300_gfx942", "results.stats.csv")
+    trace = tracekit.read(path, registry=registry)
+    assert trace.events.num_rows == 8 and trace.events["ts_ns"].null_count == 8
+    assert trace.metadata["sources"][path.name]["aggregates_only"] is True
+    notices = {(k[1], k[2]) for k in trace.log.notices()}
+    assert (path.name, "warning: aggregate totals only (a stats file): no timeline and no "
+            "per-call times: read results.csv for the trace") in notices
+
+
+def test_v3_domain_stats_and_stats_categories(tmp_path, registry):
+    head = '"Name","Calls","TotalDurationNs","AverageNs","Percentage","MinNs","MaxNs","StdDev"\n'
+    run = _write(tmp_path / "stats", {
+        "9_domain_stats.csv": head + '"HIP_RUNTIME_API",3,300,100,60.0,90,110,1.0\n'
+                                     '"KERNEL_DISPATCH",2,200,100,40.0,90,110,1.0\n',
+        "9_hip_api_stats.csv": head + '"hipMalloc",3,300,100,100.0,90,110,1.0\n',
+        "9_memory_allocation_stats.csv": head + '"MEMORY_ALLOCATION_ALLOCATE",1,50,50,'
+                                                '100.0,50,50,0.0\n'})
+    trace = tracekit.read(run, registry=registry)
+    rows = sorted((r["category"], r["name"], r["count"], r["dur_ns"])
+                  for r in trace.events.to_pylist())
+    assert rows == [("api.runtime", "hipMalloc", 3, 300),
+                    ("host.memory", "MEMORY_ALLOCATION_ALLOCATE", 1, 50)]
+    log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
+    assert log[("9_domain_stats.csv", "skipped: per-domain totals (the other stats files "
+                "break them down)")] == 2
+
+
+def _counter_file(rows, pid: int, shift_ns: int, counters: dict[str, str]) -> str:
+    """A rocprofv3 counter_collection.csv (the ROCm 6.4+ columns) for kernel-trace rows."""
+    head = ('"Correlation_Id","Dispatch_Id","Agent_Id","Queue_Id","Process_Id","Thread_Id",'
+            '"Grid_Size","Kernel_Id","Kernel_Name","Workgroup_Size","LDS_Block_Size",'
+            '"Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count","Counter_Name",'
+            '"Counter_Value","Start_Timestamp","End_Timestamp"\n')
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    for r in rows:
+        for name, value in counters.items():
+            writer.writerow([r["Correlation_Id"], r["Dispatch_Id"], r["Agent_Id"],
+                             r["Queue_Id"], pid, pid, r["Grid_Size_X"], r["Kernel_Id"],
+                             r["Kernel_Name"], r["Workgroup_Size_X"], r["LDS_Block_Size"],
+                             r["Scratch_Size"], r["VGPR_Count"], r["Accum_VGPR_Count"],
+                             r["SGPR_Count"], name, value,
+                             int(r["Start_Timestamp"]) + shift_ns,
+                             int(r["End_Timestamp"]) + shift_ns])
+    return head + out.getvalue()
+
+
+def test_v3_counter_pass_of_another_process_stays_off_the_timeline(tmp_path, registry):
+    """A run folder with its kernel trace, the counters of the same process, and a replay
+    pass (another pid, 14 s later, the same dispatch ids and kernels): the replay is
+    counted and left off; the traced run's span and dispatches are unchanged."""
+    real = shared_path("rocprof-v3", "jimw_llamacpp_rocm7")
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("prefill_kernel_trace.csv", "prefill_hip_api_trace.csv"):
+        shutil.copyfile(real / name, run / name)
+    kernels = csv_rows(real / "prefill_kernel_trace.csv")
+    api = csv_rows(real / "prefill_hip_api_trace.csv")
+    [pid] = {int(r["Process_Id"]) for r in api}
+    measured = kernels[:3]
+    (run / "prefill_counter_collection.csv").write_text(
+        _counter_file(measured, pid, 0, {"SQ_WAVES": "4", "GRBM_COUNT": "250.5"}))
+    (run / "replay").mkdir()
+    (run / "replay" / "4000001_counter_collection.csv").write_text(
+        _counter_file(kernels[:5], 4000001, 14_000_000_000, {"SQ_WAVES": "8"}))
+    trace = tracekit.read(run, registry=registry)
+    # The span is the traced run's, as the CSVs give it.
+    starts = [int(r["Start_Timestamp"]) for r in kernels + api]
+    ends = [int(r["End_Timestamp"]) for r in kernels + api]
+    ev = trace.events
+    span = pc.max(pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))).as_py() - \
+        pc.min(ev["ts_ns"]).as_py()
+    assert span == max(ends) - min(starts)
+    assert ev.num_rows == len(kernels) + len(api)
+    # Every row is the traced process's: a kernel-trace file is one process.
+    assert set(ev["pid"].to_pylist()) == {pid}
+    assert [p["pid"] for p in trace.processes.to_pylist()] == [pid]
+    rows = {int(json.loads(r["args"])["dispatch_id"]): json.loads(r["args"])
+            for r in ev.filter(pc.equal(ev["category"], "gpu.kernel")).to_pylist()}
+    assert {d for d, a in rows.items() if "counters" in a} == \
+        {int(r["Dispatch_Id"]) for r in measured}
+    assert rows[int(measured[0]["Dispatch_Id"])]["counters"] == {"SQ_WAVES": 4,
+                                                                 "GRBM_COUNT": 250.5}
+    log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
+    assert log[("prefill_counter_collection.csv", "skipped: the same dispatch as in "
+                "prefill_kernel_trace.csv (counters attached there)")] == 3
+    assert log[("4000001_counter_collection.csv", "skipped: counter collection of another "
+                "process or pass (no dispatch in prefill_kernel_trace.csv with its process "
+                "and Dispatch_Id)")] == 5
+    # Read alone, the replay pass is its own process's kernels, 14 s later.
+    alone = tracekit.read(run / "replay" / "4000001_counter_collection.csv",
+                          registry=registry).events
+    assert set(alone["pid"].to_pylist()) == {4000001}
+    assert alone["ts_ns"].to_pylist() == [int(r["Start_Timestamp"]) + 14_000_000_000
+                                          for r in kernels[:5]]
+
+
+SYSINFO = """CMD: rocminfo
+ROCk module version 6.9.4 is loaded
+==========
+HSA Agents
+==========
+*******
+Agent 1
+*******
+  Name:                    Intel(R) Xeon(R) Platinum 8480C
+  Marketing Name:          Intel(R) Xeon(R) Platinum 8480C
+  Node:                    0
+  Device Type:             CPU
+  Compute Unit:            112
+*******
+Agent 2
+*******
+  Name:                    Intel(R) Xeon(R) Platinum 8480C
+  Marketing Name:          Intel(R) Xeon(R) Platinum 8480C
+  Node:                    1
+  Device Type:             CPU
+  Compute Unit:            112
+*******
+Agent 3
+*******
+  Name:                    gfx942
+  Uuid:                    GPU-9d90a620d997480d
+  Marketing Name:          AMD Instinct MI300X
+  Node:                    2
+  Device Type:             GPU
+  Compute Unit:            304
+  ISA Info:
+    ISA 1
+      Name:                    amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-
+*******
+Agent 4
+*******
+  Name:                    gfx942
+  Marketing Name:          AMD Instinct MI300X
+  Node:                    3
+  Device Type:             GPU
+  Compute Unit:            304
+"""
+
+
+def test_v1_csv_devices_named_by_the_sysinfo_beside_it(tmp_path, registry):
+    """rocprof v1 writes rocminfo's output as results.sysinfo.txt; gpu-id is the GPU's node
+    (2 here, the first GPU of a machine with two CPU agents)."""
+    shutil.copyfile(shared_path("rocprof-v1", "gunrock_mi300_gfx942", "results.csv"),
+                    tmp_path / "results.csv")
+    (tmp_path / "results.sysinfo.txt").write_text(SYSINFO)
+    for source in (tmp_path / "results.csv", tmp_path):
+        trace = tracekit.read(source, registry=registry)
+        assert set(trace.events["device"].to_pylist()) == {2}
+        assert trace.devices.select(["device", "name", "compute_capability", "sm_count"]) \
+            .to_pylist() == [
+            {"device": 2, "name": "AMD Instinct MI300X", "compute_capability": "gfx942",
+             "sm_count": 304},
+            {"device": 3, "name": "AMD Instinct MI300X", "compute_capability": "gfx942",
+             "sm_count": 304}]
+
+
+@pytest.mark.parametrize("folder, devices, name", [
+    ("hgliu_mi300x_2025", range(2, 10), "AMD Instinct MI300X"),  # ROCm 6: by node
+    ("shashank_mi300a", range(4, 8), "AMD Instinct MI300A"),
+    ("kokkos_2021_gfx906", range(0, 4), "Vega 20"),  # ROCm 4: by position among GPUs
+])
+def test_v1_results_json_devices_named_from_other_data(folder, devices, name, registry):
+    """results.json keeps rocminfo in otherData with the spaces removed
+    (``AMDInstinctMI300X``): the product name is spaced again at its words."""
+    path = shared_path("rocprof-v1", folder, "results.json")
+    other = json.loads(path.read_text())["otherData"]
+    gpu_agents = sorted((int(k.split(".")[0][5:]) for k, v in other.items()
+                         if k.endswith(".DeviceType") and v == "GPU"))
+    arch = {other[f"Agent{a}.Name"] for a in gpu_agents}
+    cus = {int(other[f"Agent{a}.ComputeUnit"]) for a in gpu_agents}
+    assert {other[f"Agent{a}.MarketingName"] for a in gpu_agents} == {name.replace(" ", "")}
+    trace = tracekit.read(path, registry=registry)
+    got = trace.devices.select(["device", "name", "compute_capability", "sm_count"])
+    assert got.to_pylist() == [{"device": d, "name": name, "compute_capability": a,
+                                "sm_count": c} for d in devices for a in arch for c in cus]
+    used = set(trace.events["device"].to_pylist()) - {None}
+    assert used and used <= set(devices)
+
+
+def test_damaged_csv_rows_are_read_with_warnings(tmp_path, registry):
+    """What a reader can keep it keeps and counts: invalid UTF-8 replaced, a NUL kept, a
+    missing name filled, an end before the start left without a duration, a header
+    alone read as no rows; a byte order mark and CRLF line ends are fine."""
+    head = ('"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id",'
+            '"Kernel_Id","Kernel_Name","Correlation_Id","Start_Timestamp","End_Timestamp"')
+    path = tmp_path / "4_kernel_trace.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join([
+        head, '"KERNEL_DISPATCH","Agent 1","1","0","5","1","3","k\udcff1","7","100","200"',
+        '"KERNEL_DISPATCH","Agent 1","1","0","5","2","3","k\x002","8","300","400"',
+        '"KERNEL_DISPATCH","Agent 1","1","0","5","3","3","","9","500","450"']).encode(
+        "utf-8", "surrogateescape") + b"\r\n")
+    trace = tracekit.read(path, registry=registry)
+    rows = trace.events.select(["name", "ts_ns", "dur_ns", "device"]).to_pylist()
+    assert rows == [{"name": "k\ufffd1", "ts_ns": 100, "dur_ns": 100, "device": 1},
+                    {"name": "k\x002", "ts_ns": 300, "dur_ns": 100, "device": 1},
+                    {"name": "<unnamed>", "ts_ns": 500, "dur_ns": None, "device": 1}]
+    assert {(k[2], v) for k, v in trace.log.notices().items()} == {
+        ("warning: cells with invalid UTF-8, replaced with U+FFFD (the first on line 2)", 1),
+        ("warning: rows without a name (named <unnamed>)", 1),
+        ("warning: rows that end before they start (duration left empty)", 1)}
+    path.write_text(head + "\n")
+    empty = tracekit.read(path, registry=registry)
+    assert empty.events.num_rows == 0
+    assert [k[2] for k in empty.log.notices()] == ["warning: no rows (the header alone)"]
+
+
+@pytest.mark.parametrize("name, text, location, message", [
+    ("5_kernel_trace.csv",
+     '"Kind","Agent_Id","Kernel_Name","Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+     '"KERNEL_DISPATCH","Agent 4294967296","k","1","100","200"\n',
+     "line 2", "column Agent_Id is out of range (a 32-bit field): 'Agent 4294967296'"),
+    ("6_kernel_trace.csv",
+     '"Kind","Agent_Id","Kernel_Name","Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+     '"KERNEL_DISPATCH","1","k","1","1e300","200"\n',
+     "line 2", "column Start_Timestamp is not an integer: '1e300'"),
+    ("7_kernel_trace.csv",
+     '"Kind","Agent_Id","Kernel_Name","Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+     '"KERNEL_DISPATCH","1","k","1","9223372036854775808","200"\n',
+     "line 2", "column Start_Timestamp is out of the 64-bit integer range: "
+     "'9223372036854775808'"),
+    ("8_kernel_trace.csv", '\ufeff"Kind","Agent_Id"\n'.encode("utf-16").decode("latin-1"),
+     "line 1", "UTF-16 text: rocprof writes UTF-8 (convert the file first)"),
+    ("results.stats.csv", '"Name","Calls","TotalDurationNs","AverageNs","Percentage"\n'
+     '"k",1,100,100,100.0\n"k2",2\n', "line 3", "2 fields where the header has 5"),
+    ("9_kernel_trace.csv", '"Kind","Agent_Id","Kernel_Name","Start_Timestamp"\n',
+     "line 1", "not a rocprof CSV header (no Correlation_Id column)"),
+])
+def test_damaged_csv_gives_one_line_naming_file_and_line(name, text, location, message,
+                                                         tmp_path, registry):
+    path = tmp_path / name
+    path.write_bytes(text.encode("latin-1") if name.startswith("8_") else text.encode())
+    with pytest.raises(TraceReadError) as caught:
+        tracekit.read(path, format="rocprof", registry=registry)
+    exc = caught.value
+    assert not isinstance(exc, ReaderCrashError)
+    assert (exc.path, exc.location, exc.message) == (str(path), location, message)
+
+
+@pytest.mark.parametrize("change, location, message", [
+    ({"args": {"BeginNs": "1" * 30, "EndNs": "1"}}, "traceEvents[1]",
+     "args.BeginNs is not a 64-bit integer: '111111111111111111111111111111'"),
+    ({"ts": "NaN"}, "traceEvents[1]",
+     "ts is not a time in µs that fits 64 bits of ns: 'NaN'"),
+    ({"dur": 1e300}, "traceEvents[1]",
+     "dur is not a time in µs that fits 64 bits of ns: 1e+300"),
+    ({"args": {"BeginNs": "1", "EndNs": "2", "dev-id": "4294967296"}}, "traceEvents[1]",
+     "args.dev-id does not fit 32 bits: 4294967296"),
+])
+def test_damaged_v1_results_json_gives_one_line(change, location, message, tmp_path,
+                                                registry):
+    event = {"ph": "X", "name": "k", "pid": 6, "tid": 1, "ts": "1", "dur": "2",
+             "args": {"BeginNs": "1000", "EndNs": "3000"}}
+    event.update(change)
+    doc = {"traceEvents": [{}, event, {"ph": "M", "name": "process_name", "pid": 6,
+                                       "args": {"name": "GPU0"}}]}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceReadError) as caught:
+        tracekit.read(path, format="rocprof", registry=registry)
+    exc = caught.value
+    assert not isinstance(exc, ReaderCrashError)
+    assert (exc.location, exc.message) == (location, message)
+
+
+def test_v1_results_json_odd_values_are_read(tmp_path, registry):
+    """args that are no object, ids of the wrong type, a name that is a number: the
+    event stays, what cannot be read is left out and counted."""
+    doc = {"traceEvents": [
+        {}, {"ph": "M", "name": "process_name", "pid": 6, "args": {"name": "GPU0"}},
+        {"ph": "X", "name": 12, "pid": 6, "tid": [1], "ts": "1", "dur": "2", "args": 5},
+        {"ph": "X", "name": "k", "pid": {"x": 1}, "tid": 1, "ts": 3, "dur": 1,
+         "args": {"BeginNs": "3000", "EndNs": "4000", "pid": [1]}},
+        {"ph": "s", "id": [1], "pid": 6, "tid": 1, "ts": 1}]}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    trace = tracekit.read(path, format="rocprof", registry=registry)
+    rows = trace.events.select(["category", "name", "ts_ns", "dur_ns", "device", "pid"])
+    assert rows.to_pylist() == [
+        {"category": "gpu.kernel", "name": "12", "ts_ns": 1000, "dur_ns": 2000,
+         "device": 0, "pid": None},
+        {"category": "other", "name": "k", "ts_ns": 3000, "dur_ns": 1000, "device": None,
+         "pid": None}]
+    log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
+    assert log[("trace events (X)", "warning: args that are not an object (left out)")] == 1

@@ -12,6 +12,7 @@ import tracekit
 from helpers import shared_path
 from perfetto_check import decode_and_check
 from tracekit.cli import main
+from tracekit.errors import ReaderCrashError, TraceReadError
 
 REAL = ("bonus", "rocprofv3-json", "tracelens_908_results.json.gz")
 
@@ -154,7 +155,7 @@ def test_every_record_kind_and_per_process_correlation(tmp_path, registry):
     ('{"rocprofiler-sdk-tool": [', "invalid JSON"),
     ('{"rocprofiler-sdk-tool": {"x": 1}}', "no 'rocprofiler-sdk-tool' list"),
     ('{"rocprofiler-sdk-tool": [{"buffer_records": {"kernel_dispatch": [1, 2]}}]}',
-     "unexpected rocprofv3 JSON structure"),
+     "rocprofiler-sdk-tool[0].buffer_records.kernel_dispatch[0]: 1 is not a record object"),
 ])
 def test_bad_json_gives_one_line(text, message, tmp_path, capsys):
     path = tmp_path / "bad_results.json"
@@ -162,5 +163,75 @@ def test_bad_json_gives_one_line(text, message, tmp_path, capsys):
     out = tmp_path / "out.pftrace"
     code = main(["convert", str(path), "--from", "rocprofv3-json", "-o", str(out)])
     err = capsys.readouterr().err.strip()
-    assert code != 0 and err.count("\n") == 0 and message in err and str(path) in err
+    assert code != 0 and err.count("\n") == 0 and message in err and path.name in err
     assert not out.exists()
+
+
+# --- damaged input (issue 13) -----------------------------------------------------------
+
+def _set(doc: dict, path: tuple, value) -> dict:
+    target = doc["rocprofiler-sdk-tool"][0]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return doc
+
+
+KD = ("buffer_records", "kernel_dispatch", 0)
+WHERE = "rocprofiler-sdk-tool[0].buffer_records"
+
+
+@pytest.mark.parametrize("path, value, location, message", [
+    ((*KD, "end_timestamp"), 2**63, f"{WHERE}.kernel_dispatch[0].end_timestamp",
+     "9223372036854775808 is beyond 64 bits"),
+    ((*KD, "start_timestamp"), 2**70, f"{WHERE}.kernel_dispatch[0].start_timestamp",
+     "1.1805916207174113e+21 is not an integer of 64 bits"),
+    ((*KD, "end_timestamp"), 1e300, f"{WHERE}.kernel_dispatch[0].end_timestamp",
+     "1e+300 is not an integer of 64 bits"),
+    ((*KD, "start_timestamp"), -(2**63), f"{WHERE}.kernel_dispatch[0].end_timestamp",
+     "1000900 minus the start -9223372036854775808 overflows 64 bits"),
+    (("buffer_records", "hip_api", 1, "start_timestamp"), "abc",
+     f"{WHERE}.hip_api[1].start_timestamp", "'abc' is text where record 0 has a number"),
+    (("buffer_records", "hip_api", 1), [1, 2], f"{WHERE}.hip_api[1]",
+     "[1, 2] is not a record object"),
+    ((*KD, "dispatch_info", "workgroup_size", "x"), 2**40, f"{WHERE}.kernel_dispatch[0]",
+     "block_x 1099511627776 does not fit 32 bits"),
+    (("buffer_records", "memory_copy"), {"x": 1}, "rocprofiler-sdk-tool[0].buffer_records"
+     ".memory_copy", "{'x': 1} is not a list"),
+])
+def test_damaged_record_values_give_one_line_naming_the_record(path, value, location,
+                                                               message, tmp_path, registry):
+    file = tmp_path / "run_results.json"
+    file.write_text(json.dumps(_set(_doc(), path, value)))
+    with pytest.raises(TraceReadError) as caught:
+        tracekit.read(file, registry=registry)
+    exc = caught.value
+    assert not isinstance(exc, ReaderCrashError)
+    assert (exc.path, exc.location, exc.message) == (str(file), location, message)
+
+
+def test_damaged_names_and_metadata_are_left_out_and_counted(tmp_path, registry):
+    """Descriptive entries of the wrong type lose what they describe, not the read: a pid
+    that is text, a command that is a number, a product name that is a number, a kernel
+    symbol whose id is text, a marker whose key is text; invalid UTF-8 is replaced."""
+    doc = _doc()
+    doc["rocprofiler-sdk-tool"][1]["agents"][1]["product_name"] = ["x"]
+    for path, value in ((("metadata", "pid"), "41"), (("metadata", "command"), 7),
+                        (("agents", 1, "product_name"), 5),
+                        (("kernel_symbols", 1, "kernel_id"), "1"),
+                        (("strings", "marker_api", 0, "key"), "9")):
+        _set(doc, path, value)
+    file = tmp_path / "run_results.json"
+    file.write_bytes(b"\xef\xbb\xbf" + json.dumps(doc).replace(
+        "hipMemcpyAsync", "hipMemcpy\udcffAsync").encode("utf-8", "surrogateescape"))
+    trace = tracekit.read(file, registry=registry)
+    first = trace.events.filter(pc.is_null(trace.events["pid"]))
+    assert sorted(first["name"].to_pylist()) == [
+        "<unknown kernel>", "MEMORY_ALLOCATION_ALLOCATE", "MEMORY_ALLOCATION_FREE",
+        "Memcpy HtoD", "hipLaunchKernel", "hipMemcpy\ufffdAsync", "roctxRangePushA"]
+    assert [p["pid"] for p in trace.processes.to_pylist()] == [42]
+    assert {d["device"]: d["name"] for d in trace.devices.to_pylist()} == {1: None}
+    notices = {(k[1], k[2]): v for k, v in trace.log.notices().items()}
+    assert notices[("names (strings, kernel_symbols, agents)",
+                    "warning: entries whose id is not an integer (left out)")] == 2
+    assert notices[(file.name, "warning: invalid UTF-8, replaced with U+FFFD")] == 2

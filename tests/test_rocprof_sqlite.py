@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sqlite3
@@ -13,6 +14,7 @@ import tracekit
 from helpers import shared_path
 from perfetto_check import decode_and_check
 from tracekit.cli import main
+from tracekit.errors import ReaderCrashError, TraceReadError
 
 ROCPD = ("bonus", "rocpd-sqlite", "hgliu_15_results.db")
 V1_DB = ("rocprof-v1", "kokkos_2021_gfx906", "results.db")
@@ -231,3 +233,72 @@ def test_corrupt_rocpd_gives_one_line(damage, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code != 0 and err.count("\n") == 0 and str(path) in err
     assert "Traceback" not in err and not out.exists()
+
+
+# --- damaged cells and device names (issue 13) ------------------------------------------
+
+def _damaged_copy(src, tmp_path, *statements: str):
+    path = tmp_path / src.name
+    shutil.copyfile(src, path)
+    with sqlite3.connect(path) as con:
+        for sql in statements:
+            con.execute(sql)
+    return path
+
+
+def _guid_table(path, prefix: str) -> str:
+    [(name,)] = query(path, f"SELECT name FROM sqlite_master WHERE type = 'table' "
+                            f"AND name LIKE '{prefix}%'")
+    return name
+
+
+def test_v1_db_null_cells_are_read_with_warnings(registry, tmp_path):
+    """A NULL marker time and a NULL op name: the rows stay (an untimed range, a name
+    filled in), and the name is counted."""
+    path = _damaged_copy(shared_path(*V1_DB), tmp_path,
+                         'UPDATE rocTX SET BeginNs = NULL WHERE rowid = 1',
+                         'UPDATE OPS SET Name = NULL WHERE rowid = 1')
+    trace = tracekit.read(path, registry=registry)
+    assert trace.events.num_rows == 157
+    assert trace.events["ts_ns"].null_count == 1
+    assert trace.events["name"].to_pylist().count("<unnamed>") == 1
+    assert outcomes(trace)[("OPS", "warning: rows without a name (named <unnamed>)")] == 1
+
+
+def test_rocpd_value_too_large_for_the_model_names_view_and_row(registry, tmp_path):
+    src = shared_path(*ROCPD)
+    table = _guid_table(src, "rocpd_kernel_dispatch_")
+    path = _damaged_copy(src, tmp_path, f'UPDATE "{table}" SET grid_size_y = {1 << 40}, '
+                                        f'workgroup_size_y = 1')
+    with pytest.raises(TraceReadError) as caught:
+        tracekit.read(path, registry=registry)
+    exc = caught.value
+    assert not isinstance(exc, ReaderCrashError)
+    assert (exc.path, exc.location, exc.message) == (
+        str(path), "view kernels, row 1", "grid_y 1099511627776 does not fit 32 bits")
+
+
+def test_rocpd_agent_extdata_that_is_not_json_loses_only_the_cu_count(registry, tmp_path):
+    src = shared_path(*ROCPD)
+    table = _guid_table(src, "rocpd_info_agent_")
+    path = _damaged_copy(src, tmp_path, f"UPDATE \"{table}\" SET extdata = '{{not json' "
+                                        "WHERE absolute_index = 2")
+    trace = tracekit.read(path, registry=registry)
+    got = {d["device"]: (d["name"], d["sm_count"]) for d in trace.devices.to_pylist()}
+    assert got == {i: ("AMD Instinct MI300X", None if i == 2 else 304) for i in range(2, 10)}
+
+
+def test_v1_db_devices_named_by_the_results_json_beside_it(registry):
+    """results.db holds no rocminfo; the results.json of the same run (beside it) does:
+    Vega 20 (gfx906, 64 CUs), numbered by position as ROCm 4 numbered them."""
+    path = shared_path(*V1_DB)
+    other = json.loads((path.parent / "results.json").read_text())["otherData"]
+    gpus = sorted(int(k.split(".")[0][5:]) for k, v in other.items()
+                  if k.endswith(".DeviceType") and v == "GPU")
+    trace = tracekit.read(path, registry=registry)
+    assert trace.devices.select(["device", "name", "compute_capability", "sm_count"]) \
+        .to_pylist() == [{"device": i, "name": "Vega 20",
+                          "compute_capability": other[f"Agent{a}.Name"],
+                          "sm_count": int(other[f"Agent{a}.ComputeUnit"])}
+                         for i, a in enumerate(gpus)]
+    assert set(trace.events["device"].to_pylist()) - {None} == {0}

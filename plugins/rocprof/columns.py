@@ -12,17 +12,87 @@ import pyarrow.compute as pc
 
 Columns = dict[str, Any]
 _NULL_INT = pa.scalar(None, pa.int64())
+# Event columns the model keeps in 32 bits.
+INT32_COLUMNS = ("device", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                 "registers")
+UNNAMED = "<unnamed>"
+
+
+class OutOfRange(ValueError):
+    """A value that does not fit the model: ``column`` of row ``row`` is ``value``."""
+
+    def __init__(self, column: str, row: int, value: Any, what: str) -> None:
+        super().__init__(f"{column} {value!r} {what}")
+        self.column, self.row, self.value, self.what = column, row, value, what
+        self.where: str | None = None  # the table or view, set by the reader that knows
+
+    def message(self) -> str:
+        """The error for a TraceReadError, without its location."""
+        value = self.value if not isinstance(self.value, str) or len(self.value) < 40 \
+            else self.value[:40] + "…"
+        return f"{self.column} {value!r} {self.what}"
+
+
+def duration(start: pa.Array, end: pa.Array, end_name: str = "end") -> pa.Array:
+    """``end - start`` per row; a difference beyond 64 bits raises OutOfRange."""
+    try:
+        return pc.subtract_checked(end, start)
+    except pa.ArrowInvalid:
+        for row, (s, e) in enumerate(zip(start.to_pylist(), end.to_pylist(), strict=True)):
+            if s is not None and e is not None and not -(1 << 63) <= e - s < 1 << 63:
+                raise OutOfRange(end_name, row, e,
+                                 f"minus the start {s} overflows 64 bits") from None
+        raise
+
+
+def finish(columns: Columns) -> list[tuple[str, int]]:
+    """Make event columns fit the model, in place: a null name becomes ``<unnamed>``, a
+    negative duration (the end before the start) is left empty, each counted in the
+    ``(warning, count)`` pairs returned. A value too large for a 32-bit column raises
+    OutOfRange."""
+    notes = []
+    name = columns.get("name")
+    if name is not None:
+        name = pa.array(name) if not isinstance(name, pa.Array | pa.ChunkedArray) else name
+        name = name.cast(pa.string()) if name.type != pa.string() else name
+        if name.null_count:
+            notes.append((f"warning: rows without a name (named {UNNAMED})", name.null_count))
+            name = pc.fill_null(name, UNNAMED)
+        columns["name"] = name
+    dur = columns.get("dur_ns")
+    if dur is not None:
+        dur = pa.array(dur, pa.int64()) if not isinstance(dur, pa.Array) else dur
+        negative = pc.fill_null(pc.less(dur, 0), False)
+        if n := pc.sum(negative).as_py():
+            notes.append(("warning: rows that end before they start (duration left empty)", n))
+            dur = pc.if_else(negative, _NULL_INT, dur)
+        columns["dur_ns"] = dur
+    for column in INT32_COLUMNS:
+        values = columns.get(column)
+        if values is None:
+            continue
+        values = pa.array(values) if not isinstance(values, pa.Array) else values
+        if not pa.types.is_integer(values.type) or not len(values):
+            continue
+        out = pc.fill_null(pc.or_(pc.less(values, -(1 << 31)),
+                                  pc.greater_equal(values, 1 << 31)), False)
+        if pc.any(out).as_py():
+            row = pc.index(out, True).as_py()
+            raise OutOfRange(column, row, values[row].as_py(), "does not fit 32 bits")
+    return notes
+
 _DIRECTION = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD",
               "HOST_TO_HOST": "HtoH"}
 
 
 def api_events(domain: pa.Array, name: pa.Array, ts: pa.Array, end: pa.Array,
-               pid: pa.Array, tid: pa.Array | None, correlation: pa.Array) -> Columns:
+               pid: pa.Array, tid: pa.Array | None, correlation: pa.Array,
+               end_name: str = "end") -> Columns:
     """API records of rocprofv3 (CSV, JSON or rocpd) by their domain: HIP and the other
     runtimes' calls as api.runtime, HSA as api.driver, markers as annotation ranges (or
     instants where start equals end, which is how marks are written)."""
     domain = pc.utf8_upper(pc.fill_null(domain, ""))
-    dur = pc.subtract(end, ts)
+    dur = duration(ts, end, end_name)
     marker = pc.starts_with(domain, "MARKER").to_numpy(zero_copy_only=False)
     hsa = pc.starts_with(domain, "HSA").to_numpy(zero_copy_only=False)
     instant = marker & (pc.fill_null(pc.equal(dur, 0), False).to_numpy(zero_copy_only=False))
@@ -39,7 +109,9 @@ def blocks(grid: pa.Array | None, workgroup: pa.Array | None) -> pa.Array | None
     if grid is None or workgroup is None:
         return None
     size = pc.if_else(pc.greater(workgroup, 0), workgroup, _NULL_INT)
-    return pc.divide(pc.add(grid, pc.subtract(size, 1)), size)
+    whole = pc.divide(grid, size)  # ceil without grid + size - 1, which can overflow
+    rest = pc.not_equal(pc.subtract(grid, pc.multiply(whole, size)), 0)
+    return pc.add(whole, rest.cast(pa.int64()))
 
 
 def grid_columns(grid: list[pa.Array | None], workgroup: list[pa.Array | None]) -> Columns:

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from tracekit.plugins.rocprof.columns import (
     api_events,
     copy_direction,
+    duration,
     grid_columns,
     json_text,
     signed_bytes,
@@ -27,9 +28,9 @@ V1_KNOWN = {"index", "kernelname", "gpu-id", "queue-id", "queue-index", "pid", "
             "sig", "obj", "dispatchns", "beginns", "endns", "completens", "durationns"}
 
 
-def _first(f: CsvFile, *names: str) -> pa.Array | None:
+def _first(f: CsvFile, *names: str, bits: int = 64) -> pa.Array | None:
     for name in names:
-        values = f.ints(name)
+        values = f.ints(name, bits)
         if values is not None:
             return values
     return None
@@ -41,7 +42,18 @@ def _const(n: int, value: str) -> list[str]:
 
 def _span(f: CsvFile, start: str, end: str) -> tuple[pa.Array, pa.Array]:
     ts, stop = f.ints(start), f.ints(end)
-    return ts, pc.subtract(stop, ts)
+    return ts, duration(ts, stop, end)
+
+
+def _text(f: CsvFile, name: str) -> pa.Array:
+    """Column ``name`` as text, all null when the file has none."""
+    values = f.text(name)
+    return values if values is not None else pa.nulls(f.table.num_rows, pa.string())
+
+
+def _i32(f: CsvFile, name: str) -> pa.Array | None:
+    """A column the model keeps in 32 bits (devices, workgroup sizes, registers)."""
+    return f.ints(name, 32)
 
 
 def _json_rows(f: CsvFile, names: list[str]) -> pa.Array | None:
@@ -74,12 +86,12 @@ def v3_kernels(f: CsvFile) -> Columns:
     ts, dur = _span(f, "start_timestamp", "end_timestamp")
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
             "name": f.text("kernel_name"), "ts_ns": ts, "dur_ns": dur, "pid": _pids(f),
-            "tid": f.ints("thread_id"), "device": f.ints("agent_id"),
+            "tid": f.ints("thread_id"), "device": _i32(f, "agent_id"),
             "stream": _first(f, "stream_id", "queue_id"),
             "correlation": f.ints("correlation_id"),
             **grid_columns([f.ints(f"grid_size_{a}") for a in "xyz"],
-                           [f.ints(f"workgroup_size_{a}") for a in "xyz"]),
-            "registers": f.ints("vgpr_count"),
+                           [_i32(f, f"workgroup_size_{a}") for a in "xyz"]),
+            "registers": _i32(f, "vgpr_count"), "_dispatch": f.ints("dispatch_id"),
             "shared_mem_bytes": _first(f, "lds_block_size", "group_segment_size"),
             "args": _json_rows(f, ["dispatch_id", "kernel_id", "queue_id", "grid_size_x",
                                    "grid_size_y", "grid_size_z", "scratch_size",
@@ -91,14 +103,14 @@ def v3_api(f: CsvFile) -> Columns:
     ``api_events``."""
     return api_events(f.text("domain"), f.text("function"), f.ints("start_timestamp"),
                       f.ints("end_timestamp"), _pids(f), f.ints("thread_id"),
-                      f.ints("correlation_id"))
+                      f.ints("correlation_id"), "end_timestamp")
 
 
 def v3_memcpys(f: CsvFile) -> Columns:
     n = f.table.num_rows
     ts, dur = _span(f, "start_timestamp", "end_timestamp")
     kinds, names = copy_direction(f.text("direction"))
-    src, dst = f.ints("source_agent_id"), f.ints("destination_agent_id")
+    src, dst = _i32(f, "source_agent_id"), _i32(f, "destination_agent_id")
     device = pc.if_else(pc.fill_null(pc.equal(kinds, "HtoD"), False), dst, src)
     correlation = f.ints("correlation_id")
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.memcpy"),
@@ -110,16 +122,25 @@ def v3_memcpys(f: CsvFile) -> Columns:
                                                        "destination_agent_id"])}
 
 
-_STATS_CATEGORY = (("hip", "api.runtime"), ("hsa", "api.driver"), ("copy", "gpu.memcpy"),
-                   ("marker", "host.annotation"), ("kernel", "gpu.kernel"))
+# Stats files by name: rocprofv3 <prefix>_<domain>_stats.csv, v1 results[.<domain>]_stats.csv.
+_STATS_CATEGORY = (("domain_stats", None), ("hip", "api.runtime"), ("hsa", "api.driver"),
+                   ("rccl", "api.runtime"), ("rocdecode", "api.runtime"),
+                   ("rocjpeg", "api.runtime"), ("marker", "host.annotation"),
+                   ("copy", "gpu.memcpy"), ("memory_allocation", "host.memory"),
+                   ("scratch", "host.memory"), ("kernel", "gpu.kernel"))
+
+
+def stats_category(f: CsvFile) -> str | None:
+    """The category a stats file totals, by its name (v1's ``results.stats.csv`` totals
+    kernels); None for rocprofv3's ``domain_stats``, whose rows are whole domains."""
+    lower = f.path.name.lower()
+    return next((c for key, c in _STATS_CATEGORY if key in lower), "gpu.kernel")
 
 
 def stats(f: CsvFile) -> Columns:
     """``*stats.csv``: untimed aggregates (count and total per name)."""
     n = f.table.num_rows
-    lower = f.path.name.lower()
-    category = next((c for key, c in _STATS_CATEGORY if key in lower), "gpu.kernel")
-    return {"kind": _const(n, "slice"), "category": _const(n, category),
+    return {"kind": _const(n, "slice"), "category": _const(n, stats_category(f) or "other"),
             "name": f.text("name"), "ts_ns": pa.nulls(n, pa.int64()),
             "dur_ns": f.ints("totaldurationns"), "count": f.ints("calls"),
             "args": _json_rows(f, ["averagens", "percentage", "minns", "maxns", "stddev"])}
@@ -135,53 +156,73 @@ def v1_kernels(f: CsvFile) -> Columns:
     extra = [c for c in f.table.column_names if c not in V1_KNOWN]
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
             "name": f.text("kernelname"), "ts_ns": ts, "dur_ns": dur, "pid": f.ints("pid"),
-            "tid": f.ints("tid"), "device": f.ints("gpu-id"), "stream": f.ints("queue-id"),
-            **grid_columns([f.ints("grd"), None, None], [f.ints("wgr"), None, None]),
+            "tid": f.ints("tid"), "device": _i32(f, "gpu-id"), "stream": f.ints("queue-id"),
+            **grid_columns([f.ints("grd"), None, None], [_i32(f, "wgr"), None, None]),
             "shared_mem_bytes": f.ints("lds"),
-            "registers": _first(f, "arch_vgpr", "vgpr"),
+            "registers": _first(f, "arch_vgpr", "vgpr", bits=32),
             "args": _json_rows(f, ["index", "grd", "queue-index", "sgpr", "scr", "sig", "obj",
                                    *extra])}
 
 
+_NUMBER = r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$"
+_NULL_TEXT = pa.scalar(None, pa.string())
+
+
+def counter_objects(names: pa.Array, values: pa.Array, keys: pa.Table) -> tuple[pa.Array,
+                                                                               pa.Array]:
+    """Long counter rows pivoted by the columns of ``keys``: (the first row of each key, in
+    file order; per key a JSON object {counter: value}, numbers as numbers and anything
+    else as text)."""
+    cells = pc.utf8_trim_whitespace(values)
+    numeric = pc.fill_null(pc.match_substring_regex(cells, _NUMBER), False)
+    floats = pc.if_else(numeric, cells, _NULL_TEXT).cast(pa.float64())
+    finite = pc.fill_null(pc.is_finite(floats), False)
+    value_json = pc.if_else(finite, floats.cast(pa.string()), pc.if_else(
+        pc.is_valid(values), pc.binary_join_element_wise('"', json_text(values), '"', ""),
+        "null"))
+    pieces = pc.binary_join_element_wise('"', json_text(pc.fill_null(names, "")), '":',
+                                         value_json, "")
+    groups = keys.append_column("piece", pieces).append_column(
+        "row", pa.array(range(len(pieces)), pa.int64())).group_by(
+        keys.column_names, use_threads=False).aggregate([("piece", "list"), ("row", "min")]) \
+        .sort_by("row_min")
+    objects = pc.binary_join_element_wise("{", pc.binary_join(groups["piece_list"], ","), "}",
+                                          "")
+    return groups["row_min"].combine_chunks(), objects.combine_chunks()
+
+
 def v3_counters(f: CsvFile) -> Columns:
-    """``counter_collection`` is long: one row per (dispatch, counter). Pivoted, each
-    dispatch is one gpu.kernel row carrying its counters in ``args.counters``; without
-    Start/End timestamps (older files) the rows are untimed."""
+    """``counter_collection`` is long: one row per (dispatch, counter). Pivoted per (process,
+    dispatch), each dispatch is one gpu.kernel row carrying its counters in
+    ``args.counters``; without Start/End timestamps (older files) the rows are untimed.
+    ``_dispatch`` and ``_counters`` are for the reader, which moves the counters to the
+    run's kernel trace when it has one."""
     t = f.table
-    dispatch = f.ints("dispatch_id").to_pylist()
-    names = f.text("counter_name").to_pylist()
-    values = f.text("counter_value").to_pylist()
-    order: dict[int, int] = {}
-    counters: list[dict[str, float | str]] = []
-    first_row: list[int] = []
-    for i, d in enumerate(dispatch):
-        slot = order.get(d)
-        if slot is None:
-            slot = order[d] = len(counters)
-            counters.append({})
-            first_row.append(i)
-        value = values[i]
-        try:
-            counters[slot][names[i]] = float(value) if value is not None else None
-        except ValueError:
-            counters[slot][names[i]] = value
-    rows = pa.array(first_row, pa.int64())
-    first = CsvFile(f.path, f.kind, t.take(rows))
-    n = len(first_row)
+    dispatch = f.ints("dispatch_id")
+    keys = pa.table({"pid": _pids(f), "dispatch": dispatch})
+    rows, counters = counter_objects(_text(f, "counter_name"), _text(f, "counter_value"), keys)
+    n = len(rows)
+
+    def take(values: pa.Array | None) -> pa.Array | None:
+        return None if values is None else values.take(rows)
+
     timed = "start_timestamp" in t.column_names and "end_timestamp" in t.column_names
-    ts, dur = _span(first, "start_timestamp", "end_timestamp") if timed else \
+    ts, dur = (take(c) for c in _span(f, "start_timestamp", "end_timestamp")) if timed else \
         (pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()))
+    ids = dispatch.take(rows)
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
-            "name": first.text("kernel_name"), "ts_ns": ts, "dur_ns": dur,
-            "pid": first.ints("process_id"), "tid": first.ints("thread_id"),
-            "device": first.ints("agent_id"), "stream": first.ints("queue_id"),
-            "correlation": first.ints("correlation_id"),
-            **grid_columns([first.ints("grid_size"), None, None],
-                           [first.ints("workgroup_size"), None, None]),
-            "registers": first.ints("vgpr_count"),
-            "shared_mem_bytes": first.ints("lds_block_size"),
-            "args": [orjson.dumps({"dispatch_id": d, "counters": c}).decode()
-                     for d, c in zip(order, counters, strict=True)]}
+            "name": take(f.text("kernel_name")), "ts_ns": ts, "dur_ns": dur,
+            "pid": keys["pid"].combine_chunks().take(rows), "tid": take(f.ints("thread_id")),
+            "device": take(_i32(f, "agent_id")), "stream": take(f.ints("queue_id")),
+            "correlation": take(f.ints("correlation_id")),
+            **grid_columns([take(f.ints("grid_size")), None, None],
+                           [take(_i32(f, "workgroup_size")), None, None]),
+            "registers": take(_i32(f, "vgpr_count")),
+            "shared_mem_bytes": take(f.ints("lds_block_size")),
+            "args": pc.binary_join_element_wise(
+                '{"dispatch_id":', pc.fill_null(ids.cast(pa.string()), "null"),
+                ',"counters":', counters, "}", ""),
+            "_dispatch": ids, "_counters": counters}
 
 
 def v3_memory(f: CsvFile) -> Columns:
@@ -220,12 +261,12 @@ def v2_kernels(f: CsvFile) -> Columns:
     extra = [c for c in f.table.column_names if c not in V2_KERNEL_KNOWN]
     return {"kind": _const(n, "slice"), "category": _const(n, "gpu.kernel"),
             "name": f.text("kernel_name"), "ts_ns": ts, "dur_ns": dur, "pid": _pids(f, "pid"),
-            "tid": f.ints("tid"), "device": f.ints("gpu_id"), "stream": f.ints("queue_id"),
+            "tid": f.ints("tid"), "device": _i32(f, "gpu_id"), "stream": f.ints("queue_id"),
             "correlation": f.ints("correlation_id"),
             **grid_columns([f.ints("grid_size"), None, None],
-                           [f.ints("workgroup_size"), None, None]),
+                           [_i32(f, "workgroup_size"), None, None]),
             "shared_mem_bytes": f.ints("lds_per_workgroup"),
-            "registers": f.ints("arch_vgpr"),
+            "registers": _i32(f, "arch_vgpr"),
             "args": _json_rows(f, ["dispatch_id", "grid_size", "scratch_per_workitem",
                                    "accum_vgpr", "sgpr", "wave_size", *extra])}
 

@@ -7,7 +7,8 @@ import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
-from tracekit.plugins.rocprof import rocpd, v1db
+from tracekit.plugins.rocprof import agents, rocpd, v1db
+from tracekit.plugins.rocprof.columns import OutOfRange, finish
 from tracekit.plugins.rocprof.side import CLOCK, add_side_tables
 from tracekit.sqlite import SQLITE_MAGIC, SqliteInput, table_names
 
@@ -39,36 +40,74 @@ class RocprofDatabaseReader(tracekit.Reader):
 
     @staticmethod
     def _read_rocpd(db: SqliteInput, out: TraceBuilder) -> None:
-        parts, unread = rocpd.read(db)
+        try:
+            parts, unread = rocpd.read(db)
+        except OutOfRange as exc:
+            raise TraceReadError(exc.message(), path=db.path, location=exc.where) from None
         for view, columns, table_rows in parts:
-            out.add_events(columns)
+            _add(db, out, view, columns, "view")
             written = len(columns["category"])
             out.note(view, "events", written)
             if written != table_rows:
                 out.note(view, "skipped: left out by the view's joins", table_rows - written)
         for table, rows in unread.items():
             out.note(table, "skipped: table not read yet", rows)
-        side = rocpd.side_tables(db)
+        side, bad = rocpd.side_tables(db)
         for p in side["processes"]:
             out.add_process(**p)
         for t in side["threads"]:
             out.add_thread(**t)
+        for view, n in bad.items():
+            out.note(view, "skipped: rows whose id is not an integer", n)
         add_side_tables([c for _, c, _ in parts], out)
         for d in side["devices"]:
             out.add_device(vendor="amd", kind="gpu", **d)
-        version = dict(db.scalar_rows("SELECT tag, value FROM rocpd_metadata"))
+        version = None
+        try:
+            version = dict((tag, value) for tag, value in db.scalar_rows(
+                "SELECT tag, value FROM rocpd_metadata")).get("schema_version")
+        except TraceReadError as exc:
+            out.note("rocpd_metadata", f"warning: not read ({exc.message})")
+        except TypeError:  # a tag that cannot be a key (a blob)
+            out.note("rocpd_metadata", "warning: not read (tags that are not text)")
+        _note_replaced(db, out)
         out.metadata.update({"format": "rocpd SQLite", "tool": "rocprofv3", "clock": CLOCK,
-                             "schema_version": version.get("schema_version")})
+                             "schema_version": version if isinstance(version, str | int)
+                             else None})
 
     @staticmethod
     def _read_v1(db: SqliteInput, out: TraceBuilder) -> None:
-        parts, unread = v1db.read(db)
+        try:
+            parts, unread = v1db.read(db)
+        except OutOfRange as exc:
+            raise TraceReadError(exc.message(), path=db.path, location=exc.where) from None
         for table, columns in parts:
-            out.add_events(columns)
+            _add(db, out, table, columns, "table")
             out.note(table, "events", len(columns["category"]))
         for table, rows in unread.items():
             out.note(table, "skipped: table not read yet", rows)
         add_side_tables([c for _, c in parts], out)
+        gpus, found_in = agents.beside([db.path])
+        agents.add(out, gpus, found_in or "", agents.used_devices([c for _, c in parts]))
+        _note_replaced(db, out)
         out.metadata.update({"format": "rocprof v1 results.db", "tool": "rocprof",
                              "clock": CLOCK})
 
+
+def _add(db: SqliteInput, out: TraceBuilder, table: str, columns: dict, what: str) -> None:
+    """Add the events of one table (or view), made to fit the model (see
+    ``columns.finish``)."""
+    try:
+        warnings = finish(columns)
+    except OutOfRange as exc:
+        raise TraceReadError(exc.message(), path=db.path,
+                             location=f"{what} {table}, row {exc.row + 1}") from None
+    for text, n in warnings:
+        out.note(table, text, n)
+    out.add_events(columns)
+
+
+def _note_replaced(db: SqliteInput, out: TraceBuilder) -> None:
+    """Warn of the strings whose invalid UTF-8 the database module replaced."""
+    for table, n in sorted(getattr(db, "replaced", {}).items()):
+        out.note(table, "warning: text with invalid UTF-8, replaced with U+FFFD", n)

@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
-import pyarrow as pa
 import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
 from tracekit.plugins.rocprof import sdkjson
+from tracekit.plugins.rocprof.columns import OutOfRange, finish
 from tracekit.plugins.rocprof.side import CLOCK, add_side_tables
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def load_json(source: Source) -> tuple[Any, int]:
+    """The JSON document of ``source``, and how many characters of invalid UTF-8 in it
+    were replaced with U+FFFD (a UTF-8 byte order mark is allowed)."""
+    raw = source.read_bytes().removeprefix(_BOM)
+    try:
+        return orjson.loads(raw), 0
+    except orjson.JSONDecodeError as exc:
+        if "UTF-8" not in str(exc):
+            raise TraceReadError(f"invalid JSON: {exc}", path=source.path) from None
+        text = raw.decode("utf-8", "replace")
+        try:
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise TraceReadError(f"invalid JSON: {exc}", path=source.path) from None
+        return doc, text.count("\ufffd") - raw.count("\ufffd".encode())
 
 
 class RocprofJsonReader(tracekit.Reader):
@@ -23,33 +44,46 @@ class RocprofJsonReader(tracekit.Reader):
     def sniff(cls, source: Source) -> float:
         if source.is_dir or not source.head:
             return 0.0
-        return 0.95 if sdkjson.is_sdk_json(source.head) else 0.0
+        return 0.95 if sdkjson.is_sdk_json(source.head.removeprefix(_BOM)) else 0.0
 
     def read(self, source: Source, out: TraceBuilder) -> None:
-        try:
-            doc = orjson.loads(source.read_bytes())
-        except orjson.JSONDecodeError as exc:
-            raise TraceReadError(f"invalid JSON: {exc}", path=source.path) from None
+        doc, replaced = load_json(source)
+        out.note(source.path.name, "warning: invalid UTF-8, replaced with U+FFFD", replaced)
         if not isinstance(doc, dict) or not isinstance(doc.get(sdkjson.TOP_KEY), list):
             raise TraceReadError(f"not a rocprofv3 JSON file (no '{sdkjson.TOP_KEY}' list)",
                                  path=source.path)
         try:
-            parts, unread, gpus = sdkjson.convert(doc)
-        except (TypeError, ValueError, KeyError, AttributeError, pa.ArrowException) as exc:
-            raise TraceReadError(f"unexpected rocprofv3 JSON structure: {exc}",
-                                 path=source.path) from None
-        for kind, columns in parts:
+            parts, unread, gpus, processes = sdkjson.convert(doc)
+        except sdkjson.BadRecord as exc:
+            raise TraceReadError(str(exc), path=source.path, location=exc.location()) from None
+        for kind, p, columns in parts:
+            try:
+                warnings = finish(columns)
+            except OutOfRange as exc:
+                raise TraceReadError(exc.message(), path=source.path, location=(
+                    f"{sdkjson.TOP_KEY}[{p}].buffer_records.{kind}[{exc.row}]")) from None
+            for text, n in warnings:
+                out.note(f"buffer_records.{kind}", text, n)
             out.add_events(columns)
             out.note(f"buffer_records.{kind}", "events", len(columns["category"]))
         for kind, rows in unread.items():
             out.note(kind, "skipped: record kind not read yet", rows)
-        for process in doc[sdkjson.TOP_KEY]:
-            meta = process.get("metadata") or {}
-            if meta.get("pid") is not None:
-                out.add_process(int(meta["pid"]), name=" ".join(
-                    map(str, meta.get("command") or [])) or None,
-                    host=(meta.get("node") or {}).get("hostname"))
-        add_side_tables([c for _, c in parts], out)
+        for proc in processes:
+            out.note("names (strings, kernel_symbols, agents)",
+                     "warning: entries whose id is not an integer (left out)", proc.damaged)
+            if proc.bad_pid:
+                out.note("metadata.pid", "warning: not an integer: the process's rows have "
+                         "no pid")
+            if proc.pid is None:
+                continue
+            command = proc.meta.get("command")
+            if isinstance(command, list):
+                command = " ".join(map(str, command))
+            node = proc.meta.get("node")
+            host = node.get("hostname") if isinstance(node, dict) else None
+            out.add_process(proc.pid, name=command if isinstance(command, str) and command
+                            else None, host=host if isinstance(host, str) else None)
+        add_side_tables([c for _, _, c in parts], out)
         for gpu in gpus:
             out.add_device(vendor="amd", kind="gpu", **gpu)
         out.metadata.update({"format": "rocprofv3 JSON", "tool": "rocprofv3", "clock": CLOCK})

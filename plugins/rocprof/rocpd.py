@@ -17,7 +17,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.plugins.rocprof.columns import api_events, grid_columns, signed_bytes
+from tracekit.plugins.rocprof.columns import (
+    OutOfRange,
+    api_events,
+    duration,
+    grid_columns,
+    signed_bytes,
+)
 from tracekit.sqlite import SqliteInput, column
 
 Columns = dict[str, Any]
@@ -51,7 +57,11 @@ def read(db: SqliteInput) -> tuple[list[tuple[str, Columns, int]], dict[str, int
         if not rows or view not in db.tables:
             continue
         t = db.arrow(f'SELECT * FROM "{view}"')
-        out.append((view, CONVERT[view](t), rows))
+        try:
+            out.append((view, CONVERT[view](t), rows))
+        except OutOfRange as exc:
+            exc.where = f"view {view}, row {exc.row + 1}"
+            raise
     unread = {}
     for table in ("rocpd_pmc_event", "rocpd_sample"):
         if table in db.tables and (n := db.count(table)):
@@ -60,6 +70,7 @@ def read(db: SqliteInput) -> tuple[list[tuple[str, Columns, int]], dict[str, int
 
 
 def _regions(t: pa.Table) -> Columns:
+    """API calls and markers: see ``api_events``."""
     return api_events(_text(t, "category"), _text(t, "name"), _int(t, "start"),
                       _int(t, "end"), _int(t, "pid"), _int(t, "tid"), _int(t, "stack_id"))
 
@@ -74,7 +85,7 @@ def _kernels(t: pa.Table) -> Columns:
         ',"grid_size":[', pc.binary_join_element_wise(*[g.cast(pa.string()) for g in grid],
                                                       ","), "]}", "")
     return {"kind": ["slice"] * n, "category": ["gpu.kernel"] * n, "name": _text(t, "name"),
-            "ts_ns": _int(t, "start"), "dur_ns": pc.subtract(_int(t, "end"), _int(t, "start")),
+            "ts_ns": _int(t, "start"), "dur_ns": duration(_int(t, "start"), _int(t, "end")),
             "pid": _int(t, "pid"), "device": _int(t, "agent_abs_index"),
             "stream": _int(t, "stream_id"), "correlation": _int(t, "stack_id"),
             **grid_columns(grid, [_int(t, f"workgroup_{a}") for a in "xyz"]),
@@ -95,7 +106,7 @@ def _memory_copies(t: pa.Table) -> Columns:
     device = pc.if_else(to_device, _int(t, "dst_agent_abs_index"),
                         _int(t, "src_agent_abs_index"))
     return {"kind": ["slice"] * n, "category": ["gpu.memcpy"] * n, "name": _text(t, "name"),
-            "ts_ns": _int(t, "start"), "dur_ns": pc.subtract(_int(t, "end"), _int(t, "start")),
+            "ts_ns": _int(t, "start"), "dur_ns": duration(_int(t, "start"), _int(t, "end")),
             "pid": _int(t, "pid"), "device": device, "stream": _int(t, "stream_id"),
             "correlation": _int(t, "stack_id"), "bytes": _int(t, "size"),
             "copy_kind": _copy_kind(_text(t, "src_agent_type"), _text(t, "dst_agent_type"))}
@@ -110,7 +121,7 @@ def _memory_allocations(t: pa.Table) -> Columns:
                                        pc.fill_null(kind, ""), " ")
     return {"kind": ["slice"] * n, "category": ["host.memory"] * n,
             "name": pc.utf8_trim_whitespace(name), "ts_ns": _int(t, "start"),
-            "dur_ns": pc.subtract(_int(t, "end"), _int(t, "start")), "pid": _int(t, "pid"),
+            "dur_ns": duration(_int(t, "start"), _int(t, "end")), "pid": _int(t, "pid"),
             "tid": _int(t, "tid"), "correlation": _int(t, "stack_id"),
             "bytes": signed_bytes(kind, _int(t, "size")),
             "args": pc.binary_join_element_wise(
@@ -124,14 +135,50 @@ CONVERT = {"regions": _regions, "kernels": _kernels, "memory_copies": _memory_co
            "memory_allocations": _memory_allocations}
 
 
-def side_tables(db: SqliteInput) -> dict[str, list[dict[str, Any]]]:
-    """Processes, threads and GPU agents as rows for the builder."""
-    processes = [{"pid": r[0], "name": r[1], "host": r[2]} for r in db.scalar_rows(
-        "SELECT pid, command, hostname FROM processes")] if "processes" in db.tables else []
-    threads = [{"pid": r[0], "tid": r[1], "name": r[2]} for r in db.scalar_rows(
-        "SELECT pid, tid, name FROM threads")] if "threads" in db.tables else []
-    devices = [{"device": r[0], "name": r[1] or None, "compute_capability": r[2] or None,
-                "sm_count": r[3]} for r in db.scalar_rows(
-        "SELECT absolute_index, product_name, name, json_extract(extdata, '$.cu_count') "
-        "FROM rocpd_info_agent WHERE type = 'GPU'")] if "rocpd_info_agent" in db.tables else []
-    return {"processes": processes, "threads": threads, "devices": devices}
+def _id(value: Any, bits: int = 64) -> int | None:
+    """An id from a descriptive row: an integer of ``bits`` bits, else None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if -(1 << (bits - 1)) <= value < 1 << (bits - 1) else None
+
+
+def _label(value: Any) -> str | None:
+    """A name from a descriptive row as text (blobs decoded, numbers as written)."""
+    if value is None or isinstance(value, str):
+        return value or None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace") or None
+    return str(value)
+
+
+def side_tables(db: SqliteInput) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """Processes, threads and GPU agents as rows for the builder, and per view the rows
+    left out because their id is not an integer (damage)."""
+    rows: dict[str, list[dict[str, Any]]] = {"processes": [], "threads": [], "devices": []}
+    bad: dict[str, int] = {}
+    if "processes" in db.tables:
+        for pid, command, host in db.scalar_rows("SELECT pid, command, hostname FROM processes"):
+            if _id(pid) is None:
+                bad["processes"] = bad.get("processes", 0) + 1
+            else:
+                rows["processes"].append({"pid": pid, "name": _label(command),
+                                          "host": _label(host)})
+    if "threads" in db.tables:
+        for pid, tid, name in db.scalar_rows("SELECT pid, tid, name FROM threads"):
+            if _id(tid) is None:
+                bad["threads"] = bad.get("threads", 0) + 1
+            else:
+                rows["threads"].append({"pid": _id(pid), "tid": tid, "name": _label(name)})
+    if "rocpd_info_agent" in db.tables:
+        # extdata is JSON text; damaged text must not stop the read, only lose the CU count
+        for index, product, arch, cus in db.scalar_rows(
+                "SELECT absolute_index, product_name, name, CASE WHEN json_valid(extdata) "
+                "THEN json_extract(extdata, '$.cu_count') END FROM rocpd_info_agent "
+                "WHERE type = 'GPU'"):
+            if _id(index, 32) is None:
+                bad["rocpd_info_agent"] = bad.get("rocpd_info_agent", 0) + 1
+            else:
+                rows["devices"].append({"device": index, "name": _label(product),
+                                        "compute_capability": _label(arch),
+                                        "sm_count": _id(cus, 32)})
+    return rows, bad

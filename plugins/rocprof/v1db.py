@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.plugins.rocprof.columns import json_text
+from tracekit.plugins.rocprof.columns import OutOfRange, duration, json_text
 from tracekit.plugins.rocprof.lookup import lookup
 from tracekit.plugins.rocprof.v1 import copy_kind_of, size_of_calls, work_categories
 from tracekit.sqlite import SqliteInput, column
@@ -48,8 +48,12 @@ def read(db: SqliteInput) -> tuple[list[tuple[str, Columns]], dict[str, int]]:
         if table not in db.tables or not db.count(table):
             continue
         rows = db.arrow(f'SELECT * FROM "{table}"')
-        parts.append((table, _host(table, rows) if table in HOST_TABLES
-                      else _device(table, rows)))
+        try:
+            parts.append((table, _host(table, rows) if table in HOST_TABLES
+                          else _device(table, rows)))
+        except OutOfRange as exc:
+            exc.where = f"table {table}, row {exc.row + 1}"
+            raise
     _link(parts)
     unread = {t: n for t in sorted(db.tables - set(TABLES))
               if not t.startswith("sqlite_") and (n := db.count(t))}
@@ -58,7 +62,7 @@ def read(db: SqliteInput) -> tuple[list[tuple[str, Columns]], dict[str, int]]:
 
 def _span(rows: pa.Table) -> tuple[pa.Array, pa.Array]:
     ts = _int(rows, "BeginNs")
-    return ts, pc.subtract(_int(rows, "EndNs"), ts)
+    return ts, duration(ts, _int(rows, "EndNs"), "EndNs")
 
 
 def _host(table: str, rows: pa.Table) -> Columns:
@@ -67,7 +71,7 @@ def _host(table: str, rows: pa.Table) -> Columns:
     name = _text(rows, "Name")
     if table == "rocTX":  # messages are stored with their quotes
         name = pc.replace_substring_regex(name, r'^"(.*)"$', r"\1")
-        instant = pc.less_equal(dur, 1)  # marks are written as 1 ns ranges
+        instant = pc.fill_null(pc.less_equal(dur, 1), False)  # marks are 1 ns ranges
         kind = pc.if_else(instant, "instant", "slice")
         dur = pc.if_else(instant, pa.scalar(None, pa.int64()), dur)
         correlation = pa.nulls(n, pa.int64())

@@ -9,6 +9,8 @@ launching call to ``t`` on the device work, with ``cat: DataFlow``.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections import defaultdict
 from typing import Any
@@ -22,11 +24,62 @@ SECTION_CATEGORY = (("CPU HIP API", "api.runtime"), ("CPU HSA API", "api.driver"
 GPU_INDEX = re.compile(r"(\d+)$")
 
 
+_INT64 = 1 << 63
+
+
+class BadEvent(ValueError):
+    """Event ``index`` of traceEvents has a value no trace can hold."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
 def _int(value: Any) -> int | None:
-    try:
-        return int(str(value).strip())
-    except (TypeError, ValueError):
+    """An id or count written as a number or as text; None when it is neither (or out of
+    the 64-bit range, which only damage produces)."""
+    if isinstance(value, bool) or value is None:
         return None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and len(value) < 32:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if -_INT64 <= number < _INT64 else None
+
+
+def _exact_ns(index: int, args: dict[str, Any], key: str) -> int | None:
+    """``args.BeginNs``/``EndNs``: absent is None (the µs fields then serve); present and
+    not an integer, or beyond 64 bits, is an error."""
+    value = args.get(key)
+    if value is None or value == "":
+        return None
+    number = _int(value)
+    if number is None:
+        raise BadEvent(index, f"args.{key} is not a 64-bit integer: {_shown(value)}")
+    return number
+
+
+def _micros(index: int, event: dict[str, Any], key: str) -> float:
+    """``ts``/``dur`` in µs (numbers or text); 0 when absent."""
+    value = event.get(key, 0)
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or abs(number) * 1000 >= _INT64:
+        raise BadEvent(index, f"{key} is not a time in µs that fits 64 bits of ns: "
+                       f"{_shown(value)}")
+    return number
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
 
 
 def is_v1_json(head: bytes) -> bool:
@@ -37,16 +90,20 @@ def is_v1_json(head: bytes) -> bool:
 
 
 def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
-    """Event columns and counts of what was set aside."""
+    """Event columns and counts of what was set aside; BadEvent for a value no trace can
+    hold."""
     events = doc.get("traceEvents") or []
-    sections = {_int(e.get("pid")): str((e.get("args") or {}).get("name", ""))
+    if not isinstance(events, list):
+        raise BadEvent(-1, "traceEvents is not a list")
+    sections = {_int(e.get("pid")): str(_args(e).get("name", ""))
                 for e in events if isinstance(e, dict) and e.get("ph") == "M"
                 and e.get("name") == "process_name"}
     cols: dict[str, list[Any]] = defaultdict(list)
-    counts = {"empty or unknown records": 0, "metadata records": 0, "flow endpoints": 0}
+    counts = {"empty or unknown records": 0, "metadata records": 0, "flow endpoints": 0,
+              "args that are not an object": 0}
     rows_at: dict[tuple[int | None, int | None], list[int]] = defaultdict(list)
     spans: list[tuple[int, int]] = []
-    for e in events:
+    for index, e in enumerate(events):
         if not isinstance(e, dict) or not e:
             counts["empty or unknown records"] += 1
             continue
@@ -60,18 +117,23 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
             else:
                 counts["empty or unknown records"] += 1
             continue
-        args = e.get("args") or {}
+        args = _args(e)
+        if args is not e.get("args") and e.get("args") not in (None, ""):
+            counts["args that are not an object"] += 1
         section_id = _int(e.get("pid"))
         section = sections.get(section_id, "")
         category = next((c for prefix, c in SECTION_CATEGORY if section.startswith(prefix)),
                         "other")
-        name = str(e.get("name") or args.get("Name") or "")
+        name = _text(e.get("name")) or _text(args.get("Name"))
         if category in ("gpu.kernel", "gpu.memcpy"):
             category = work_category(name, category)
-        begin, end = _int(args.get("BeginNs")), _int(args.get("EndNs"))
+        ts_us, dur_us = _micros(index, e, "ts"), _micros(index, e, "dur")
+        begin, end = _exact_ns(index, args, "BeginNs"), _exact_ns(index, args, "EndNs")
         if begin is None or end is None:  # no exact ns: the µs fields
-            begin = round(float(e.get("ts", 0)) * 1000)
-            end = begin + round(float(e.get("dur", 0)) * 1000)
+            begin = round(ts_us * 1000)
+            end = begin + round(dur_us * 1000)
+        if not -_INT64 <= end - begin < _INT64:
+            raise BadEvent(index, f"EndNs - BeginNs overflows 64 bits: {end} - {begin}")
         pid = _int(args.get("proc-id"))
         if pid is None and _int(args.get("pid")) not in (None, section_id):
             pid = _int(args.get("pid"))
@@ -79,7 +141,9 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
         if category.startswith("gpu."):
             device = _int(args.get("dev-id"))
             if device is None and (m := GPU_INDEX.search(section)):
-                device = int(m.group(1))
+                device = int(m.group(1)) if len(m.group(1)) < 10 else None
+            if device is not None and not -(1 << 31) <= device < 1 << 31:
+                raise BadEvent(index, f"args.dev-id does not fit 32 bits: {device}")
         instant = category == "host.annotation" and end - begin <= 1
         row = len(cols["kind"])
         cols["kind"].append("instant" if instant else "slice")
@@ -97,8 +161,7 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
         cols["bytes"].append(None)
         cols["args"].append(_args_json(args))
         rows_at[(section_id, _int(e.get("tid")))].append(row)
-        spans.append((round(float(e.get("ts", 0))), round(float(e.get("ts", 0)))
-                      + round(float(e.get("dur", 0)))))
+        spans.append((round(ts_us), round(ts_us) + round(dur_us)))
     _bind_flows(events, cols, rows_at, spans)
     # A host thread's calls and markers all belong to the process its linked calls showed.
     known: dict[int, list[int]] = defaultdict(list)
@@ -111,6 +174,19 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
     return dict(cols), counts
 
 
+def _args(event: dict[str, Any]) -> dict[str, Any]:
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
+def _text(value: Any) -> str:
+    """A name as text (numbers as written; anything else is no name)."""
+    if isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else ""
+
+
 def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
                 rows_at: dict[tuple[int | None, int | None], list[int]],
                 spans: list[tuple[int, int]]) -> None:
@@ -119,25 +195,28 @@ def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
     the call the work's, where only the work names it)."""
     calls: dict[Any, int] = {}
     works: dict[Any, list[int]] = defaultdict(list)
-    for e in events:
+    for index, e in enumerate(events):
         if isinstance(e, dict) and e.get("ph") in ("s", "t", "f"):
+            flow_id = _int(e.get("id"))
+            if flow_id is None:
+                continue
             key = (_int(e.get("pid")), _int(e.get("tid")))
-            ts = round(float(e.get("ts", 0)))
+            ts = round(_micros(index, e, "ts"))
             candidates = [r for r in rows_at.get(key, []) if spans[r][0] <= ts <= spans[r][1]]
             if not candidates:
                 continue
             row = min(candidates, key=lambda r: (spans[r][0] != ts, spans[r][1] - spans[r][0]))
             if e.get("ph") == "s":
-                calls[e.get("id")] = row
+                calls[flow_id] = row
             else:  # one id can end on several ops: a memset done as two fills
-                works[e.get("id")].append(row)
+                works[flow_id].append(row)
     launched_by: dict[int, list[int]] = defaultdict(list)
     for flow_id, call in calls.items():
-        if flow_id not in works or _int(flow_id) is None:
+        if flow_id not in works:
             continue
         # Calls keep their first id; all work they launched shares it.
         if cols["correlation"][call] is None:
-            cols["correlation"][call] = int(flow_id)
+            cols["correlation"][call] = flow_id
         for work in works[flow_id]:
             cols["correlation"][work] = cols["correlation"][call]
             if cols["pid"][call] is None:
@@ -152,7 +231,7 @@ def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
 
 
 def _call_args(args_json: str | None) -> str | None:
-    return str(orjson.loads(args_json).get("args", "")) if args_json else None
+    return str(json.loads(args_json).get("args", "")) if args_json else None
 
 
 def _copy_kind(name: str) -> str | None:
@@ -161,4 +240,9 @@ def _copy_kind(name: str) -> str | None:
 
 def _args_json(args: dict[str, Any]) -> str | None:
     kept = {k: v for k, v in args.items() if k not in ("BeginNs", "EndNs", "Name") and v != ""}
-    return orjson.dumps(kept).decode() if kept else None
+    if not kept:
+        return None
+    try:
+        return orjson.dumps(kept).decode()
+    except orjson.JSONEncodeError:  # numbers beyond 64 bits, deep nesting: as text
+        return json.dumps(kept, default=str)
