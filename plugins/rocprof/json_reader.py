@@ -39,6 +39,7 @@ class RocprofJsonReader(tracekit.Reader):
     name = "rocprofv3-json"
     description = "AMD rocprofv3 JSON output (rocprofiler-sdk-tool schema, .json or .json.gz)"
     extensions = (".json", ".json.gz")
+    reads_streams = True  # one read_bytes() of the document
 
     @classmethod
     def sniff(cls, source: Source) -> float:
