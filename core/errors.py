@@ -92,6 +92,15 @@ class TraceReadError(TracekitError):
         parts = [p for p in (self.path, location, message) if p]
         super().__init__(": ".join(parts))
 
+    def __str__(self) -> str:
+        # The path is kept whole (it names the file); what follows it is cut to fit.
+        rest = ": ".join(p for p in (self.location, self.message) if p)
+        if not self.path:
+            return one_line(rest)
+        if not rest:
+            return self.path
+        return f"{self.path}: {one_line(rest, max(MESSAGE_LIMIT - len(self.path) - 2, 120))}"
+
 
 class ReaderCrashError(TraceReadError):
     """A reader raised something other than a TracekitError: a reader bug on odd input.
