@@ -8,7 +8,9 @@ timeline report's bins become counters; the summary report goes into the metadat
 
 from __future__ import annotations
 
+import codecs
 import csv
+import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -18,7 +20,7 @@ import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
-from tracekit.plugins.vtune.values import numeric_columns, parse_number
+from tracekit.plugins.vtune.values import is_pseudo, numeric_columns, parse_number
 from tracekit.stacks import CallSites
 
 GROUPINGS = ("Function", "Function Stack", "Module", "Process", "Thread", "Package",
@@ -27,6 +29,7 @@ GROUPINGS = ("Function", "Function Stack", "Module", "Process", "Thread", "Packa
 METRIC_HINTS = ("CPU Time", "Hardware Event Count", "Memory Bound", "Instructions Retired",
                 "Clockticks", "Computing Task:")
 DELIMITERS = (",", "\t", ";")
+INT64_MAX = 2**63 - 1
 
 
 @dataclass
@@ -39,8 +42,43 @@ class Report:
     lines: list[tuple[int, str]]  # (line number, text)
 
 
+class _CsvLineError(Exception):
+    """A line the csv module cannot split (a field over its size limit)."""
+
+
+def _split(line: str, delimiter: str) -> list[str]:
+    try:
+        return next(csv.reader([line], delimiter=delimiter))
+    except csv.Error as exc:
+        raise _CsvLineError(str(exc)) from None
+
+
 def _delimiter(line: str) -> str:
-    return max(DELIMITERS, key=lambda d: len(next(csv.reader([line], delimiter=d))))
+    return max(DELIMITERS, key=lambda d: len(_split(line, d)))
+
+
+def decode(raw: bytes) -> tuple[str, int]:
+    """The text of a report and how many of its lines are not valid UTF-8.
+
+    Byte-order marks are honoured (VTune on Windows, or an editor, may add one; UTF-16 is
+    unambiguous with its BOM). Invalid bytes become U+FFFD: names in another code page stay
+    readable, and the reader counts the lines concerned.
+    """
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return raw.decode("utf-16", "replace"), 0
+    if raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
+    try:
+        return raw.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        pass
+    bad = 0
+    for line in raw.split(b"\n"):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad += 1
+    return raw.decode("utf-8", "replace"), bad
 
 
 def _kind(header: list[str]) -> str | None:
@@ -60,15 +98,20 @@ def split(text: str) -> tuple[Report | None, int]:
     """The report in ``text`` (None when the first line is no VTune header) and how many
     ``vtune:`` progress lines were mixed in (stdout captures have them)."""
     lines, progress = [], 0
-    for no, line in enumerate(text.splitlines(), 1):
+    # Only CR and LF end lines (str.splitlines also splits at \x1c, \x85, U+2028 ...).
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for no, line in enumerate(text.split("\n"), 1):
         if line.startswith("vtune:"):
             progress += 1
         elif line.strip():
             lines.append((no, line))
     if not lines:
         return None, progress
-    delimiter = _delimiter(lines[0][1])
-    header = next(csv.reader([lines[0][1]], delimiter=delimiter))
+    try:
+        delimiter = _delimiter(lines[0][1])
+        header = _split(lines[0][1], delimiter)
+    except _CsvLineError:
+        return None, progress
     kind = _kind(header) if len(header) >= 2 else None
     if kind is None:
         return None, progress
@@ -81,24 +124,38 @@ class VtuneCsvReader(tracekit.Reader):
     name = "vtune"
     description = "Intel VTune Profiler CSV reports (hotspots, hw-events, top-down, summary)"
     extensions = (".csv",)
+    reads_streams = True
 
     @classmethod
     def sniff(cls, source: Source) -> float:
         head = source.head
-        if not head or b"\0" in head:
+        if len(head) % 2 and head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            head = head[:-1]  # the head may end inside a UTF-16 code unit
+        text, _ = decode(head)
+        if not text or "\0" in text:
             return 0.0
-        report, _ = split("\n".join(head.decode("utf-8", "replace").splitlines()[:40]))
+        report, _ = split("\n".join(text.splitlines()[:40]))
         return 0.85 if report is not None else 0.0
 
     def read(self, source: Source, out: TraceBuilder) -> None:
-        raw = source.read_bytes()
-        if b"\0" in raw[:4096]:
-            raise TraceReadError("binary data, not a VTune CSV report", path=source.path)
-        report, progress = split(raw.decode("utf-8", "replace"))
+        raw = source.read_bytes()  # once: the source may be a stream
+        text, bad_lines = decode(raw)
+        del raw
+        nul = text.find("\0")
+        if nul >= 0:
+            raise TraceReadError("binary data (a NUL byte), not a VTune CSV report",
+                                 path=source.path, location=f"line {_line_of(text, nul)}")
+        report, progress = split(text)
         if report is None:
-            raise TraceReadError("line 1: not a VTune CSV report header (expected a grouping "
+            raise TraceReadError("not a VTune CSV report header (expected a grouping "
                                  "such as Function, Function Stack, Hierarchy Level or "
-                                 "timeBin, then metric columns)", path=source.path)
+                                 "timeBin, then metric columns)", path=source.path,
+                                 location="line 1")
+        out.note("report lines", "warning: not valid UTF-8 (bad bytes read as U+FFFD)",
+                 bad_lines)
+        if not text.endswith(("\n", "\r")):
+            out.note("report lines", "warning: the last line has no line break (the file may "
+                     "be cut short)")
         out.metadata.update({"format": f"VTune CSV ({report.kind})", "tool": "Intel VTune",
                              "clock": "none: rows are untimed aggregates" if report.kind in
                              ("grouped", "tree") else "seconds from collection start",
@@ -106,29 +163,31 @@ class VtuneCsvReader(tracekit.Reader):
                              "delimiter": {",": "comma", "\t": "tab", ";": "semicolon"}[
                                  report.delimiter]})
         out.note("vtune progress lines", "skipped: progress output, not report data", progress)
-        if report.kind == "summary":
-            self._summary(report, out)
-        elif report.kind == "timeline":
-            self._timeline(report, out, source)
-        else:
-            self._aggregates(report, out, source)
+        try:
+            if report.kind == "summary":
+                self._summary(report, out)
+            elif report.kind == "timeline":
+                self._timeline(report, out)
+            else:
+                self._aggregates(report, out)
+        except _LineError as exc:
+            raise TraceReadError(exc.message, path=source.path, reader=self.name,
+                                 location=f"line {exc.line}") from None
 
     # -- grouped tables and top-down trees ------------------------------------------------
-    def _aggregates(self, report: Report, out: TraceBuilder, source: Source) -> None:
+    def _aggregates(self, report: Report, out: TraceBuilder) -> None:
         header, width = report.header, len(report.header)
-        depths, rows = [], []
+        depths, rows, line_numbers = [], [], []
         for no, line in report.lines:
             text = line
             depth = 0
             if report.kind == "tree":  # depth is the indentation; the quote comes after it
                 depth = len(line) - len(line.lstrip(" "))
                 text = line.lstrip(" ")
-            fields = next(csv.reader([text], delimiter=report.delimiter))
-            if len(fields) != width:
-                raise TraceReadError(f"line {no}: {len(fields)} fields where the header has "
-                                     f"{width}", path=source.path, reader=self.name)
+            fields = _fields(text, report.delimiter, no, width)
             depths.append(depth)
             rows.append(fields)
+            line_numbers.append(no)
         numeric = numeric_columns(rows, width, report.delimiter)
         metric = _primary_metric(header, numeric)
         module_col = header.index("Module") if "Module" in header else None
@@ -138,11 +197,23 @@ class VtuneCsvReader(tracekit.Reader):
         total_row = report.kind == "tree" and _has_total(rows)
         cols: dict[str, list[Any]] = {k: [] for k in
                                       ("name", "value", "dur_ns", "stack_id", "args")}
-        for depth, fields in zip(depths, rows, strict=True):
+        bad = _BadCells()
+        no_dur = 0
+        for no, depth, fields in zip(line_numbers, depths, rows, strict=True):
             name = fields[0].strip()
             module = fields[module_col].strip() if module_col is not None else None
-            value = parse_number(fields[metric], report.delimiter) if metric is not None \
-                else None
+            numbers: list[float | None] = [None] * width
+            for i in range(width):
+                if numeric[i]:
+                    numbers[i] = bad.number(fields[i], report.delimiter, no, header[i])
+            value = numbers[metric] if metric is not None else None
+            dur = None
+            if is_time and value is not None:
+                ns = value * 1e9
+                if 0 <= ns < INT64_MAX:
+                    dur = round(ns)
+                else:  # a negative or astronomically large CPU time is no duration
+                    no_dur += 1
             stack = None
             if report.kind == "tree" and not (depth == 0 and name == "Total"):
                 level = max(depth - (1 if total_row else 0), 0)
@@ -153,14 +224,17 @@ class VtuneCsvReader(tracekit.Reader):
                 stack = sites.site(None, (name, module))
             cols["name"].append(name)
             cols["value"].append(value)
-            cols["dur_ns"].append(round(value * 1e9) if is_time and value is not None
-                                  else None)
+            cols["dur_ns"].append(dur)
             cols["stack_id"].append(stack)
             cols["args"].append(orjson.dumps({
                 "report": report.kind, "group_by": header[0],
-                "values": {h: parse_number(f, report.delimiter)
-                           for h, f, num in zip(header, fields, numeric, strict=True) if num},
+                "values": {h: v for h, v, num in zip(header, numbers, numeric, strict=True)
+                           if num},
                 "raw": dict(zip(header, fields, strict=True))}).decode())
+        bad.note(out, "args.values, the text stays in args.raw")
+        if no_dur:
+            out.note("report rows", f"warning: {header[metric]} is negative or too large for "
+                     "a duration (dur_ns null)", no_dur)
         n = len(rows)
         out.add_events({"kind": ["sample"] * n, "category": ["cpu.sample"] * n,
                         "ts_ns": [None] * n, **cols})
@@ -171,37 +245,96 @@ class VtuneCsvReader(tracekit.Reader):
         out.note("report rows", "events", n)
 
     # -- timeline bins and the summary ---------------------------------------------------
-    def _timeline(self, report: Report, out: TraceBuilder, source: Source) -> None:
+    def _timeline(self, report: Report, out: TraceBuilder) -> None:
         header = report.header
         cols: dict[str, list[Any]] = {k: [] for k in ("name", "ts_ns", "value")}
+        bad = _BadCells()
         for no, line in report.lines:
-            fields = next(csv.reader([line], delimiter=report.delimiter))
-            if len(fields) != len(header):
-                raise TraceReadError(f"line {no}: {len(fields)} fields where the header has "
-                                     f"{len(header)}", path=source.path, reader=self.name)
+            fields = _fields(line, report.delimiter, no, len(header))
             try:
-                start = int(Decimal(fields[1].strip()) * 1_000_000_000)
+                seconds = Decimal(fields[1].strip())
             except InvalidOperation:
-                raise TraceReadError(f"line {no}: bin start {fields[1]!r} is not a number",
-                                     path=source.path, reader=self.name) from None
+                raise _LineError(no, f"{header[1]} is not a number of seconds") from None
+            # adjusted() is the decimal exponent: |seconds| < 1e10 before multiplying, so
+            # that 1e999999 cannot overflow the decimal context.
+            start = int(seconds * 1_000_000_000) if seconds.is_finite() and \
+                seconds.adjusted() < 10 else None
+            if start is None or abs(start) > INT64_MAX:
+                raise _LineError(no, f"{header[1]} is out of range (not a finite number of "
+                                 "seconds that fits int64 ns)")
             for h, cell in zip(header[3:], fields[3:], strict=True):
                 cols["name"].append(h)
                 cols["ts_ns"].append(start)
-                cols["value"].append(parse_number(cell, report.delimiter))
+                cols["value"].append(bad.number(cell, report.delimiter, no, h))
+        bad.note(out, "value")
         n = len(cols["name"])
         out.add_events({"kind": ["counter"] * n, "category": ["counter.vtune"] * n, **cols})
         out.note("timeline bins", "events", len(report.lines))
 
     def _summary(self, report: Report, out: TraceBuilder) -> None:
         entries = []
-        for _, line in report.lines:
-            fields = next(csv.reader([line], delimiter=report.delimiter))
+        for no, line in report.lines:
+            fields = _fields(line, report.delimiter, no, None)
             level = fields[0].strip()
-            entries.append({"level": int(level) if level.isdigit() else level,
+            entries.append({"level": int(level) if level.isascii() and level.isdigit()
+                            else level,
                             "metric": fields[1].strip() if len(fields) > 1 else "",
                             "values": [f.strip() for f in fields[2:]]})
         out.metadata["summary"] = entries
         out.note("summary rows", "metadata", len(entries))
+
+
+class _BadCells:
+    """Counts the cells of numeric columns that hold no usable number, and where the first
+    of each kind is, for one warning per kind."""
+
+    def __init__(self) -> None:
+        self.count = {"text": 0, "range": 0}
+        self.first: dict[str, tuple[int, str]] = {}
+
+    def number(self, cell: str, delimiter: str, line: int, column: str) -> float | None:
+        value = parse_number(cell, delimiter)
+        kind = None
+        if value is None and not is_pseudo(cell.strip()):
+            kind = "text"
+        elif value is not None and not math.isfinite(value):
+            kind, value = "range", None
+        if kind:
+            self.count[kind] += 1
+            self.first.setdefault(kind, (line, column))
+        return value
+
+    def note(self, out: TraceBuilder, where: str) -> None:
+        what = {"text": "text in a numeric column", "range": "a number out of range"}
+        for kind, n in self.count.items():
+            if n:
+                line, column = self.first[kind]
+                out.note("report cells", f"warning: {what[kind]} (first at line {line}, "
+                         f"{column}): null in {where}", n)
+
+
+class _LineError(Exception):
+    """A problem with one report line; ``read`` turns it into a TraceReadError."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line, self.message = line, message
+
+
+def _fields(line: str, delimiter: str, no: int, width: int | None) -> list[str]:
+    """The cells of report line ``no``; ``width`` is the count the header asks for."""
+    try:
+        fields = _split(line, delimiter)
+    except _CsvLineError as exc:
+        raise _LineError(no, f"not a CSV line ({exc})") from None
+    if width is not None and len(fields) != width:
+        raise _LineError(no, f"{len(fields)} fields where the header has {width}")
+    return fields
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + text.count("\r", 0, offset) - \
+        text.count("\r\n", 0, offset) + 1
 
 
 def _has_total(rows: list[list[str]]) -> bool:
