@@ -10,12 +10,13 @@ from tracekit.plugins.diagnosis.bottleneck import BottleneckAnalyzer
 from tracekit.plugins.diagnosis.breakdown import BreakdownAnalyzer
 from tracekit.plugins.diagnosis.diff import DiffAnalyzer
 from tracekit.plugins.diagnosis.gaps import GapsAnalyzer
+from tracekit.plugins.diagnosis.kernels import KernelsAnalyzer
 from tracekit.plugins.diagnosis.launch import LaunchAnalyzer
 from tracekit.plugins.diagnosis.overlap import OverlapAnalyzer
 from tracekit.plugins.diagnosis.sync import SyncAnalyzer
 
 ANALYZERS = (BottleneckAnalyzer, BreakdownAnalyzer, GapsAnalyzer, SyncAnalyzer, LaunchAnalyzer,
-             OverlapAnalyzer, DiffAnalyzer)
+             OverlapAnalyzer, DiffAnalyzer, KernelsAnalyzer)
 
 
 @tracekit.hookimpl

@@ -8,25 +8,102 @@ launch_delay_cutoff, 100 µs). Tiny kernels are those under ``tiny_us`` (10 µs,
 short-kernel threshold). The launch rate (launches per second of the launching window) is
 set against the execution rate (kernels the device could run per second at their mean
 duration): when the first is lower, the GPU waits for the host.
+
+A launch is a host call linked to device *work*: a kernel, copy, memset or graph row. Calls
+linked only to device-side waits (``cudaStreamWaitEvent`` -> "Stream Wait Event",
+synchronize calls -> ``gpu.sync`` rows) are not launches (``launches_work``). A graph launch
+(``cudaGraphLaunch``/``hipGraphLaunch``/``cuGraphLaunch``, a call linked to a ``gpu.graph``
+row, or one call linked to several kernels) is one launch: its nodes are reported as a graph
+(nodes, span on the device, idle gaps inside, delay of the first node) and left out of the
+per-kernel delay, short-kernel, tiny-kernel and rate figures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import tracekit
+from tracekit import intervals as iv
+from tracekit.links import launch_links
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import NO_GPU, Activity, DeviceWork
+from tracekit.plugins.diagnosis.activity import GPU_WORK, NO_GPU, Activity, DeviceWork, HostCalls
 from tracekit.report import Finding, Report, percent, report_table
 from tracekit.stats import grouped_stats
+
+GRAPH_LAUNCH = r"^(cuda|hip|cu)GraphLaunch"
+
+
+def launches_work(events: pa.Table) -> np.ndarray:
+    """Per events row: a host row linked (by correlation) to device work, a kernel, copy,
+    memset or graph row, and not only to device-side waits (``gpu.sync``)."""
+    key, linked, on_device = launch_links(events)
+    category = events["category"].cast(pa.string())
+    work = pc.is_in(category, pa.array(GPU_WORK)).fill_null(False).to_numpy(
+        zero_copy_only=False) & on_device & linked
+    return linked & ~on_device & np.isin(key, key[work])
+
+
+def with_work_launches(activity: Activity) -> Activity:
+    """``activity`` with ``calls.is_launch`` true only for calls that launch work
+    (``launches_work``), and ``prev_launch_end`` recomputed over those calls."""
+    calls = activity.calls
+    is_launch = calls.is_launch & launches_work(activity.events)[calls.row]
+    prev = _previous_end(calls, is_launch)
+    fixed = dataclasses.replace(calls, is_launch=is_launch, prev_launch_end=prev)
+    return dataclasses.replace(activity, calls=fixed, cache={})
+
+
+def _previous_end(calls: HostCalls, launch: np.ndarray) -> np.ndarray:
+    """Per call: the end of the previous launching call on its thread, or -1."""
+    prev = np.full(len(calls.row), -1, dtype=np.int64)
+    pos = np.flatnonzero(launch)
+    order = pos[np.lexsort((calls.start[pos], calls.tid[pos], calls.pid[pos],
+                            calls.source[pos]))]
+    same = np.ones(max(len(order) - 1, 0), dtype=bool)
+    for key in (calls.source, calls.pid, calls.tid):
+        same &= key[order][1:] == key[order][:-1]
+    prev[order[1:][same]] = calls.end[order[:-1][same]]
+    return prev
+
+
+def graph_nodes(activity: Activity, work: DeviceWork) -> np.ndarray:
+    """Per row of ``work``: launched by a graph launch (by name, because the call also
+    launched a ``gpu.graph`` row, or because it launched several kernels on the device)."""
+    api = work.api
+    node = np.zeros(len(api), dtype=bool)
+    has = api >= 0
+    if not has.any():
+        return node
+    node[has] = _graph_api(activity)[api[has]]
+    category = _categories(activity, work)
+    node |= has & np.isin(api, api[has & (category == "gpu.graph")])
+    calls, counts = np.unique(api[has & (category == "gpu.kernel")], return_counts=True)
+    node |= has & np.isin(api, calls[counts > 1])
+    return node
+
+
+def _graph_api(activity: Activity) -> np.ndarray:
+    """Per host call: named like a graph launch."""
+    if "graph_api" not in activity.cache:
+        names = activity.events["name"].take(pa.array(activity.calls.row)).cast(pa.string())
+        activity.cache["graph_api"] = pc.match_substring_regex(names, GRAPH_LAUNCH).fill_null(
+            False).to_numpy(zero_copy_only=False)
+    return activity.cache["graph_api"]
+
+
+def _categories(activity: Activity, work: DeviceWork) -> np.ndarray:
+    category = activity.events["category"].take(pa.array(work.row)).cast(pa.string())
+    return np.asarray(category.to_numpy(zero_copy_only=False), dtype=object)
 
 
 @dataclass
 class LaunchStats:
-    """Launch figures of one device's kernels."""
+    """Launch figures of one device's individually launched kernels (graph nodes apart)."""
 
     work: DeviceWork
     kernels: int
@@ -38,12 +115,15 @@ class LaunchStats:
     kernel_time: int
     launch_rate: float  # launches per second while launching
     exec_rate: float  # kernels per second at their mean duration
+    graph_nodes: int = 0  # kernels launched by graph launches, left out of the above
 
 
 def launch_stats(activity: Activity, work: DeviceWork, tiny_ns: int) -> LaunchStats:
     """Launch delay, short and tiny kernels, and rates for one device."""
     calls = activity.calls
-    kernel = _kernel_mask(activity, work)
+    all_kernels = _kernel_mask(activity, work)
+    in_graph = graph_nodes(activity, work)
+    kernel = all_kernels & ~in_graph
     dur = (work.end - work.start)[kernel]
     api = work.api[kernel]
     linked = api >= 0
@@ -56,12 +136,58 @@ def launch_stats(activity: Activity, work: DeviceWork, tiny_ns: int) -> LaunchSt
     mean = float(dur.mean()) if len(dur) else 0.0
     return LaunchStats(work, int(kernel.sum()), int(linked.sum()), delay, short,
                        int((dur < tiny_ns).sum()), int(dur[dur < tiny_ns].sum()),
-                       int(dur.sum()), launch_rate, 1e9 / mean if mean else 0.0)
+                       int(dur.sum()), launch_rate, 1e9 / mean if mean else 0.0,
+                       int((all_kernels & in_graph).sum()))
 
 
 def _kernel_mask(activity: Activity, work: DeviceWork) -> np.ndarray:
-    category = activity.events["category"].take(pa.array(work.row)).cast(pa.string())
-    return np.asarray(category.to_numpy(zero_copy_only=False) == "gpu.kernel", dtype=bool)
+    return np.asarray(_categories(activity, work) == "gpu.kernel", dtype=bool)
+
+
+@dataclass
+class GraphLaunches:
+    """The graph launches of one device: one entry per launching call."""
+
+    work: DeviceWork
+    call: np.ndarray  # index into Activity.calls
+    nodes: np.ndarray  # device rows launched (kernels, copies, memsets; a gpu.graph row is 1)
+    kernels: np.ndarray
+    whole: np.ndarray  # traced as one gpu.graph row: its nodes are not in the trace
+    start: np.ndarray  # first node start on the device
+    end: np.ndarray  # last node end
+    busy: np.ndarray  # ns covered by the nodes
+    gaps: np.ndarray  # idle holes between the nodes
+    delay: np.ndarray  # first node start - end of the launch call
+
+    @property
+    def span(self) -> np.ndarray:
+        return self.end - self.start
+
+
+def graph_launches(activity: Activity, work: DeviceWork) -> GraphLaunches:
+    """Each graph launch of ``work`` with its nodes' span, busy time and inner gaps."""
+    node = graph_nodes(activity, work)
+    api = work.api[node]
+    category = _categories(activity, work)[node]
+    start, end = work.start[node], work.end[node]
+    calls, inverse = np.unique(api, return_inverse=True)
+    n = len(calls)
+    cols: dict[str, Any] = {k: np.zeros(n, dtype=np.int64) for k in (
+        "nodes", "kernels", "start", "end", "busy", "gaps")}
+    whole = np.zeros(n, dtype=bool)
+    for i in range(n):
+        mine = inverse == i
+        s, e = start[mine], end[mine]
+        busy = iv.union(s, e)
+        cols["nodes"][i] = int(mine.sum())
+        cols["kernels"][i] = int((category[mine] == "gpu.kernel").sum())
+        whole[i] = bool((category[mine] == "gpu.graph").any())
+        cols["start"][i], cols["end"][i] = int(s.min()), int(e.max())
+        cols["busy"][i] = iv.total(busy)
+        cols["gaps"][i] = len(iv.gaps(busy)[0])
+    delay = cols["start"] - activity.calls.end[calls] if n else np.zeros(0, dtype=np.int64)
+    return GraphLaunches(work, calls, cols["nodes"], cols["kernels"], whole, cols["start"],
+                         cols["end"], cols["busy"], cols["gaps"], delay)
 
 
 class LaunchAnalyzer(tracekit.Analyzer):
@@ -94,14 +220,48 @@ class LaunchAnalyzer(tracekit.Analyzer):
         report.tables["kernels"] = self._kernels_table(activity)
         report.table_titles["kernels"] = ("Most launched kernels (medians: run time, launch "
                                           "call, delay)")
+        graphs = [graph_launches(activity, w) for w in activity.devices]
+        if any(len(g.call) for g in graphs):
+            report.tables["graphs"] = _graphs_table(graphs)
+            report.table_titles["graphs"] = (
+                "Graph launches (one launch each; their nodes are left out of the tables "
+                "above): nodes, span on the device, idle gaps between nodes, delay of the "
+                "first node")
+            report.tables["graph_launches"] = self._graph_launches_table(activity, graphs)
+            report.table_titles["graph_launches"] = "Longest graph launches"
         report.findings.extend(launch_findings(stats, self.options.tiny_us))
         return report
+
+    def _graph_launches_table(self, activity: Activity, graphs: list[GraphLaunches],
+                              ) -> pa.Table:
+        picked = sorted(((int(g.span[i]), d, i) for d, g in enumerate(graphs)
+                         for i in range(len(g.call))), key=lambda x: (-x[0], x[1], x[2]))
+        picked = picked[: self.options.top]
+        cols: dict[str, list[Any]] = {k: [] for k in (
+            "device", "call", "nodes", "kernels", "span", "busy", "idle", "gaps", "delay")}
+        for _, d, i in picked:
+            g = graphs[d]
+            cols["device"].append(g.work.label)
+            cols["call"].append(activity.name(int(activity.calls.row[g.call[i]])))
+            cols["nodes"].append(int(g.nodes[i]))
+            cols["kernels"].append(int(g.kernels[i]))
+            cols["span"].append(int(g.span[i]))
+            cols["busy"].append(int(g.busy[i]))
+            cols["idle"].append(int(g.span[i] - g.busy[i]))
+            cols["gaps"].append(int(g.gaps[i]))
+            cols["delay"].append(int(g.delay[i]))
+        return report_table([
+            ("device", "str", None, cols["device"]), ("call", "str", None, cols["call"]),
+            ("nodes", "int", None, cols["nodes"]), ("kernels", "int", None, cols["kernels"]),
+            ("span", "int", "ns", cols["span"]), ("busy", "int", "ns", cols["busy"]),
+            ("idle_inside", "int", "ns", cols["idle"]), ("gaps_inside", "int", None, cols["gaps"]),
+            ("delay", "int", "ns", cols["delay"])])
 
     def _kernels_table(self, activity: Activity) -> pa.Table:
         rows, delays, api_durs, durs = [], [], [], []
         calls = activity.calls
         for w in activity.devices:
-            k = _kernel_mask(activity, w) & (w.api >= 0)
+            k = _kernel_mask(activity, w) & (w.api >= 0) & ~graph_nodes(activity, w)
             rows.append(w.row[k])
             durs.append((w.end - w.start)[k])
             delays.append(w.start[k] - calls.end[w.api[k]])
@@ -140,7 +300,7 @@ def _kernel_rows(by_dur: dict[str, Any], by_delay: dict[str, float], by_api: dic
 
 def _delay_table(stats: list[LaunchStats], cutoff_ns: int) -> pa.Table:
     cols: dict[str, list[Any]] = {k: [] for k in (
-        "device", "kernels", "linked", "median", "p90", "max", "outliers")}
+        "device", "kernels", "linked", "median", "p90", "max", "outliers", "graph_nodes")}
     for s in stats:
         d = s.delay
         cols["device"].append(s.work.label)
@@ -150,11 +310,39 @@ def _delay_table(stats: list[LaunchStats], cutoff_ns: int) -> pa.Table:
         cols["p90"].append(float(np.percentile(d, 90)) if len(d) else 0.0)
         cols["max"].append(int(d.max()) if len(d) else 0)
         cols["outliers"].append(int((d > cutoff_ns).sum()))
+        cols["graph_nodes"].append(s.graph_nodes)
     return report_table([
                ("device", "str", None, cols["device"]), ("kernels", "int", None, cols["kernels"]),
                ("linked", "int", None, cols["linked"]), ("median", "float", "ns", cols["median"]),
                ("p90", "float", "ns", cols["p90"]), ("max", "int", "ns", cols["max"]),
-               ("outliers", "int", None, cols["outliers"])])
+               ("outliers", "int", None, cols["outliers"]),
+               ("graph_nodes", "int", None, cols["graph_nodes"])])
+
+
+def _graphs_table(graphs: list[GraphLaunches]) -> pa.Table:
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "device", "launches", "whole", "nodes", "median_nodes", "span", "median_span", "idle",
+        "gaps", "median_delay")}
+    for g in graphs:
+        if not len(g.call):
+            continue
+        cols["device"].append(g.work.label)
+        cols["launches"].append(len(g.call))
+        cols["whole"].append(int(g.whole.sum()))
+        cols["nodes"].append(int(g.nodes.sum()))
+        cols["median_nodes"].append(float(np.median(g.nodes)))
+        cols["span"].append(int(g.span.sum()))
+        cols["median_span"].append(float(np.median(g.span)))
+        cols["idle"].append(int((g.span - g.busy).sum()))
+        cols["gaps"].append(int(g.gaps.sum()))
+        cols["median_delay"].append(float(np.median(g.delay)))
+    return report_table([
+        ("device", "str", None, cols["device"]), ("launches", "int", None, cols["launches"]),
+        ("traced_whole", "int", None, cols["whole"]), ("nodes", "int", None, cols["nodes"]),
+        ("median_nodes", "float", None, cols["median_nodes"]),
+        ("span", "int", "ns", cols["span"]), ("median_span", "float", "ns", cols["median_span"]),
+        ("idle_inside", "int", "ns", cols["idle"]), ("gaps_inside", "int", None, cols["gaps"]),
+        ("median_delay", "float", "ns", cols["median_delay"])])
 
 
 def _size_table(stats: list[LaunchStats]) -> pa.Table:
@@ -172,7 +360,8 @@ def launch_findings(stats: list[LaunchStats], tiny_us: float) -> list[Finding]:
     """A finding per device whose kernels are mostly tiny and launched slower than they run."""
     findings = []
     for s in stats:
-        if not s.kernels or percent(s.tiny, s.kernels) < 50 or s.launch_rate >= s.exec_rate:
+        if not s.kernels or percent(s.tiny, s.kernels) < 50 or not s.launch_rate \
+                or s.launch_rate >= s.exec_rate:
             continue
         findings.append(Finding(
             severity="warning",
