@@ -1,10 +1,15 @@
 """Decode a Perfetto trace with the ``perfetto`` package's protos and check the TrackEvent rules
 of docs/peers.md section (d): tracks declared before use, balanced and strictly nested slices
-per track, interned ids defined on their sequence before use, and sequence flags set."""
+per track, interned ids defined on their sequence before use, and sequence flags set.
+
+Flow arrows are derived as trace processor derives them (src/trace_processor/importers/common/
+flow_tracker.cc and the TrackEvent parser): in timestamp order, a ``flow_ids`` entry not yet
+active begins a flow at its event, one already active draws an arrow from the flow's last event
+and moves the flow on (a chain); a ``terminating_flow_ids`` entry draws the arrow and ends it."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,15 +18,16 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 
 
-@dataclass
+@dataclass(eq=False)
 class Slice:
     track: int
     name: str
     category: str
     start: int
-    end: int
+    end: int | None
     flows: list[int]
     args: dict[str, object]
+    terminating: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -33,6 +39,7 @@ class Decoded:
     instants: list[tuple[int, str, int]] = field(default_factory=list)
     samples: list[tuple[int, int, int, list[str]]] = field(default_factory=list)
     counters: list[tuple[int, int, float]] = field(default_factory=list)
+    arrows: list[tuple[Slice, Slice]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
 
     def track_path(self, uuid: int) -> list[pb.TrackDescriptor]:
@@ -44,9 +51,8 @@ class Decoded:
         return out
 
     def flow_links(self) -> int:
-        """Number of flow arrows: for each id, endpoints minus one."""
-        ids = Counter(f for s in self.slices for f in s.flows)
-        return sum(n - 1 for n in ids.values())
+        """Number of flow arrows trace processor draws."""
+        return len(self.arrows)
 
 
 def _annotation_value(a: pb.DebugAnnotation) -> object:
@@ -141,22 +147,37 @@ def decode_and_check(path: str | Path) -> Decoded:
                 if a.name_iid and a.name_iid not in ann_names[seq]:
                     v.append(f"packet {i}: debug annotation name iid {a.name_iid} not interned")
                 args[ann_names[seq].get(a.name_iid, a.name)] = _annotation_value(a)
+            if set(te.flow_ids) & set(te.terminating_flow_ids):
+                v.append(f"packet {i}: a flow id in both flow_ids and terminating_flow_ids")
             events.append((p.timestamp, i, te.type, te.track_uuid, name, cat,
-                           list(te.flow_ids), args, te.double_counter_value))
+                           list(te.flow_ids), args, te.double_counter_value,
+                           list(te.terminating_flow_ids)))
     # Replay per track in timestamp order (the order trace processor sorts into).
     events.sort(key=lambda e: (e[0], e[1]))
-    stacks: dict[int, list[tuple[int, str, str, list[int], dict]]] = defaultdict(list)
-    for ts, i, typ, track, name, cat, flows, args, value in events:
+    stacks: dict[int, list[Slice]] = defaultdict(list)
+    active: dict[int, Slice] = {}
+    for ts, i, typ, track, name, cat, flows, args, value, terminating in events:
+        if typ in (BEGIN, INSTANT):
+            s = Slice(track, name, cat, ts, ts if typ == INSTANT else None, flows, args,
+                      terminating)
+            for f in flows:
+                if f in active:
+                    out.arrows.append((active[f], s))
+                active[f] = s
+            for f in terminating:
+                if f in active:
+                    out.arrows.append((active.pop(f), s))
         if typ == BEGIN:
             if track in out.tracks and out.tracks[track].HasField("counter"):
                 v.append(f"packet {i}: slice on a counter track")
-            stacks[track].append((ts, name, cat, flows, args))
+            stacks[track].append(s)
         elif typ == END:
             if not stacks[track]:
                 v.append(f"packet {i}: END without an open slice on track {track}")
                 continue
-            start, sname, scat, sflows, sargs = stacks[track].pop()
-            out.slices.append(Slice(track, sname, scat, start, ts, sflows, sargs))
+            s = stacks[track].pop()
+            s.end = ts
+            out.slices.append(s)
         elif typ == INSTANT:
             out.instants.append((track, name, ts))
         elif typ == COUNTER:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from collections import Counter
+import csv
+import dataclasses
+import io
+import math
+import re
+from collections import Counter, defaultdict
 
 import numpy as np
 import pyarrow as pa
@@ -13,7 +18,11 @@ from helpers import FIXTURES, shared_path, torch_traces
 from independent import load
 from perfetto_check import decode_and_check
 from tracekit.builder import TraceBuilder
+from tracekit.errors import EmptyOutputError
+from tracekit.plugins.perfetto import PerfettoWriter
 from tracekit.plugins.perfetto.lanes import nest_slices
+
+LLAMA = ("rocprof-v3", "jimw_llamacpp_rocm7")
 
 
 def _convert(path, tmp_path, registry, **kw):
@@ -145,3 +154,169 @@ def test_two_ranks_into_one_trace(tmp_path, registry):
                        for s in decoded.slices if s.category == "gpu.kernel")
     kernels = [sum(e.get("cat") == "kernel" for e in load(p)[1]) for p in paths]
     assert per_rank == {"rank 0": kernels[0], "rank 1": kernels[1]}
+
+
+def _llama_calls_and_kernels() -> tuple[list[dict], dict[int, list[int]]]:
+    """The HIP API calls of the llama.cpp rocprofv3 run, and per correlation id the start
+    times of the kernels that carry it, read with csv from the files themselves."""
+    with open(shared_path(*LLAMA, "prefill_hip_api_trace.csv"), newline="") as f:
+        calls = list(csv.DictReader(f))
+    kernels: dict[int, list[int]] = defaultdict(list)
+    with open(shared_path(*LLAMA, "prefill_kernel_trace.csv"), newline="") as f:
+        for r in csv.DictReader(f):
+            kernels[int(r["Correlation_Id"])].append(int(r["Start_Timestamp"]))
+    return calls, kernels
+
+
+def test_graph_launch_fans_out_one_arrow_per_kernel(tmp_path, registry):
+    calls, kernels = _llama_calls_and_kernels()
+    launches = {int(r["Correlation_Id"]): int(r["Start_Timestamp"]) for r in calls
+                if r["Function"] == "hipGraphLaunch"}
+    graphs = {c: sorted(kernels[c]) for c in launches if kernels.get(c)}
+    assert {c: len(ts) for c, ts in graphs.items()} == {57328: 1123}
+    single = {int(r["Start_Timestamp"]): kernels[int(r["Correlation_Id"])][0] for r in calls
+              if r["Function"] != "hipGraphLaunch" and len(kernels[int(r["Correlation_Id"])]) == 1}
+    assert len(single) == 1  # one hipMemcpyAsync whose correlation one kernel carries
+    _, result, decoded = _convert(shared_path(*LLAMA, "prefill_kernel_trace.csv"), tmp_path,
+                                  registry)
+    assert decoded.violations == []
+    # One arrow from the graph launch to each of its kernels: a fan-out, not a chain.
+    fanned: dict[int, list[int]] = defaultdict(list)
+    for a, b in decoded.arrows:
+        if a.name == "hipGraphLaunch":
+            assert b.category == "gpu.kernel"
+            fanned[a.start].append(b.start)
+    assert {start: sorted(ts) for start, ts in fanned.items()} == \
+        {launches[c]: ts for c, ts in graphs.items()}
+    assert not [a for a, _ in decoded.arrows if a.category == "gpu.kernel"]
+    launch = next(s for s in decoded.slices if s.start == launches[57328])
+    assert len(launch.flows) == len(set(launch.flows)) == 1123
+    # An ordinary launch keeps its one shared id and its one arrow.
+    ordinary = [(a.start, b.start) for a, b in decoded.arrows if a.name != "hipGraphLaunch"]
+    assert ordinary == list(single.items())
+    assert len(decoded.arrows) == 1123 + 1
+    assert result.written["flow endpoints"] == 2 * 1123 + 2
+
+
+def test_launch_flows_fan_out_chain_free_on_a_crafted_graph(tmp_path, registry):
+    b = TraceBuilder("graph.json", "test")
+    b.add_events({"kind": ["slice"] * 6, "category": ["api.runtime"] * 2 + ["gpu.kernel"] * 4,
+                  "name": ["cudaGraphLaunch", "cudaLaunchKernel", "k1", "k2", "k3", "k4"],
+                  "ts_ns": [0, 50, 10, 20, 30, 60], "dur_ns": [5, 5, 5, 5, 5, 5],
+                  "pid": [7] * 6, "tid": [7, 7, None, None, None, None],
+                  "device": [None, None, 0, 0, 0, 0], "stream": [None, None, 1, 1, 1, 1],
+                  "correlation": [1, 2, 1, 1, 1, 2]})
+    out = tmp_path / "g.pftrace"
+    tracekit.write(b.build(), out, registry=registry)
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    assert sorted((a.name, b.name) for a, b in decoded.arrows) == [
+        ("cudaGraphLaunch", "k1"), ("cudaGraphLaunch", "k2"), ("cudaGraphLaunch", "k3"),
+        ("cudaLaunchKernel", "k4")]
+
+
+def _no_time_perf(tmp_path) -> tuple:
+    """burn.perf as ``perf script -F comm,tid,period,event,ip,sym,dso`` prints it: the time
+    field of every sample header taken out (a derived copy in tmp_path)."""
+    text = (FIXTURES / "perf-recorded" / "burn.perf").read_text()
+    header = re.compile(r"^(\S+\s+\d+)\s+\d+\.\d+:(\s+\d+\s+\S+:\s*)$", re.M)
+    derived, n = header.subn(r"\1\2", text)
+    path = tmp_path / "burn_no_time.perf"
+    path.write_text(derived)
+    return path, n
+
+
+def test_perf_script_without_time_is_nothing_to_draw(tmp_path, registry):
+    path, samples = _no_time_perf(tmp_path)
+    assert samples == 346
+    trace = tracekit.read(path, format="perf", registry=registry)
+    out = tmp_path / "burn.pftrace"
+    with pytest.raises(EmptyOutputError) as info:
+        tracekit.write(trace, out, registry=registry)
+    assert str(info.value).startswith(
+        "nothing to draw: no event has a timestamp (346 samples without one)")
+    assert not out.exists()
+    # The same samples still fold: the stacks are there, only the times are not.
+    result = tracekit.write(trace, tmp_path / "burn.folded", registry=registry)
+    assert result.written["samples"] == 346
+
+
+@pytest.mark.parametrize(("rel", "what"), [
+    ("vtune-csv/inferno/vtune-topdown.csv", "samples"),
+    ("rocprof-v3/rocprofiler-sdk-docs/counter_collection.csv", "events"),
+])
+def test_untimed_inputs_are_nothing_to_draw(rel, what, tmp_path, registry):
+    path = shared_path(*rel.split("/"))
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    # VTune: one row per call-tree node; rocprofv3 counters: one event per dispatch.
+    n = len(rows) if what == "samples" else len({r["Dispatch_Id"] for r in rows})
+    trace = tracekit.read(path, registry=registry)
+    stream = io.BytesIO()
+    with pytest.raises(EmptyOutputError) as info:
+        PerfettoWriter().write(trace, stream)
+    assert str(info.value) == f"nothing to draw: no event has a timestamp ({n} {what} without one)"
+    assert stream.getvalue() == b""  # raised before a byte was written
+
+
+def test_timed_counters_alone_are_drawn(tmp_path, registry):
+    b = TraceBuilder("counters.csv", "test")
+    b.add_events({"kind": ["counter"] * 4, "category": ["counter.memory"] * 4,
+                  "name": ["memory used"] * 3 + ["busy %"], "ts_ns": [10, 20, 30, 20],
+                  "value": [1.0, 2.5, 2.0, 50.0], "pid": [3] * 4})
+    out = tmp_path / "c.pftrace"
+    result = tracekit.write(b.build(), out, registry=registry)
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    assert result.written["counter values"] == 4
+    tracks = {u: t.name for u, t in decoded.tracks.items() if t.HasField("counter")}
+    assert sorted((tracks[t], ts, v) for t, ts, v in decoded.counters) == [
+        ("busy %", 20, 50.0), ("memory used", 10, 1.0), ("memory used", 20, 2.5),
+        ("memory used", 30, 2.0)]
+
+
+def test_empty_trace_and_only_unwritable_rows_are_errors(registry):
+    with pytest.raises(EmptyOutputError, match=r"^nothing to draw: the input has no events$"):
+        PerfettoWriter().write(TraceBuilder("e.json", "test").build(), io.BytesIO())
+    b = TraceBuilder("s.perf", "test")
+    b.add_events({"kind": ["sample"] * 3, "category": ["cpu.sample"] * 3, "name": ["f"] * 3,
+                  "ts_ns": [1, 2, -5], "pid": [1] * 3, "tid": [1] * 3})
+    with pytest.raises(EmptyOutputError) as info:
+        PerfettoWriter().write(b.build(), io.BytesIO())
+    assert str(info.value) == ("nothing to draw: 1 negative timestamps, "
+                               "2 CPU samples without a call stack")
+
+
+def test_odd_values_are_written_or_counted(tmp_path, registry):
+    big = 2**63 - 1
+    b = TraceBuilder("odd.json", "test")
+    b.add_events({
+        "kind": ["slice", "slice", "instant", "counter", "counter", "counter", "counter"],
+        "category": ["host.op", "gpu.kernel", "host.op"] + ["counter.memory"] * 4,
+        "name": ["a\x00b", "k\ufffd", "i\x00", "m", "m", "m", "m"],
+        "ts_ns": [big - 10, 5, big, 1, 2, 3, 4], "dur_ns": [big, 2**62, None] + [None] * 4,
+        "pid": [big, big, -(2**63), 1, 1, 1, 1], "tid": [big, None, 1, None, None, None, None],
+        "device": [None, 0, None, None, None, None, None],
+        "stream": [None, big, None, None, None, None, None],
+        "correlation": [big, big, None, None, None, None, None],
+        "args": ['{"x": 1e400}', "{", '{"n": 18446744073709551615, "s": "\\u0000"}',
+                 None, None, None, "[1, 2]"]})
+    trace = b.build()
+    # NaN as such (the builder would read it as null, as pandas does).
+    i = trace.events.schema.get_field_index("value")
+    values = pa.array([None, None, None, math.nan, math.inf, -1e308, 0.5], pa.float64())
+    trace = dataclasses.replace(trace, events=trace.events.set_column(
+        i, trace.events.schema.field(i), values))
+    out = tmp_path / "odd.pftrace"
+    result = tracekit.write(trace, out, registry=registry)
+    assert dict(result.skipped) == {"counter values that are NaN or infinite": 2}
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    assert sorted((s.name, s.start, s.end) for s in decoded.slices) == [
+        ("a\x00b", big - 10, big), ("k\ufffd", 5, 5 + 2**62)]
+    assert decoded.instants[0][1:] == ("i\x00", big)
+    assert sorted(v for _, _, v in decoded.counters) == [-1e308, 0.5]
+    assert len(decoded.arrows) == 1  # the huge correlation still links the pair
+    args = {s.name: s.args for s in decoded.slices}
+    assert args["a\x00b"] == {"args": '{"x": 1e400}'}
+    assert args["k\ufffd"] == {"args": "{"}

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
+from tracekit.errors import EmptyOutputError
 from tracekit.links import launch_links, mix64
 from tracekit.model import Trace
 from tracekit.plugins.perfetto.annotations import AnnotationEncoder
@@ -22,6 +23,9 @@ _CLEARED, _NEEDS_STATE = 1, 2
 _BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4
 _CHUNK = 100_000
 _INTERN_BATCH = 10_000
+_INT64_MAX = np.iinfo(np.int64).max
+_KINDS = ("slice", "instant", "counter", "sample")
+_UNTIMED = "untimed aggregate rows (no timestamp)"
 
 
 @dataclass
@@ -53,9 +57,11 @@ class PerfettoWriter(tracekit.Writer):
     def write(self, trace: Trace, stream: IO[bytes]) -> tracekit.WriteResult:
         result = tracekit.WriteResult()
         events = self._writable(trace.events, result)
+        if not events.num_rows:
+            raise EmptyOutputError(_nothing_to_draw(trace.events, result))
         plan = plan_tracks(trace, events)
         packets = self._packets(events, plan, result)
-        flows = _flow_ids(events) if self.options.flows else (None, None)
+        flows = _flow_lists(events) if self.options.flows else None
         progress = getattr(self, "progress", None)
         annotations = AnnotationEncoder()
         first_ts = int(packets.ts[0]) if len(packets.ts) else 0
@@ -75,21 +81,23 @@ class PerfettoWriter(tracekit.Writer):
                 stream.write(chunk)
             result.written["CPU samples"] = samples.num_rows
         result.written["tracks"] = plan.track_count
-        if flows[0] is not None:
+        if flows is not None:
             result.written["flow endpoints"] = int(
-                (flows[0] >= 0)[packets.row[packets.with_fields]].sum()
-                + (flows[1] >= 0)[packets.row[packets.with_fields]].sum())
+                flows.counts[packets.row[packets.with_fields]].sum())
         return result
 
     def _writable(self, events: pa.Table, result: tracekit.WriteResult) -> pa.Table:
         kind = events["kind"].cast(pa.string())
+        is_counter = pc.equal(kind, "counter")
         checks = [
-            (pc.is_null(events["ts_ns"]), "untimed aggregate rows (no timestamp)"),
+            (pc.invert(pc.is_in(kind, pa.array(_KINDS))), "events of an unknown kind"),
+            (pc.is_null(events["ts_ns"]), _UNTIMED),
             (pc.less(pc.fill_null(events["ts_ns"], 0), 0), "negative timestamps"),
             (pc.and_(pc.equal(kind, "sample"), pc.is_null(events["stack_id"])),
              "CPU samples without a call stack"),
-            (pc.and_(pc.equal(kind, "counter"), pc.is_null(events["value"])),
-             "counter rows without a value"),
+            (pc.and_(is_counter, pc.is_null(events["value"])), "counter rows without a value"),
+            (pc.and_(is_counter, pc.invert(pc.is_finite(events["value"]))),
+             "counter values that are NaN or infinite"),
         ]
         keep = pa.array(np.ones(events.num_rows, dtype=bool))
         for mask, reason in checks:
@@ -104,11 +112,13 @@ class PerfettoWriter(tracekit.Writer):
     def _packets(self, events: pa.Table, plan: Any, result: tracekit.WriteResult) -> _Packets:
         kind = events["kind"].cast(pa.string())
         ts = events["ts_ns"].to_numpy()
-        dur = events["dur_ns"].fill_null(0).to_numpy()
+        # Clamped so that the end never passes int64 (ts >= 0 here, so the bound cannot wrap).
+        dur = np.minimum(np.maximum(events["dur_ns"].fill_null(0).to_numpy(), 0),
+                         _INT64_MAX - ts)
         track = plan.row_track
         slice_rows = np.flatnonzero(pc.equal(kind, "slice").to_numpy(zero_copy_only=False))
         rows, begins, lanes = nest_slices(track[slice_rows], ts[slice_rows],
-                                          ts[slice_rows] + np.maximum(dur[slice_rows], 0))
+                                          ts[slice_rows] + dur[slice_rows])
         rows = slice_rows[rows]
         # One uuid per distinct (track, lane), then spread to the rows.
         pairs, inverse = np.unique(np.stack([track[rows], lanes]), axis=1, return_inverse=True) \
@@ -121,7 +131,7 @@ class PerfettoWriter(tracekit.Writer):
         uuids = np.array(plan.uuids, dtype=np.uint64)
         value = events["value"].fill_null(0).to_numpy()
         parts = [
-            (np.where(begins, ts[rows], ts[rows] + np.maximum(dur[rows], 0)),
+            (np.where(begins, ts[rows], ts[rows] + dur[rows]),
              np.where(begins, _BEGIN, _END), lane_uuid, rows, begins),
             (ts[instant_rows], np.full(len(instant_rows), _INSTANT), uuids[track[instant_rows]],
              instant_rows, np.ones(len(instant_rows), dtype=bool)),
@@ -143,6 +153,19 @@ class PerfettoWriter(tracekit.Writer):
                         name_iid=names[row] + 1, cat_iid=cats[row] + 1)
 
 
+def _nothing_to_draw(events: pa.Table, result: tracekit.WriteResult) -> str:
+    """Why no event could be written, for EmptyOutputError."""
+    if not events.num_rows:
+        return "nothing to draw: the input has no events"
+    untimed = result.skipped.get(_UNTIMED, 0)
+    if untimed == events.num_rows:
+        kinds = pc.unique(events["kind"].cast(pa.string())).to_pylist()
+        what = "samples" if kinds == ["sample"] else "events"
+        return f"nothing to draw: no event has a timestamp ({untimed} {what} without one)"
+    return "nothing to draw: " + ", ".join(f"{n} {reason}"
+                                           for reason, n in result.skipped.items())
+
+
 def _packet(*fields: tuple[int, object]) -> bytes:
     """One TracePacket wrapped as a Trace.packet field."""
     return encode_message((1, encode_message(*fields)))
@@ -162,21 +185,58 @@ def _intern_packets(events: pa.Table, first_ts: int) -> bytes:
     return b"".join(out)
 
 
-def _flow_ids(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: a flow id from the launch link (see tracekit.links) and one from ``flow_id``;
-    -1 where none."""
-    key, linked, _ = launch_links(events)
-    corr_flow = np.where(linked, (key >> np.uint64(1)).astype(np.int64), -1)
-    src = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
-    fid_valid = events["flow_id"].is_valid().to_numpy(zero_copy_only=False)
-    fid = events["flow_id"].fill_null(0).to_numpy().astype(np.uint64)
-    other = (mix64(src.astype(np.uint64) ^ np.uint64(0x5851F42D4C957F2D)) ^ mix64(fid)) \
+@dataclass
+class _FlowLists:
+    """The flow ids of each event row: row ``r`` has ``ids[start[r]:start[r] + counts[r]]``."""
+
+    start: np.ndarray
+    counts: np.ndarray
+    ids: np.ndarray  # uint64, below 2**63
+
+
+def _flow_lists(events: pa.Table) -> _FlowLists:
+    """Flow ids per row, from launch links (see tracekit.links) and from ``flow_id``.
+
+    Trace processor links the events that share a flow id in time order, a chain. A launch
+    with one device row shares one id with it. A launch whose correlation id several
+    device rows share (a CUDA/HIP graph launch and its kernels) must fan out instead of
+    chaining launch -> k1 -> k2: each device row gets an id of its own, and the launch carries
+    all of them, one arrow each. Both ends use ``flow_ids`` rather than ``terminating_flow_ids``
+    so that an arrow is drawn even when clock skew puts the device row first.
+    """
+    n = events.num_rows
+    key, linked, on_device = launch_links(events)
+    rows = np.flatnonzero(linked)
+    keys, device = key[rows], on_device[rows]
+    _, inverse = np.unique(keys, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    hosts = np.bincount(inverse, weights=~device)[inverse]
+    devices = np.bincount(inverse, weights=device)[inverse]
+    fan = (hosts == 1) & (devices > 1)
+    plain = rows[~fan]
+    fan_dev = rows[fan & device]
+    fan_host = rows[fan & ~device]
+    order = np.argsort(key[fan_host], kind="stable")
+    host_of = fan_host[order][np.searchsorted(key[fan_host][order], key[fan_dev])]
+    with np.errstate(over="ignore"):
+        fan_ids = mix64(key[fan_dev] ^ mix64(fan_dev.astype(np.uint64) + np.uint64(1)))
+    fid_rows = np.flatnonzero(events["flow_id"].is_valid().to_numpy(zero_copy_only=False))
+    src = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)[fid_rows]
+    fid = events["flow_id"].take(pa.array(fid_rows)).to_numpy().astype(np.uint64)
+    fid_ids = mix64(src.astype(np.uint64) ^ np.uint64(0x5851F42D4C957F2D)) ^ mix64(fid)
+    all_rows = np.concatenate([plain, host_of, fan_dev, fid_rows]).astype(np.int64)
+    all_ids = np.concatenate([key[plain], fan_ids, fan_ids, fid_ids]).astype(np.uint64) \
         >> np.uint64(1)
-    return corr_flow, np.where(fid_valid, other.astype(np.int64), -1)
+    # Stable: a row lists its launch ids (in device row order) before its flow_id id.
+    order = np.argsort(all_rows, kind="stable")
+    counts = np.bincount(all_rows, minlength=n).astype(np.int64)
+    start = np.zeros(n, dtype=np.int64)
+    np.cumsum(counts[:-1], out=start[1:])
+    return _FlowLists(start=start, counts=counts, ids=all_ids[order])
 
 
 def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
-                  flows: tuple[Any, Any], annotations: AnnotationEncoder) -> bytes:
+                  flows: _FlowLists | None, annotations: AnnotationEncoder) -> bytes:
     n = hi - lo
     rows = p.row[lo:hi]
     fields = p.with_fields[lo:hi]
@@ -187,10 +247,11 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
     te.varint(10, p.name_iid[lo:hi], present=fields)
     is_counter = p.type[lo:hi] == _COUNTER
     te.double(44, p.value[lo:hi], present=is_counter)
-    if flows[0] is not None:
-        for ids in flows:
-            f = ids[rows]
-            te.fixed64(47, f.astype(np.uint64), present=fields & (f >= 0))
+    if flows is not None:
+        counts = np.where(fields, flows.counts[rows], 0)
+        first = np.cumsum(counts) - counts
+        take = np.repeat(flows.start[rows] - first, counts) + np.arange(int(counts.sum()))
+        te.repeated_fixed64(47, counts, flows.ids[take])
     prefix = b""
     if args is not None:
         blobs = [b""] * n

@@ -125,6 +125,20 @@ class MessageColumns:
         self._fields.append((_tag(field, LEN), "len", blob, present))
         return self
 
+    def repeated_fixed64(self, field: int, counts: np.ndarray,
+                         values: np.ndarray) -> MessageColumns:
+        """Add a repeated fixed64 field: message ``i`` gets the next ``counts[i]`` of
+        ``values`` (so ``len(values) == counts.sum()``), each as its own tagged field."""
+        tag = np.frombuffer(_tag(field, FIXED64), dtype=np.uint8)
+        width = len(tag) + 8
+        records = np.empty((len(values), width), dtype=np.uint8)
+        records[:, :len(tag)] = tag
+        records[:, len(tag):] = np.ascontiguousarray(values, dtype="<u8").view(np.uint8) \
+            .reshape(-1, 8)
+        offsets = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(np.asarray(counts, dtype=np.int64) * width, out=offsets[1:])
+        return self.raw(Blob(offsets, records.reshape(-1)))
+
     def raw(self, blob: Blob) -> MessageColumns:
         """Append already-encoded fields (tags included) to each message."""
         self._fields.append((b"", "raw", blob, None))
