@@ -98,8 +98,10 @@ class Trace:
 
     @property
     def sources(self) -> list[str]:
-        """Names of the inputs this trace was read from, in order."""
-        return list(self.metadata.get("sources", {}))
+        """Names of the inputs this trace was read from, in order (none if the metadata does
+        not name them as an object)."""
+        sources = self.metadata.get("sources") if isinstance(self.metadata, dict) else None
+        return list(sources) if isinstance(sources, dict) else []
 
 
 def concat_traces(traces: list[Trace]) -> Trace:
