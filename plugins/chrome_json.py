@@ -18,6 +18,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
+from tracekit.errors import EmptyOutputError
 from tracekit.links import launch_links
 from tracekit.model import Trace
 
@@ -54,16 +55,26 @@ class ChromeJsonWriter(tracekit.Writer):
         result = tracekit.WriteResult()
         ev = trace.events
         kind = ev["kind"].cast(pa.string())
-        timed = pc.fill_null(pc.is_valid(ev["ts_ns"]), False)
-        samples = pc.equal(kind, "sample")
-        for mask, reason in ((pc.invert(timed), "untimed aggregate rows (no timestamp)"),
-                             (pc.and_(timed, samples),
-                              "CPU samples (call stacks are not written yet)")):
+        is_counter = pc.equal(kind, "counter")
+        checks = [
+            (pc.invert(pc.is_in(kind, pa.array(["slice", "instant", "counter", "sample"]))),
+             "events of an unknown kind"),
+            (pc.is_null(ev["ts_ns"]), "untimed aggregate rows (no timestamp)"),
+            (pc.equal(kind, "sample"), "CPU samples (call stacks are not written yet)"),
+            (pc.and_(is_counter, pc.invert(pc.fill_null(pc.is_finite(ev["value"]), False))),
+             "counter rows without a finite value"),
+        ]
+        keep = pa.array(np.ones(ev.num_rows, dtype=bool))
+        for mask, reason in checks:
+            mask = pc.and_(pc.fill_null(mask, False), keep)
             n = pc.sum(mask).as_py() or 0
             if n:
                 result.skipped[reason] += n
-        ev = ev.filter(pc.and_(timed, pc.invert(samples)))
-        base = int(pc.min(ev["ts_ns"]).as_py() or 0) if ev.num_rows else 0
+            keep = pc.and_(keep, pc.invert(mask))
+        ev = ev.filter(keep)
+        if not ev.num_rows:
+            raise EmptyOutputError(_nothing_to_write(trace.events, result))
+        base = int(pc.min(ev["ts_ns"]).as_py())
         device_pid = _device_pids(trace, ev)
         stream.write(b'{"schemaVersion": 1, "displayTimeUnit": "ns", "baseTimeNanoseconds": '
                      + str(base).encode() + b', "traceEvents": [\n')
@@ -99,9 +110,7 @@ class ChromeJsonWriter(tracekit.Writer):
         e: dict[str, Any] = {"ph": "X", "cat": KINETO_CATEGORY.get(category, category),
                              "name": row["name"], "pid": pid if pid is not None else "",
                              "tid": tid if tid is not None else "", "ts": ts}
-        args = orjson.loads(row["args"]) if row["args"] and self.options.args else {}
-        if not isinstance(args, dict):
-            args = {"args": args}
+        args = _args(row["args"]) if row["args"] and self.options.args else {}
         for key in ("correlation", "bytes", "device", "stream"):
             if row[key] is not None and key not in args:
                 args[key] = row[key]
@@ -114,7 +123,7 @@ class ChromeJsonWriter(tracekit.Writer):
             if category == "host.memory" and "Bytes" not in args and row["bytes"] is not None:
                 args["Bytes"] = row["bytes"]
             result.written["i events"] += 1
-        else:  # counter: process-scoped, Kineto writes a tid all the same
+        else:  # counter (the only kind left): process-scoped, Kineto writes a tid all the same
             e["ph"], e["tid"] = "C", 0
             args = {row["name"]: row["value"]}
             result.written["C events"] += 1
@@ -129,6 +138,27 @@ class ChromeJsonWriter(tracekit.Writer):
             out.append(f)
             result.written["flow events"] += 1
         return out
+
+
+def _args(text: str) -> dict[str, Any]:
+    """An event's args as a dict; text that is not a JSON object is kept under "args"."""
+    try:
+        args = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {"args": text}
+    return args if isinstance(args, dict) else {"args": args}
+
+
+def _nothing_to_write(events: pa.Table, result: tracekit.WriteResult) -> str:
+    """Why no event could be written, for EmptyOutputError."""
+    if not events.num_rows:
+        return "nothing to write: the input has no events"
+    untimed = result.skipped.get("untimed aggregate rows (no timestamp)", 0)
+    if untimed == events.num_rows:
+        return f"nothing to write: no event has a timestamp ({untimed} events without one)"
+    reasons = ", ".join(f"{n} {reason}" for reason, n in result.skipped.items())
+    hint = "; write .pftrace or .folded for CPU samples" if "CPU samples" in reasons else ""
+    return f"nothing to write: {reasons}{hint}"
 
 
 def _device_pids(trace: Trace, ev: pa.Table) -> dict[Any, int]:

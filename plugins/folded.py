@@ -22,7 +22,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit.errors import OptionError
+from tracekit.errors import EmptyOutputError, OptionError
 from tracekit.factorize import factorize
 from tracekit.model import Trace
 from tracekit.stacks import StackTree, equals, sample_events, sample_weights
@@ -66,6 +66,10 @@ class FoldedWriter(tracekit.Writer):
             rows = rows.filter(pa.array(has_stack))
         weights_arr, unit = sample_weights(rows, self.options.weight)
         weights = weights_arr.to_numpy(zero_copy_only=False)
+        finite = np.isfinite(weights)
+        if not finite.all():
+            result.skipped["samples whose weight is NaN or infinite"] += int((~finite).sum())
+            rows, weights = rows.filter(pa.array(finite)), weights[finite]
         if unit == "ns":  # untimed aggregates (VTune): CPU time, folded in whole µs
             weights = np.round(weights / 1000)
         roots, root_names = _roots(trace, rows)
@@ -80,15 +84,43 @@ class FoldedWriter(tracekit.Writer):
             if self.options.process and root_names[root] is not None:
                 names.insert(0, _clean(root_names[root]))
             lines[";".join(names)] += w
-        for text in sorted(lines):
-            w = lines[text]
-            if not w:
-                continue
-            count = int(w) if float(w).is_integer() else w
-            stream.write(f"{text} {count}\n".encode())
-        result.written["stacks"] = sum(1 for w in lines.values() if w)
+        out = [f"{text} {_count(lines[text])}\n" for text in sorted(lines) if lines[text]]
+        if not out:
+            raise EmptyOutputError(_no_stacks(all_samples, has_stack, rows.num_rows))
+        for lo in range(0, len(out), 10_000):
+            stream.write("".join(out[lo:lo + 10_000]).encode())
+        result.written["stacks"] = len(out)
         result.written["samples"] = rows.num_rows
         return result
+
+
+def _count(w: float) -> str:
+    """A line's count: a whole number as digits, anything else (1.5, 1e+300) as Python writes
+    a float."""
+    return str(int(w)) if float(w).is_integer() and abs(w) < 2**63 else repr(float(w))
+
+
+def _no_stacks(all_samples: int, has_stack: np.ndarray, kept: int) -> str:
+    """Why there is no line to write, for EmptyOutputError."""
+    if not all_samples:
+        return "no call stacks: the input has no CPU samples with stacks"
+    if not len(has_stack):
+        return (f"no call stacks: none of the {all_samples} CPU samples is of the event "
+                "chosen (-O event=NAME)")
+    if not has_stack.any():
+        return f"no call stacks: none of the {all_samples} CPU samples has a call stack"
+    return f"no call stacks: the {kept} samples with a stack all weigh nothing"
+
+
+def _comm(text: str) -> str | None:
+    """``args.comm`` of a sample, the name it was taken under (None if absent or odd)."""
+    try:
+        args = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    comm = args.get("comm") if isinstance(args, dict) else None
+    return comm if isinstance(comm, str) else None
+
 
 def _roots(trace: Trace, rows: pa.Table) -> tuple[np.ndarray, list[str | None]]:
     """Per row, an index into the returned names: the thread's name, else its id, else
@@ -111,7 +143,9 @@ def _roots(trace: Trace, rows: pa.Table) -> tuple[np.ndarray, list[str | None]]:
         args = rows["args"].take(pa.array(renamed)).to_pylist()
         index = {label: i for i, label in enumerate(labels)}
         for row, text in zip(renamed.tolist(), args, strict=True):
-            comm = orjson.loads(text).get("comm")
+            comm = _comm(text)
+            if comm is None:
+                continue
             if comm not in index:
                 index[comm] = len(labels)
                 labels.append(comm)
