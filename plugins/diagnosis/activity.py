@@ -106,6 +106,12 @@ class Activity:
         return self.names[row]
 
 
+def is_work_category(category: pa.Array) -> np.ndarray:
+    """Per row: a kernel, copy, memset or graph row (``GPU_WORK``)."""
+    return pc.is_in(category, pa.array(GPU_WORK)).fill_null(False).to_numpy(
+        zero_copy_only=False)
+
+
 def _strings(column: pa.ChunkedArray) -> pa.Array:
     return column.combine_chunks().cast(pa.string()) if column.num_chunks else \
         pa.array([], pa.string())
@@ -145,9 +151,13 @@ def _build(trace: Trace) -> Activity:
     is_sync_op = pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False)
     is_call = (is_api | is_sync_op) & is_slice & timed
     call_rows = np.flatnonzero(is_call)
+    # A launch is a call linked to device work, not one linked only to device-side waits
+    # (cudaStreamWaitEvent -> "Stream Wait Event").
+    work_keys = key[is_work_category(category) & on_device & linked]
+    launches_work = is_api & linked & np.isin(key, work_keys)
     calls = _host_calls(events, call_rows, ts, end,
                         is_sync=(is_api & _is_sync_api(names)) | is_sync_op,
-                        is_op=is_sync_op, is_launch=is_api & linked)
+                        is_op=is_sync_op, is_launch=launches_work)
 
     # Device row -> launching call: the first call row with the same (source, pid, corr) key.
     launch_pos = np.flatnonzero(calls.is_launch)

@@ -34,6 +34,7 @@ from tracekit.plugins.diagnosis.advice import Facts, fixes_for, place_of, render
 from tracekit.plugins.diagnosis.breakdown import devices_table
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps, gap_context, host_context
+from tracekit.plugins.diagnosis.kernels import kernel_findings
 from tracekit.plugins.diagnosis.launch import launch_stats
 from tracekit.plugins.diagnosis.program import Program, classify
 from tracekit.plugins.diagnosis.window import restrict
@@ -183,6 +184,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                 evidence=evidence.of(cause),
                 suggestion="" if cause == verdict else render(fixes_for(cause, program, facts)),
                 cost_ns=ns))
+        report.findings.extend(kernel_findings(trace))
         return report
 
 

@@ -20,7 +20,6 @@ per-kernel delay, short-kernel, tiny-kernel and rate figures.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +30,7 @@ import tracekit
 from tracekit import intervals as iv
 from tracekit.links import launch_links
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import GPU_WORK, NO_GPU, Activity, DeviceWork, HostCalls
+from tracekit.plugins.diagnosis.activity import GPU_WORK, NO_GPU, Activity, DeviceWork
 from tracekit.report import Finding, Report, percent, report_table
 from tracekit.stats import grouped_stats
 
@@ -46,29 +45,6 @@ def launches_work(events: pa.Table) -> np.ndarray:
     work = pc.is_in(category, pa.array(GPU_WORK)).fill_null(False).to_numpy(
         zero_copy_only=False) & on_device & linked
     return linked & ~on_device & np.isin(key, key[work])
-
-
-def with_work_launches(activity: Activity) -> Activity:
-    """``activity`` with ``calls.is_launch`` true only for calls that launch work
-    (``launches_work``), and ``prev_launch_end`` recomputed over those calls."""
-    calls = activity.calls
-    is_launch = calls.is_launch & launches_work(activity.events)[calls.row]
-    prev = _previous_end(calls, is_launch)
-    fixed = dataclasses.replace(calls, is_launch=is_launch, prev_launch_end=prev)
-    return dataclasses.replace(activity, calls=fixed, cache={})
-
-
-def _previous_end(calls: HostCalls, launch: np.ndarray) -> np.ndarray:
-    """Per call: the end of the previous launching call on its thread, or -1."""
-    prev = np.full(len(calls.row), -1, dtype=np.int64)
-    pos = np.flatnonzero(launch)
-    order = pos[np.lexsort((calls.start[pos], calls.tid[pos], calls.pid[pos],
-                            calls.source[pos]))]
-    same = np.ones(max(len(order) - 1, 0), dtype=bool)
-    for key in (calls.source, calls.pid, calls.tid):
-        same &= key[order][1:] == key[order][:-1]
-    prev[order[1:][same]] = calls.end[order[:-1][same]]
-    return prev
 
 
 def graph_nodes(activity: Activity, work: DeviceWork) -> np.ndarray:
