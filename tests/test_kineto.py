@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import threading
 from collections import Counter
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,7 +16,7 @@ import pytest
 import tracekit
 from helpers import shared_path, torch_traces
 from independent import LEGACY_TO_CATEGORY, load, ns, x_counts_by_cat
-from tracekit.errors import TraceReadError
+from tracekit.errors import ReaderCrashError, TraceReadError
 from tracekit.plugins.kineto.timestamps import NeedsExactDecimals, us_to_ns
 
 
@@ -159,7 +162,8 @@ def test_negative_duration_clamped_and_counted(tmp_path, registry):
     doc = {"traceEvents": [_x("Operator", "a", 10, -3)]}
     trace = tracekit.read(_write(tmp_path, doc), registry=registry)
     assert trace.events["dur_ns"].to_pylist() == [0]
-    assert any("negative" in k for (_, k, _) in trace.log.outcomes)
+    assert _notices(trace) == {
+        ("X", "warning: negative dur (clamped to 0, as Kineto does since 2022)"): 1}
 
 
 def test_legacy_categories_case_insensitive_and_misspelled(tmp_path, registry):
@@ -268,3 +272,299 @@ def test_merged_ranks_keep_one_device_id_per_gpu(registry):
         pid_to_device[e["pid"]] for e in src)
     names = {r["device"]: r["name"] for r in trace.devices.to_pylist()}
     assert names == {2: "RANK 0 - GPU", 3: "RANK 1 - GPU", 4: "RANK 2 - GPU", 5: "RANK 3 - GPU"}
+
+
+# -- damaged inputs: the real triton trace with one kind of damage at a time (issue 13) -------
+
+TRITON = ("torch-trace", "hta", "triton_example_cuda12.json.gz")
+BASE = 1727743122000000000  # its baseTimeNanoseconds
+NEWLINE = b"\n"
+
+
+def _triton() -> tuple[dict, list[dict]]:
+    doc = json.loads(gzip.decompress(shared_path(*TRITON).read_bytes()))
+    return doc, doc["traceEvents"]
+
+
+def _find(events, **match):
+    return next(e for e in events if all(e.get(k) == v for k, v in match.items()))
+
+
+def _notices(trace):
+    return {(kind, outcome): n for (_, kind, outcome), n in trace.log.notices().items()}
+
+
+def _read_ok(path, registry):
+    """Read with the kineto reader; anything but a clean read is a failure here."""
+    return tracekit.read(path, format="kineto", registry=registry)
+
+
+def _read_error(path, registry) -> TraceReadError:
+    with pytest.raises(TraceReadError) as info:
+        tracekit.read(path, format="kineto", registry=registry)
+    assert not isinstance(info.value, ReaderCrashError), info.value
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+    return info.value
+
+
+def _accounted(trace) -> int:
+    """Input records with an outcome (warnings are about records already counted)."""
+    return sum(n for (_, kind, outcome), n in trace.log.outcomes.items()
+               if kind != "deviceProperties" and not kind.startswith("derived")
+               and not outcome.startswith("warning"))
+
+
+def test_wrong_json_types_are_coerced_or_skipped_and_counted(tmp_path, registry):
+    doc, events = _triton()
+    lookup = _find(events, name="TorchDynamo Cache Lookup")
+    region = _find(events, name="Torch-Compiled Region: 0/0")
+    op = _find(events, cat="cpu_op", name="triton_poi_fused_add_cos_sin_0")
+    kernel = _find(events, cat="kernel")
+    sync = _find(events, name="cudaDeviceSynchronize")
+    step = _find(events, name="ProfilerStep#1")
+    spans = _find(events, cat="Trace")
+    flow_f = _find(events, ph="f")
+    flow_s39 = _find(events, ph="s", id=39)
+    window = _find(events, name="Iteration Start: PyTorch Profiler")
+    lookup["name"] = 12345                   # a number: kept as its text
+    region["name"] = ["a"]                   # a list: the placeholder
+    op["ts"] = str(op["ts"])                 # numeric text: coerced exactly
+    del step["cat"]                          # no cat: category "other"
+    kernel["args"]["correlation"] = "35"     # integer text: coerced
+    kernel["args"]["grid"] = "128"           # not a list: grid null
+    sync["args"] = [1, 2]                    # not an object: dropped
+    sync["pid"] = {"a": 1}                   # not an id: a synthetic one named by its JSON
+    flow_f["id"] = [35]                      # not an integer: the flow is skipped
+    flow_s39["ts"] = None                    # no ts: skipped
+    spans["dur"] = "abc"                     # no usable dur: skipped
+    window["ts"] = True                      # a boolean is no time: skipped
+    trace = _read_ok(_write(tmp_path, doc), registry)
+    ev = trace.events
+    rows = {r["name"]: r for r in ev.to_pylist()}
+    assert set(rows) == {"ProfilerStep#1", "12345", "<unnamed>", "triton_poi_fused_add_cos_sin_0",
+                         "cuLaunchKernel", "cudaDeviceSynchronize", "Record Window End"}
+    assert ev.num_rows == 8  # 8 X - Trace + 1 instant, the op and the kernel share a name
+    assert rows["ProfilerStep#1"]["category"] == "other"
+    cpu_op = next(r for r in ev.to_pylist() if r["name"] == "triton_poi_fused_add_cos_sin_0"
+                  and r["category"] == "host.op")
+    assert cpu_op["ts_ns"] == BASE + int(Decimal(op["ts"]) * 1000)
+    gpu = next(r for r in ev.to_pylist() if r["category"] == "gpu.kernel")
+    assert (gpu["correlation"], gpu["pid"], gpu["grid_x"], gpu["block_x"]) == (35, 1670242,
+                                                                               None, 128)
+    sync_row = rows["cudaDeviceSynchronize"]
+    assert sync_row["args"] is None and sync_row["correlation"] is None
+    assert sync_row["pid"] < -(2**39)
+    assert {r["pid"]: r["name"] for r in trace.processes.to_pylist()}[sync_row["pid"]] == \
+        '{"a":1}'
+    assert _notices(trace) == {
+        ("X", "warning: name is a number (kept as text)"): 1,
+        ("X", "warning: name missing or not text (named '<unnamed>')"): 1,
+        ("X", "warning: args is not a JSON object (dropped)"): 1,
+        ("X", "warning: pid is neither an integer nor a name (named by its JSON text)"): 1,
+        ("X:kernel", "warning: args.grid is not a list (null)"): 1,
+        ("X:Trace", "skipped: no usable dur (missing, not a number, or out of range)"): 1,
+        ("i:None", "skipped: no usable ts (missing, not a number, or out of range)"): 1,
+        ("s:ac2g", "skipped: no usable ts (missing, not a number, or out of range)"): 1,
+        ("f:ac2g", "skipped: no usable id (not an integer)"): 1,
+    }
+    assert _accounted(trace) == len(events)
+
+
+def test_events_without_names_get_a_placeholder_never_a_contract_error(tmp_path, registry):
+    doc, events = _triton()
+    unnamed = Counter()
+    for e in events:
+        if e.get("ph") in ("X", "i"):
+            e.pop("name")
+            unnamed[e["ph"]] += 1
+    events.append({"ph": "C", "cat": "counter", "name": None, "pid": 1, "ts": 5,
+                   "args": {"util": 50}})
+    trace = _read_ok(_write(tmp_path, doc), registry)
+    names = trace.events["name"].cast(pa.string()).to_pylist()
+    assert names == ["<unnamed>"] * (unnamed["X"] + unnamed["i"] + 1)
+    assert _notices(trace) == {
+        ("X", "warning: name missing or not text (named '<unnamed>')"): unnamed["X"],
+        ("i", "warning: name missing or not text (named '<unnamed>')"): unnamed["i"],
+        ("C", "warning: name missing or not text (named '<unnamed>')"): 1,
+    }
+
+
+def test_huge_and_non_finite_numbers_are_skipped_never_wrapped(tmp_path, registry):
+    doc, events = _triton()
+    _find(events, name="TorchDynamo Cache Lookup")["ts"] = 2**63
+    _find(events, name="Torch-Compiled Region: 0/0")["ts"] = 2**70
+    _find(events, cat="cpu_op", name="triton_poi_fused_add_cos_sin_0")["ts"] = 1e300
+    _find(events, name="ProfilerStep#1")["dur"] = 1e300
+    _find(events, name="cudaDeviceSynchronize")["dur"] = -1  # clamped to 0, as Kineto does
+    # 9223372036854775.807 µs is the int64 maximum in ns: beyond it once the base is added.
+    _find(events, cat="kernel")["ts"] = 9223372036854775
+    trace = _read_ok(_write(tmp_path, doc), registry)
+    assert _notices(trace) == {
+        ("X:cpu_op", "skipped: no usable ts (missing, not a number, or out of range)"): 3,
+        ("X:kernel", "skipped: no usable ts (missing, not a number, or out of range)"): 1,
+        ("X:user_annotation",
+         "skipped: no usable dur (missing, not a number, or out of range)"): 1,
+        ("X", "warning: negative dur (clamped to 0, as Kineto does since 2022)"): 1,
+        ("f:ac2g", "skipped: flow endpoint matches no slice"): 1,
+    }
+    names = trace.events["name"].cast(pa.string()).to_pylist()
+    assert names == ["cuLaunchKernel", "cudaDeviceSynchronize", "PyTorch Profiler (0)",
+                     "Iteration Start: PyTorch Profiler", "Record Window End"]
+    sync = _find(events, name="cudaDeviceSynchronize")
+    assert trace.events["dur_ns"].to_pylist()[1] == 0
+    assert trace.events["ts_ns"].to_pylist()[1] == BASE + int(Decimal(str(sync["ts"])) * 1000)
+    assert _accounted(trace) == len(events)
+
+
+def test_nan_and_infinity_tokens_are_read_and_skipped(tmp_path, registry):
+    """Python's json.dump writes NaN/Infinity (not JSON); orjson refuses them, so the loader
+    falls back to the json module, notes it, and the events are skipped as untimed."""
+    doc, events = _triton()
+    _find(events, name="TorchDynamo Cache Lookup")["ts"] = float("nan")
+    _find(events, name="Torch-Compiled Region: 0/0")["dur"] = float("inf")
+    events.append({"ph": "C", "cat": "counter", "name": "util", "pid": 1, "ts": 5,
+                   "args": {"a": float("-inf"), "b": 2}})
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps(doc))  # allow_nan: the default
+    assert b"NaN" in path.read_bytes() and b"-Infinity" in path.read_bytes()
+    trace = _read_ok(path, registry)
+    assert _notices(trace) == {
+        ("document", "warning: read 3 NaN/Infinity tokens (not JSON) as numbers"): 1,
+        ("X:cpu_op", "skipped: no usable ts (missing, not a number, or out of range)"): 1,
+        ("X:cpu_op", "skipped: no usable dur (missing, not a number, or out of range)"): 1,
+        ("C", "warning: a series value is NaN, infinite or too large (no row)"): 1,
+    }
+    counters = trace.events.filter(pc.equal(trace.events["kind"].cast(pa.string()), "counter"))
+    assert counters["name"].cast(pa.string()).to_pylist() == ["util b"]
+    assert counters["value"].to_pylist() == [2.0]
+
+
+def test_unusable_base_time_and_device_properties_are_ignored_with_warnings(tmp_path, registry):
+    doc, events = _triton()
+    doc["baseTimeNanoseconds"] = 2**63
+    doc["deviceProperties"][0]["name"] = 5
+    doc["deviceProperties"][1]["numSms"] = "108"  # integer text: coerced
+    doc["deviceProperties"][2] = ["not", "an", "object"]
+    doc["distributedInfo"] = {"rank": True}
+    trace = _read_ok(_write(tmp_path, doc), registry)
+    assert _notices(trace) == {
+        ("baseTimeNanoseconds", "warning: not a non-negative integer ns count: ignored, times "
+         "stay relative to an unknown start"): 1,
+        ("deviceProperties", "skipped: no integer id in int32 range"): 1,
+        ("deviceProperties", "warning: a field has the wrong type or range (ignored)"): 1,
+    }
+    op = _find(events, cat="kernel")
+    kernel = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()),
+                                          "gpu.kernel"))
+    assert kernel["ts_ns"].to_pylist() == [int(Decimal(str(op["ts"])) * 1000)]
+    devices = {r["device"]: r for r in trace.devices.to_pylist()}
+    assert sorted(devices) == [0, 1, 3, 4, 5, 6, 7]
+    # Device 0's name is no text: the GPU's process label names it instead.
+    label = _find(events, ph="M", name="process_labels", pid=0)["args"]["labels"]
+    assert (devices[0]["name"], devices[1]["sm_count"]) == (label, 108)
+    assert {r["rank"] for r in trace.processes.to_pylist()} == {None}
+    meta = trace.metadata["sources"]["t.json"]
+    assert meta["clock"] == "relative µs from an unknown start (baseTimeNanoseconds unusable)"
+
+
+def _triton_bytes() -> bytes:
+    return gzip.decompress(shared_path(*TRITON).read_bytes())
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.5, 0.99])
+def test_truncated_trace_is_one_clear_error(tmp_path, registry, fraction):
+    cut = _triton_bytes()
+    cut = cut[: int(len(cut) * fraction)]
+    err = _read_error(_write(tmp_path, cut), registry)
+    assert "the JSON ends early (a truncated trace" in err.message
+    assert err.location == f"line {cut.count(NEWLINE) + 1}"
+
+
+def test_corrupt_gzip_tail_is_one_clear_error(tmp_path, registry):
+    raw = bytearray(shared_path(*TRITON).read_bytes())
+    raw[-6] ^= 0xFF  # inside the CRC32 trailer
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(bytes(raw))
+    assert _read_error(path, registry).message.startswith("corrupt gzip data: CRC check failed")
+
+
+def test_bad_bytes_name_the_line(tmp_path, registry):
+    data = _triton_bytes()
+    at = data.index(b'"name": "triton_poi') + len(b'"name": "')
+    line = data.count(b"\n", 0, at) + 1
+    invalid = _read_error(_write(tmp_path, data[:at] + b"\xff\xfe" + data[at:], "u.json"),
+                          registry)
+    assert (invalid.location, invalid.message) == (f"line {line}", "not valid UTF-8 text")
+    utf16 = _read_error(_write(tmp_path, data.decode().encode("utf-16"), "w.json"), registry)
+    assert (utf16.location, utf16.message) == ("line 1", "not valid UTF-8 text (UTF-16, or "
+                                                         "binary data?)")
+    nul = _read_error(_write(tmp_path, data[:at] + b"\x00" + data[at:], "n.json"), registry)
+    assert nul.location.startswith(f"line {line} column ")
+    assert nul.message == "invalid JSON: unexpected control character in string"
+    lone = _read_error(_write(tmp_path, data[:at] + b"\\ud800" + data[at:], "s.json"),
+                       registry)
+    assert lone.location.startswith(f"line {line} column ")
+    assert lone.message == "invalid JSON: no low surrogate in string"
+    deep = _read_error(_write(tmp_path, b"[" * 5000 + b"]" * 5000, "d.json"), registry)
+    assert deep.message == "the JSON is nested too deeply to be a trace"
+    blank = _read_error(_write(tmp_path, b" \n\t\n", "b.json"), registry)
+    assert blank.message == "no JSON: the file holds only white space"
+
+
+def test_escaped_nul_and_bom_are_read_faithfully(tmp_path, registry):
+    data = _triton_bytes()
+    data = data.replace(b'"name": "triton_poi_fused', b'"name": "tri\\u0000ton_poi_fused')
+    trace = _read_ok(_write(tmp_path, b"\xef\xbb\xbf" + data), registry)
+    names = set(trace.events["name"].cast(pa.string()).to_pylist())
+    assert "tri\x00ton_poi_fused_add_cos_sin_0" in names
+    assert _notices(trace) == {("document", "warning: skipped a UTF-8 byte-order mark"): 1}
+
+
+class _OnceSource:
+    """A stream as the lead's Source presents one: the content can be read once, and there
+    is no file behind the path."""
+
+    def __init__(self, data: bytes, head: bytes) -> None:
+        self.path = Path("<stdin>")
+        self.name = "stdin"
+        self.head = head
+        self.is_stream, self.is_dir = True, False
+        self._data: bytes | None = data
+
+    def read_bytes(self, progress=None) -> bytes:
+        data, self._data = self._data, None
+        assert data is not None, "read twice"
+        return data
+
+    def open(self):
+        raise AssertionError("the reader must not open the source again")
+
+
+@pytest.mark.parametrize("rel", [TRITON, ("torch-trace", "hta",
+                                          "ns_resolution_rank0_v100.pt.trace.json.gz")])
+def test_reads_a_stream_once(registry, rel):
+    """Content only through the Source, once (the exact re-parse of absolute float µs too)."""
+    from tracekit.builder import TraceBuilder
+    from tracekit.plugins.kineto import KinetoReader
+
+    path = shared_path(*rel)
+    data = gzip.decompress(path.read_bytes())
+    assert KinetoReader.reads_streams
+    out = TraceBuilder(path.name, "kineto")
+    KinetoReader().read(_OnceSource(data, data[:65536]), out)
+    direct = tracekit.read(path, registry=registry)
+    assert out.build().events.equals(direct.events)
+
+
+def test_fifo_input(tmp_path, registry):
+    fifo = tmp_path / "t.fifo"
+    os.mkfifo(fifo)
+    data = shared_path(*TRITON).read_bytes()
+    feeder = threading.Thread(target=fifo.write_bytes, args=(data,))
+    feeder.start()
+    try:
+        trace = tracekit.read(fifo, registry=registry)
+    finally:
+        feeder.join(10)
+    direct = tracekit.read(shared_path(*TRITON), registry=registry)
+    assert trace.events.drop_columns(["source"]).equals(direct.events.drop_columns(["source"]))

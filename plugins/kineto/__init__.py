@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ class KinetoReader(tracekit.Reader):
     name = "kineto"
     description = "PyTorch profiler / Kineto Chrome-trace JSON"
     extensions = (".json", ".json.gz")
+    reads_streams = True
 
     @dataclass(frozen=True)
     class Options:
@@ -33,7 +35,7 @@ class KinetoReader(tracekit.Reader):
 
     @classmethod
     def sniff(cls, source: Source) -> float:
-        head = source.head.lstrip()
+        head = source.head.removeprefix(codecs.BOM_UTF8).lstrip()
         if head.startswith(b"{"):
             if any(m in head for m in _KINETO_MARKERS):
                 return 1.0
@@ -46,6 +48,7 @@ class KinetoReader(tracekit.Reader):
         progress = getattr(out, "progress", None)
         if progress:
             progress.phase(f"reading {source.name}")
+        # Read once, through the Source: it may be a stream (stdin, a FIFO).
         data = source.read_bytes(progress.update if progress else None)
         if progress:
             progress.phase(f"parsing {source.name}")
@@ -79,6 +82,8 @@ class KinetoReader(tracekit.Reader):
                                  path=source.path)
         if repairs:
             out.metadata["repairs"] = repairs
+            for repair in repairs:
+                out.note("document", f"warning: {repair}")
         Converter(top, out, source, self.options.memory_counters).run(events)
 
 

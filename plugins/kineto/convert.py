@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from decimal import Decimal
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,17 @@ from tracekit.plugins.kineto.categories import (
     LAUNCH_FLOWS,
     map_category,
 )
-from tracekit.plugins.kineto.timestamps import us_to_ns
+from tracekit.plugins.kineto.fields import (
+    INT32,
+    INT64,
+    as_int,
+    dumps,
+    dumps_all,
+    ints,
+    names,
+    texts,
+)
+from tracekit.plugins.kineto.timestamps import INT64_MAX, us_to_ns
 
 _STREAM_TID = re.compile(r"stream\s+(\d+)", re.IGNORECASE)
 _MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
@@ -29,56 +40,15 @@ _WORK_COLUMNS = {"dur_ns": pa.int64(), "correlation": pa.int64(), "_tid": pa.int
                  "_arg_device": pa.int64(), "_arg_stream": pa.int64()}
 # Ids for string pids/tids ("Spans", "stream 7"), far below any real (even negative) OS id.
 SYNTHETIC_BASE = -(2**40)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return float(value)
-    raise TypeError
-
-
-def _dumps(obj: Any) -> str | None:
-    if not obj:
-        return None
-    return orjson.dumps(obj, default=_json_default).decode()
-
-
-def _ints(values: list[Any]) -> pa.Array:
-    """int64 array from JSON values; non-integers (strings, floats with fractions) become null."""
-    try:
-        return pa.array(values, type=pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        out = []
-        for v in values:
-            if isinstance(v, bool) or v is None:
-                out.append(None)
-            elif isinstance(v, int):
-                out.append(v)
-            elif _integral(v):
-                out.append(int(v))
-            else:
-                out.append(None)
-        return pa.array(out, type=pa.int64())
+NO_TS = "skipped: no usable ts (missing, not a number, or out of range)"
 
 
 def _numbers(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """float64 values and a mask of which are numbers (bools and text are not)."""
-    kinds = set(map(type, values))
-    if kinds <= {int, float, type(None)}:
-        arr = pa.array(values, type=pa.float64())
-        return arr.fill_null(0).to_numpy(), arr.is_valid().to_numpy(zero_copy_only=False)
-    ok = np.array([isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
-                   for v in values], dtype=bool)
-    return np.array([float(v) if k else 0.0 for v, k in zip(values, ok, strict=True)]), ok
-
-
-def _integral(v: Any) -> bool:
-    if isinstance(v, str):
-        return v.strip().lstrip("-").isdigit()
-    try:
-        return isinstance(v, (float, Decimal)) and v == int(v)
-    except (ValueError, OverflowError, ArithmeticError):  # nan, inf
-        return False
+    """float64 values and a mask of which are finite numbers (bools and text are not)."""
+    ok = np.array([type(v) in (int, float, Decimal) for v in values], dtype=bool)
+    f = np.array([float(v) if k else 0.0 for v, k in zip(values, ok, strict=True)])
+    finite = np.isfinite(f)
+    return np.where(finite, f, 0.0), ok & finite
 
 
 def _arg(args: list[Any], key: str, alt: str | None = None) -> list[Any]:
@@ -96,33 +66,106 @@ class Converter:
         self.out = out
         self.source = source
         self.memory_counters = memory_counters
-        base = top.get("baseTimeNanoseconds")
-        self.base_ns = int(base) if isinstance(base, (int, Decimal)) else 0
+        self.base_ns = self._base_time(top.get("baseTimeNanoseconds"))
         self.synthetic: dict[str, int] = {}
         self.labels: dict[int, str] = {}
 
+    def _warn(self, kind: str, text: str, count: int = 1) -> None:
+        self.out.note(kind, f"warning: {text}", count)
+
+    def _base_time(self, base: Any) -> int:
+        """baseTimeNanoseconds as int ns; an unusable one is ignored with a warning."""
+        if base is None:
+            return 0
+        n = as_int(base)
+        if n is None and type(base) is float and abs(base) < 2**63:
+            n = int(base)  # a float written by some tool: as exact as it is
+        if n is None or not 0 <= n <= INT64_MAX:
+            self._warn("baseTimeNanoseconds", "not a non-negative integer ns count: ignored, "
+                       "times stay relative to an unknown start")
+            self.base_unusable = True
+            return 0
+        return n
+
     # -- identities ------------------------------------------------------------------------
-    def _ids(self, values: list[Any], names: dict[int, str] | None = None) -> np.ndarray:
-        """pid/tid values to int64; strings get stable negative ids (named in ``labels``)."""
-        if {type(v) for v in values} <= {int}:
-            return np.array(values, dtype=np.int64)
+    def _ids(self, values: list[Any], what: str = "pid", kind: str = "") -> np.ndarray:
+        """pid/tid values to int64; names get stable negative ids (named in ``labels``).
+
+        Integer text is an id; other text ("Spans", "stream 7") a name; a missing id is the
+        name "" (shown as "(no pid)"). Other values (lists, objects, fractions, integers
+        beyond int64) are named by their JSON text and counted under ``kind``.
+        """
+        if set(map(type, values)) <= {int}:
+            try:
+                return np.array(values, dtype=np.int64)
+            except OverflowError:
+                pass
         out = np.empty(len(values), dtype=np.int64)
+        bad = 0
         for i, v in enumerate(values):
-            if type(v) is int:
-                out[i] = v
-            elif isinstance(v, str) and v.lstrip("-").isdigit():
-                out[i] = int(v)
+            n = v if type(v) is int else as_int(v) if type(v) is str else None
+            if n is not None and INT64[0] <= n <= INT64[1]:
+                out[i] = n
+                continue
+            if v is None or type(v) is str:
+                key = v or ""
             else:
-                key = str(v)
-                if key not in self.synthetic:
-                    self.synthetic[key] = SYNTHETIC_BASE - len(self.synthetic)
-                    self.labels[self.synthetic[key]] = key or "(no pid)"
-                out[i] = self.synthetic[key]
+                bad += 1
+                key = (dumps([v]) or "[?]")[1:-1][:40]
+            if key not in self.synthetic:
+                self.synthetic[key] = SYNTHETIC_BASE - len(self.synthetic)
+                self.labels[self.synthetic[key]] = key or "(no pid)"
+            out[i] = self.synthetic[key]
+        if bad and kind:
+            self._warn(kind, f"{what} is neither an integer nor a name (named by its JSON "
+                       "text)", bad)
         return out
 
     def _times(self, values: list[Any], base: int) -> tuple[np.ndarray, np.ndarray]:
+        """µs values to ns on the trace clock and whether each is usable (in int64 range)."""
         ns, valid = us_to_ns(values)
-        return ns + base, valid
+        if base:
+            valid &= ns <= INT64_MAX - base
+            ns = np.where(valid, ns + base, 0)
+        return ns, valid
+
+    def _cats(self, evs: list[dict[str, Any]], ph: str) -> list[str | None]:
+        """The cat of each event of phase ``ph`` as text (or None), what was odd counted."""
+        cats, bad = texts([e.get("cat") for e in evs])
+        if bad:
+            self._warn(ph, "cat is not text (numbers kept as text, others taken as no cat)",
+                       bad)
+        return cats
+
+    def _fields(self, evs: list[dict[str, Any]], ph: str
+                ) -> tuple[pa.DictionaryArray, list[Any]]:
+        """The name and args of events of phase ``ph``, with what was odd counted."""
+        name_col, unnamed, numbers = names([e.get("name") for e in evs])
+        if unnamed:
+            self._warn(ph, "name missing or not text (named '<unnamed>')", unnamed)
+        if numbers:
+            self._warn(ph, "name is a number (kept as text)", numbers)
+        args = [e.get("args") for e in evs]
+        odd = 0 if set(map(type, args)) <= {dict, type(None)} else \
+            sum(1 for a in args if a is not None and type(a) is not dict)
+        if odd:
+            self._warn(ph, "args is not a JSON object (dropped)", odd)
+            args = [a if type(a) is dict else None for a in args]
+        return name_col, args
+
+    def _args_column(self, args: list[Any], ph: str) -> pa.Array:
+        texts_, lost = dumps_all(args)
+        if lost:
+            self._warn(ph, "args not representable as JSON (dropped)", lost)
+        return pa.array(texts_, type=pa.string())
+
+    def _count(self, ph: str | None, keys: list[Any], mask: np.ndarray | None,
+               outcome: str) -> None:
+        """Note ``outcome`` for the events where ``mask`` is true, by ``ph:cat`` (``keys`` are
+        the cats, or the whole keys when ``ph`` is None)."""
+        chosen = keys if mask is None else compress(keys, mask)
+        for key, n in Counter(chosen).items():
+            self.out.note(key if ph is None else f"{ph}:{key}", outcome, n)
 
     # -- main ------------------------------------------------------------------------------
     def run(self, raw_events: list[Any]) -> None:
@@ -132,8 +175,13 @@ class Converter:
         if len(events) != len(raw_events):
             out.note("non-object entries", "skipped: not a JSON object",
                      len(raw_events) - len(events))
-        phases = np.array([e.get("ph") for e in events], dtype=object)
-        by_phase = {p: np.flatnonzero(phases == p) for p in set(phases.tolist())}
+        phases, _ = texts([e.get("ph") for e in events])
+        codes = pa.array(phases, type=pa.string()).dictionary_encode()
+        index = codes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+        by_phase: dict[str | None, np.ndarray] = {
+            p: np.flatnonzero(index == i) for i, p in enumerate(codes.dictionary.to_pylist())}
+        if codes.null_count:
+            by_phase[None] = np.flatnonzero(index < 0)
         self._metadata_events(events, by_phase.pop("M", np.array([], dtype=np.int64)))
         tables = []
         if "X" in by_phase:
@@ -149,12 +197,19 @@ class Converter:
             tables.append(self._counters([events[i] for i in by_phase.pop("C")]))
         flows = [events[i] for p in ("s", "f", "t") if p in by_phase for i in by_phase.pop(p)]
         for ph, idx in by_phase.items():
-            kinds = Counter(f"{ph}:{events[i].get('cat')}" for i in idx)
-            for kind, n in kinds.items():
-                out.note(kind, f"skipped: phase '{ph}' is not supported", n)
+            cats, _ = texts([events[i].get("cat") for i in idx])
+            if ph is None:
+                self._count("(no ph)", cats, None, "skipped: no phase ('ph')")
+            else:
+                self._count(ph[:20], cats, None,
+                            f"skipped: phase '{ph[:20]}' is not supported")
         tables = [t for t in tables if t.num_rows]
         table = pa.concat_tables(tables, promote_options="permissive") if tables else None
         if table is None:
+            if flows:
+                kinds = [f"{e.get('ph')}:{c}" for e, c in zip(
+                    flows, texts([e.get("cat") for e in flows])[0], strict=True)]
+                self._count(None, kinds, None, "skipped: flow endpoint matches no slice")
             self._devices_and_processes(None)
             self._top_metadata()
             return
@@ -170,39 +225,51 @@ class Converter:
 
     # -- X ---------------------------------------------------------------------------------
     def _slices(self, xs: list[dict[str, Any]]) -> pa.Table:
-        out = self.out
-        cats_raw = [e.get("cat") for e in xs]
-        cat_dict = pa.array(cats_raw, type=pa.string()).dictionary_encode()
-        mapped = [map_category(c) if c is not None else "other"
-                  for c in cat_dict.dictionary.to_pylist()]
-        category = pa.DictionaryArray.from_arrays(cat_dict.indices, pa.array(mapped))
-        for raw, n in Counter(cats_raw).items():
-            out.note(f"X:{raw}", "events", n)
-        names = [e.get("name") for e in xs]
+        cats = self._cats(xs, "X")
         ts, ts_ok = self._times([e.get("ts") for e in xs], self.base_ns)
-        dur, dur_ok = self._times([e.get("dur") for e in xs], 0)
+        dur, dur_ok = us_to_ns([e.get("dur") for e in xs])
         negative = dur < 0
         if negative.any():
-            out.note("X with negative dur", "events (dur clamped to 0, as Kineto does since "
-                     "2022)", int(negative.sum()))
+            self._warn("X", "negative dur (clamped to 0, as Kineto does since 2022)",
+                       int(negative.sum()))
             dur = np.where(negative, 0, dur)
-        bad_ts = ~ts_ok
-        if bad_ts.any():
-            out.note("X without a numeric ts", "events (kept untimed, ts null)", int(bad_ts.sum()))
-        args = [e.get("args") for e in xs]
+        end_ok = ts <= INT64_MAX - dur  # dur >= 0 here: no overflow
+        keep = ts_ok & dur_ok & end_ok
+        if not keep.all():
+            self._count("X", cats, ~ts_ok, NO_TS)
+            self._count("X", cats, ts_ok & ~dur_ok, "skipped: no usable dur (missing, not a "
+                        "number, or out of range)")
+            self._count("X", cats, ts_ok & dur_ok & ~end_ok, "skipped: ts + dur beyond the "
+                        "int64 ns range")
+            xs, cats = list(compress(xs, keep)), list(compress(cats, keep))
+            ts, dur = ts[keep], dur[keep]
+        self._count("X", cats, None, "events")
+        name_col, args = self._fields(xs, "X")
+        cat_dict = pa.array(cats, type=pa.string()).dictionary_encode()
+        mapped = [map_category(c) for c in cat_dict.dictionary.to_pylist()]
+        # A missing cat is a null index: "other", like an unknown one.
+        category = pa.DictionaryArray.from_arrays(
+            cat_dict.indices.fill_null(len(mapped)), pa.array([*mapped, "other"]))
         table = pa.table({
             "kind": _constant(len(xs), "slice"),
             "category": category,
-            "name": _names(names),
-            "ts_ns": pa.array(ts, mask=bad_ts),
-            "dur_ns": pa.array(dur, mask=~dur_ok),
-            "_pid": self._ids([e.get("pid") for e in xs]),
-            "_tid": self._ids([e.get("tid") for e in xs]),
-            "correlation": _ints(_arg(args, "correlation")),
-            "args": pa.array([_dumps(a) for a in args], type=pa.string()),
-            "_cat_raw": pa.array(cats_raw, type=pa.string()),
+            "name": name_col,
+            "ts_ns": pa.array(ts),
+            "dur_ns": pa.array(dur),
+            "_pid": self._ids([e.get("pid") for e in xs], "pid", "X"),
+            "_tid": self._ids([e.get("tid") for e in xs], "tid", "X"),
+            "correlation": self._arg_ints(args, "correlation", "X"),
+            "args": self._args_column(args, "X"),
         })
         return self._typed_gpu_columns(table, args)
+
+    def _arg_ints(self, args: list[Any], key: str, kind: str,
+                  bounds: tuple[int, int] = INT64) -> pa.Array:
+        """args[key] as integers; values that are none are counted under ``kind``."""
+        arr, bad = ints(_arg(args, key), bounds)
+        if bad:
+            self._warn(kind, f"args.{key} is not an integer in range (null)", bad)
+        return arr
 
     def _typed_gpu_columns(self, table: pa.Table, args: list[Any]) -> pa.Table:
         cat = table["category"]
@@ -213,73 +280,105 @@ class Converter:
         cols: dict[str, pa.Array] = {}
         kidx = np.flatnonzero(is_kernel)
         kargs = [args[i] for i in kidx]
-        for axis, pos in (("x", 0), ("y", 1), ("z", 2)):
-            for key in ("grid", "block"):
-                vals = [v[pos] if isinstance(v, list) and len(v) > pos else None
-                        for v in _arg(kargs, key)]
-                cols[f"{key}_{axis}"] = _scatter(n, kidx, _ints(vals), pa.int32())
-        cols["registers"] = _scatter(n, kidx, _ints(_arg(kargs, "registers per thread")),
-                                     pa.int32())
-        cols["shared_mem_bytes"] = _scatter(n, kidx, _ints(_arg(kargs, "shared memory")),
-                                            pa.int64())
+        for key in ("grid", "block"):
+            dims = _arg(kargs, key)
+            odd = sum(1 for v in dims if v is not None and type(v) is not list)
+            if odd:
+                self._warn("X:kernel", f"args.{key} is not a list (null)", odd)
+            for axis, pos in (("x", 0), ("y", 1), ("z", 2)):
+                vals = [v[pos] if type(v) is list and len(v) > pos else None for v in dims]
+                cols[f"{key}_{axis}"] = _scatter(n, kidx, self._checked(
+                    vals, f"args.{key}[{pos}]", INT32), pa.int32())
+        cols["registers"] = _scatter(n, kidx, self._arg_ints(
+            kargs, "registers per thread", "X:kernel", INT32), pa.int32())
+        cols["shared_mem_bytes"] = _scatter(n, kidx, self._arg_ints(
+            kargs, "shared memory", "X:kernel"), pa.int64())
         cidx = np.flatnonzero(is_copy)
-        cols["bytes"] = _scatter(n, cidx, _ints(_arg([args[i] for i in cidx], "bytes")),
-                                 pa.int64())
+        cols["bytes"] = _scatter(n, cidx, self._arg_ints(
+            [args[i] for i in cidx], "bytes", "X:gpu_memcpy"), pa.int64())
         copy_kind, src, dst = _copy_kinds(table["name"], cidx, n)
         cols["copy_kind"], cols["src_kind"], cols["dst_kind"] = copy_kind, src, dst
         # The tool's own device and stream ids of device rows (see _device_columns).
         didx = np.flatnonzero(pc.is_in(cat.cast(pa.string()), pa.array(sorted(
             DEVICE_CATEGORIES))).to_numpy(zero_copy_only=False))
         dargs = [args[i] for i in didx]
-        cols["_arg_device"] = _scatter(n, didx, _ints(_arg(dargs, "device")), pa.int64())
-        cols["_arg_stream"] = _scatter(n, didx, _ints(_arg(dargs, "stream")), pa.int64())
+        cols["_arg_device"] = _scatter(n, didx, self._arg_ints(
+            dargs, "device", "X:device work", INT32), pa.int64())
+        cols["_arg_stream"] = _scatter(n, didx, self._arg_ints(
+            dargs, "stream", "X:device work"), pa.int64())
         for name, col in cols.items():
             table = table.append_column(name, col)
         return table
 
+    def _checked(self, values: list[Any], what: str, bounds: tuple[int, int]) -> pa.Array:
+        arr, bad = ints(values, bounds)
+        if bad:
+            self._warn("X:kernel", f"{what} is not an integer in range (null)", bad)
+        return arr
+
     # -- i ---------------------------------------------------------------------------------
     def _instants(self, evs: list[dict[str, Any]], ph: str) -> list[pa.Table]:
-        out = self.out
-        names = [e.get("name") for e in evs]
-        cats_raw = [e.get("cat") for e in evs]
-        categories = [map_category(c, n) for c, n in zip(cats_raw, names, strict=True)]
-        for raw, n in Counter(cats_raw).items():
-            out.note(f"{ph}:{raw}", "events", n)
+        cats = self._cats(evs, ph)
         ts, ok = self._times([e.get("ts") for e in evs], self.base_ns)
-        args = [e.get("args") for e in evs]
+        if not ok.all():
+            self._count(ph, cats, ~ok, NO_TS)
+            evs, cats, ts = list(compress(evs, ok)), list(compress(cats, ok)), ts[ok]
+        self._count(ph, cats, None, "events")
+        name_col, args = self._fields(evs, ph)
+        name_text = name_col.dictionary.to_pylist()
+        name_idx = name_col.indices.to_numpy(zero_copy_only=False)
+        # The category depends on the name only for "[memory]": map per distinct pair.
+        pairs = Counter(zip(cats, (name_text[i] for i in name_idx), strict=True))
+        mapped = {p: map_category(*p) for p in pairs}
+        categories = [mapped[p] for p in zip(cats, (name_text[i] for i in name_idx),
+                                                  strict=True)]
         is_mem = np.array([c == "host.memory" for c in categories], dtype=bool)
         mem_bytes = [a.get("Bytes") if m and type(a) is dict else None
                      for a, m in zip(args, is_mem, strict=True)]
-        pid = self._ids([e.get("pid") for e in evs])
-        tid = self._ids([e.get("tid") for e in evs])
+        pid = self._ids([e.get("pid") for e in evs], "pid", ph)
+        tid = self._ids([e.get("tid") for e in evs], "tid", ph)
+        mem_arr, bad = ints(mem_bytes)
+        if bad:
+            self._warn(f"{ph}:[memory]", "args.Bytes is not an integer in range (null)", bad)
         instants = pa.table({
             "kind": _constant(len(evs), "instant"),
-            "category": pa.array(categories).dictionary_encode(),
-            "name": _names(names),
-            "ts_ns": pa.array(ts, mask=~ok),
+            "category": pa.array(categories, type=pa.string()).dictionary_encode(),
+            "name": name_col,
+            "ts_ns": pa.array(ts, type=pa.int64()),
             "_pid": pid,
             "_tid": tid,
-            "bytes": _ints(mem_bytes),
-            "args": pa.array([_dumps(a) for a in args], type=pa.string()),
+            "bytes": mem_arr,
+            "args": self._args_column(args, ph),
         })
         tables = [instants]
         if self.memory_counters and is_mem.any():
-            tables.append(self._memory_counters(args, is_mem, ts, ok, pid))
+            tables.append(self._memory_counters(args, is_mem, ts, pid))
         return tables
 
     def _memory_counters(self, args: list[Any], is_mem: np.ndarray, ts: np.ndarray,
-                         ok: np.ndarray, pid: np.ndarray) -> pa.Table:
+                         pid: np.ndarray) -> pa.Table:
         """'<device> memory allocated' and '... reserved' counter rows from [memory] events'
         running totals, in event order (allocated, then reserved, per event)."""
-        rows = np.flatnonzero(is_mem & ok)
+        rows = np.flatnonzero(is_mem)
         margs = [args[i] if type(args[i]) is dict else {} for i in rows]
-        places = list(zip(_arg(margs, "Device Type"), _arg(margs, "Device Id"), strict=True))
-        label = {p: "CPU" if p[0] in (0, None) else f"GPU {p[1]}" for p in set(places)}
-        names, values, valid = [], [], []
+        places = []
+        for key in ("Device Type", "Device Id"):
+            values, bad = ints(_arg(margs, key))
+            if bad:
+                self._warn("i:[memory]", f"args.{key} is not an integer (device unknown)", bad)
+            places.append(values.to_pylist())
+        places = list(zip(*places, strict=True))
+        label = {p: "CPU" if p[0] in (0, None) else f"GPU {'?' if p[1] is None else p[1]}"
+                 for p in set(places)}
+        names_, values, valid = [], [], []
         for key, what in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")):
             number, has = _numbers(_arg(margs, key))
-            names.append(pa.array([f"{label[p]} memory {what}" for p in places],
-                                  type=pa.string()).to_numpy(zero_copy_only=False))
+            present = sum(1 for a in margs if a.get(key) is not None)
+            if present > int(has.sum()):
+                self._warn("i:[memory]", f"args.{key} is not a finite number (no counter "
+                           "row)", present - int(has.sum()))
+            names_.append(pa.array([f"{label[p]} memory {what}" for p in places],
+                                   type=pa.string()).to_numpy(zero_copy_only=False))
             values.append(number)
             valid.append(has)
         # Interleave the two series row by row, then keep the values present.
@@ -290,7 +389,7 @@ class Converter:
         return pa.table({
             "kind": _constant(count, "counter"),
             "category": _constant(count, "counter.memory"),
-            "name": pa.array(np.stack(names, axis=1).ravel()[keep],
+            "name": pa.array(np.stack(names_, axis=1).ravel()[keep],
                              type=pa.string()).dictionary_encode(),
             "ts_ns": pa.array(np.repeat(ts[rows], 2)[keep], type=pa.int64()),
             "_pid": pa.array(np.repeat(pid[rows], 2)[keep], type=pa.int64()),
@@ -299,30 +398,46 @@ class Converter:
 
     # -- C ---------------------------------------------------------------------------------
     def _counters(self, evs: list[dict[str, Any]]) -> pa.Table:
-        names, values, idx = [], [], []
-        for i, e in enumerate(evs):
-            series = e.get("args")
-            if type(series) is not dict:
-                continue
+        cats = self._cats(evs, "C")
+        ts, ok = self._times([e.get("ts") for e in evs], self.base_ns)
+        if not ok.all():
+            self._count("C", cats, ~ok, NO_TS)
+            evs, cats, ts = list(compress(evs, ok)), list(compress(cats, ok)), ts[ok]
+        name_col, args = self._fields(evs, "C")
+        event_names = name_col.to_pylist()
+        names_, values, idx = [], [], []
+        empty = np.zeros(len(evs), dtype=bool)
+        not_finite = 0
+        for i, series in enumerate(args):
             numeric = {k: v for k, v in series.items()
-                       if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)}
+                       if type(v) in (int, float, Decimal)} if series else {}
+            kept = 0
             for key, value in numeric.items():
-                name = str(e.get("name", ""))
-                names.append(name if len(numeric) == 1 else f"{name} {key}")
-                values.append(float(value))
+                number = float(value)
+                if not np.isfinite(number):
+                    not_finite += 1
+                    continue
+                name = event_names[i]
+                names_.append(name if len(numeric) == 1 else f"{name} {key}")
+                values.append(number)
                 idx.append(i)
-        for raw, n in Counter(e.get("cat") for e in evs).items():
-            self.out.note(f"C:{raw}", "counter rows (one per series)", n)
-        picked = [evs[i] for i in idx]
-        ts, ok = self._times([e.get("ts") for e in picked], self.base_ns)
-        cats = [map_category(e.get("cat")) for e in picked]
-        cats = [c if c.startswith("counter.") else "counter.trace" for c in cats]
+                kept += 1
+            empty[i] = not kept
+        if not_finite:
+            self._warn("C", "a series value is NaN, infinite or too large (no row)", not_finite)
+        self._count("C", cats, empty, "skipped: no finite numeric series in args")
+        self._count("C", cats, ~empty, "counter rows (one per series)")
+        rows = np.array(idx, dtype=np.int64)
+        mapped = {c: map_category(c) for c in set(cats)}
+        cat_of = [mapped[cats[i]] for i in idx]
+        cat_of = [c if c.startswith("counter.") else "counter.trace" for c in cat_of]
+        pids = self._ids([e.get("pid") for e in evs], "pid", "C")
         return pa.table({
-            "kind": pa.array(["counter"] * len(picked)).dictionary_encode(),
-            "category": pa.array(cats, type=pa.string()).dictionary_encode(),
-            "name": pa.array(names, type=pa.string()).dictionary_encode(),
-            "ts_ns": pa.array(ts, mask=~ok),
-            "_pid": self._ids([e.get("pid") for e in picked]),
+            "kind": _constant(len(idx), "counter"),
+            "category": pa.array(cat_of, type=pa.string()).dictionary_encode(),
+            "name": pa.array(names_, type=pa.string()).dictionary_encode(),
+            "ts_ns": pa.array(ts[rows], type=pa.int64()),
+            "_pid": pa.array(pids[rows], type=pa.int64()),
             "value": pa.array(values, type=pa.float64()),
         })
 
@@ -331,25 +446,33 @@ class Converter:
         self.process_names: dict[int, str] = {}
         self.process_labels: dict[int, str] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
-        for i in idx:
-            e = events[i]
-            name, args = e.get("name"), e.get("args") or {}
-            pid = int(self._ids([e.get("pid")])[0])
-            value = args.get("name") if type(args) is dict else None
+        if not len(idx):
+            return
+        evs = [events[i] for i in idx]
+        kinds, _ = texts([e.get("name") for e in evs])
+        pids = self._ids([e.get("pid") for e in evs], "pid", "M")
+        for e, name, pid in zip(evs, kinds, pids.tolist(), strict=True):
+            args = e.get("args")
+            args = args if type(args) is dict else {}
+            value = args.get("name")
+            value = str(value) if type(value) in (str, int, float) else None
             if name == "process_name" and value is not None:
-                self.process_names[pid] = str(value)
+                self.process_names[pid] = value
                 self.out.note("M:process_name", "process names")
             elif name == "thread_name" and value is not None:
-                tid = int(self._ids([e.get("tid")])[0])
-                self.thread_names[(pid, tid)] = str(value)
+                tid = int(self._ids([e.get("tid")], "tid", "M")[0])
+                self.thread_names[(pid, tid)] = value
                 self.out.note("M:thread_name", "thread names")
-            elif name == "process_labels" and type(args) is dict:
-                self.process_labels[pid] = str(args.get("labels"))
+            elif name == "process_labels" and type(args.get("labels")) is str:
+                self.process_labels[pid] = args["labels"]
                 self.out.note("M:process_labels", "process and device labels")
             elif name in ("process_sort_index", "thread_sort_index"):
                 self.out.note(f"M:{name}", "not needed: display order hint")
+            elif name in ("process_name", "thread_name", "process_labels"):
+                self.out.note(f"M:{name}", "skipped: no text in args")
             else:
-                self.out.note(f"M:{name}", "skipped: unknown metadata event")
+                self.out.note(f"M:{(name or '(no name)')[:40]}", "skipped: unknown metadata "
+                              "event")
 
     # -- flows -----------------------------------------------------------------------------
     def _bind_flows(self, table: pa.Table, flows: list[dict[str, Any]]) -> pa.Table:
@@ -364,15 +487,22 @@ class Converter:
         if not flows:
             return table.append_column("flow_id", pa.array(flow_id, mask=~has_flow))
         out = self.out
-        cats = [str(e.get("cat", "")).lower() for e in flows]
+        phs, _ = texts([e.get("ph") for e in flows])
+        raw_cats, _ = texts([e.get("cat") for e in flows])
+        kinds = [f"{p}:{c}" for p, c in zip(phs, raw_cats, strict=True)]
         ts, ok = self._times([e.get("ts") for e in flows], self.base_ns)
-        ids = _ints([e.get("id") for e in flows])
+        if not ok.all():
+            self._count(None, kinds, ~ok, NO_TS)
+            flows, kinds, ts = list(compress(flows, ok)), list(compress(kinds, ok)), ts[ok]
+            raw_cats = list(compress(raw_cats, ok))
+        cats = [(c or "").lower() for c in raw_cats]
+        ids, _ = ints([e.get("id") for e in flows])
         id_ok = ids.is_valid().to_numpy(zero_copy_only=False)
         id_arr = ids.fill_null(-1).to_numpy()
         ftab = pa.table({
-            "_pid": self._ids([e.get("pid") for e in flows]),
-            "_tid": self._ids([e.get("tid") for e in flows]),
-            "ts_ns": pa.array(ts, mask=~ok),
+            "_pid": self._ids([e.get("pid") for e in flows], "pid", "flows"),
+            "_tid": self._ids([e.get("tid") for e in flows], "tid", "flows"),
+            "ts_ns": pa.array(ts, type=pa.int64()),
             "_flow": pa.array(np.arange(len(flows), dtype=np.int64)),
             "_fid": pa.array(id_arr),
             "_launch": pa.array([c in LAUNCH_FLOWS for c in cats], type=pa.bool_()),
@@ -384,25 +514,26 @@ class Converter:
             "_kind": table["kind"].cast(pa.string()),
             "_corr": table["correlation"],
         }).filter(pc.equal(pc.field("_kind"), "slice"))
-        joined = ftab.join(slices, keys=["_pid", "_tid", "ts_ns"], join_type="inner")
         # Among slices starting at the same instant, the one whose correlation is the flow's
-        # id (a launch and the work it launched), else the innermost (shortest) one.
-        same = pc.fill_null(pc.equal(joined["_corr"], joined["_fid"]), False)
-        other_id = pc.invert(pc.and_(joined["_launch"], same))
-        joined = joined.append_column("_other", other_id).sort_by(
-            [("_flow", "ascending"), ("_other", "ascending"), ("_dur", "ascending"),
-             ("_row", "ascending")])  # the last key: independent of the join's output order
-        flow_idx = joined["_flow"].to_numpy()
-        rows = joined["_row"].to_numpy()
-        first = np.ones(len(flow_idx), dtype=bool)
-        first[1:] = flow_idx[1:] != flow_idx[:-1]
+        # id (a launch and the work it launched), else the innermost (shortest) one; the row
+        # breaks ties. Each join is against one slice per key, so that a file repeating the
+        # same events many times cannot multiply the rows.
+        at = ["_pid", "_tid", "ts_ns"]
         bound = np.full(len(flows), -1, dtype=np.int64)
-        bound[flow_idx[first]] = rows[first]
+        innermost = _first_per_key(slices, at, ["_dur", "_row"])
+        _bind(bound, ftab.join(innermost.select([*at, "_row"]), keys=at, join_type="inner"))
+        by_corr = _first_per_key(slices.filter(pc.is_valid(slices["_corr"])),
+                                 [*at, "_corr"], ["_dur", "_row"])
+        launches = ftab.filter(pc.and_(ftab["_launch"], pa.array(id_ok))) \
+            .rename_columns({"_fid": "_corr"})
+        _bind(bound, launches.join(by_corr.select([*at, "_corr", "_row"]),
+                                   keys=[*at, "_corr"], join_type="inner"))
         corr_valid = table["correlation"].is_valid().to_numpy(zero_copy_only=False).copy()
         corr = table["correlation"].fill_null(0).to_numpy().copy()
         ok = (bound >= 0) & id_ok
         launch = np.array([c in LAUNCH_FLOWS for c in cats], dtype=bool)
         outcome = np.full(len(flows), "skipped: flow endpoint matches no slice", dtype=object)
+        outcome[~id_ok] = "skipped: no usable id (not an integer)"
         # Launch flows: their id is the correlation id of the call and of the device work.
         lrows, lids = bound[ok & launch], id_arr[ok & launch]
         fill = ~corr_valid[lrows]
@@ -428,7 +559,7 @@ class Converter:
         outcome[other] = np.where(accepted, "links (flow_id of the slice it binds to)",
                                   "skipped: the slice already has another flow")
         # Account per (phase:cat, outcome) without a Python tuple per flow.
-        kind = pa.array([f"{e.get('ph')}:{e.get('cat')}" for e in flows]).dictionary_encode()
+        kind = pa.array(kinds, type=pa.string()).dictionary_encode()
         result = pa.array(outcome, type=pa.string()).dictionary_encode()
         width = len(result.dictionary)
         combined = kind.indices.to_numpy().astype(np.int64) * width + \
@@ -475,15 +606,22 @@ class Converter:
                                                                          strict=True)],
                            dtype=np.int64)
         stream[named] = numbers[np.searchsorted(ids, stream[named])]
+        # A device id must fit int32: a GPU pid that is a name or a huge number is none.
+        dev_ok = is_dev & (device >= INT32[0]) & (device <= INT32[1])
+        if (is_dev & ~dev_ok).any():
+            self._warn("X:device work", "no device id in int32 range (device null)",
+                       int((is_dev & ~dev_ok).sum()))
         # Each device seen, with the GPU pid whose process labels name it.
-        self.gpu_devices = dict(zip(device[didx].tolist(), pid[didx].tolist(), strict=True))
+        ok_idx = np.flatnonzero(dev_ok)
+        self.gpu_devices = dict(zip(device[ok_idx].tolist(), pid[ok_idx].tolist(),
+                                    strict=True))
         launcher = _launching_pid(table, is_dev)
         out_pid = np.where(is_dev, launcher, pid)
         pid_valid = ~is_dev | (launcher >= 0)
         cols = {
             "pid": pa.array(out_pid, mask=~pid_valid),
             "tid": pa.array(tid, mask=~tid_valid),
-            "device": pa.array(device, mask=~is_dev).cast(pa.int32()),
+            "device": pa.array(np.where(dev_ok, device, 0), mask=~dev_ok).cast(pa.int32()),
             "stream": pa.array(stream, mask=~is_dev),
         }
         for name, col in cols.items():
@@ -496,22 +634,7 @@ class Converter:
         props = self.top.get("deviceProperties")
         vendor_hint = "amd" if any(k in self.top for k in ("roctracer_version",
                                                               "hip_runtime_version")) else None
-        named: set[int] = set()
-        for p in props if isinstance(props, list) else []:
-            if not isinstance(p, dict) or not isinstance(p.get("id"), int):
-                continue
-            name = p.get("name")
-            if name:
-                named.add(p["id"])
-            vendor = vendor_hint or ("amd" if isinstance(name, str) and any(
-                a in name for a in _AMD_NAMES) else "nvidia")
-            cc = (f"{p['computeMajor']}.{p['computeMinor']}"
-                  if "computeMajor" in p and "computeMinor" in p else None)
-            out.add_device(p["id"], name=name, vendor=vendor, kind="gpu",
-                           sm_count=p.get("numSms"), memory_bytes=p.get("totalGlobalMem"),
-                           compute_capability=p.get("gcnArchName", cc))
-        if props:
-            out.note("deviceProperties", "devices", len(props) if isinstance(props, list) else 1)
+        named = self._device_properties(props, vendor_hint)
         if table is None:
             return
         for dev, gpu_pid in sorted(getattr(self, "gpu_devices", {}).items()):
@@ -532,6 +655,50 @@ class Converter:
             out.add_thread(p["pid"], p["tid"], name=self.thread_names.get((p["pid"], p["tid"]))
                            or self.labels.get(p["tid"]))
 
+    def _device_properties(self, props: Any, vendor_hint: str | None) -> set[int]:
+        """Add the devices of ``deviceProperties``; return the ids that have a name."""
+        if props is None:
+            return set()
+        if type(props) is not list:
+            self.out.note("deviceProperties", "skipped: not a list")
+            return set()
+        named: set[int] = set()
+        skipped = odd = 0
+        for p in props:
+            device = as_int(p.get("id")) if type(p) is dict else None
+            if device is None or not INT32[0] <= device <= INT32[1]:
+                skipped += 1
+                continue
+            fields = {k: p.get(k) for k in ("name", "gcnArchName")}
+            fields.update({k: as_int(p.get(k)) for k in ("numSms", "totalGlobalMem",
+                                                           "computeMajor", "computeMinor")})
+            for k in ("name", "gcnArchName"):
+                if fields[k] is not None and type(fields[k]) is not str:
+                    fields[k] = None
+            if fields["numSms"] is not None and not 0 <= fields["numSms"] <= INT32[1]:
+                fields["numSms"] = None
+            if fields["totalGlobalMem"] is not None and \
+                    not 0 <= fields["totalGlobalMem"] <= INT64[1]:
+                fields["totalGlobalMem"] = None
+            odd += sum(1 for k, v in fields.items() if v is None and p.get(k) is not None)
+            name = fields["name"]
+            if name:
+                named.add(device)
+            vendor = vendor_hint or ("amd" if name and any(a in name for a in _AMD_NAMES)
+                                     else "nvidia")
+            major, minor = fields["computeMajor"], fields["computeMinor"]
+            cc = f"{major}.{minor}" if major is not None and minor is not None else None
+            self.out.add_device(device, name=name, vendor=vendor, kind="gpu",
+                                sm_count=fields["numSms"],
+                                memory_bytes=fields["totalGlobalMem"],
+                                compute_capability=fields["gcnArchName"] or cc)
+        self.out.note("deviceProperties", "devices", len(props) - skipped)
+        self.out.note("deviceProperties", "skipped: no integer id in int32 range", skipped)
+        if odd:
+            self._warn("deviceProperties", "a field has the wrong type or range (ignored)",
+                       odd)
+        return named
+
     def _top_metadata(self) -> None:
         top = self.top
         meta = self.out.metadata
@@ -546,17 +713,37 @@ class Converter:
             meta["clock"] = ("system clock, ns since the Unix epoch "
                              "(baseTimeNanoseconds + relative µs)")
             meta["base_time_ns"] = self.base_ns
+        elif getattr(self, "base_unusable", False):
+            meta["clock"] = "relative µs from an unknown start (baseTimeNanoseconds unusable)"
         else:
             meta["clock"] = "as written: absolute µs (system clock since the Unix epoch)"
         dist = top.get("distributedInfo")
-        if isinstance(dist, dict):
-            meta["distributed"] = orjson.loads(orjson.dumps(dist, default=_json_default))
+        if isinstance(dist, dict) and (text := dumps(dist)):
+            meta["distributed"] = orjson.loads(text)
         run = {k: v for k, v in top.items()
                if k not in ("deviceProperties", "distributedInfo", "traceEvents")
                and isinstance(v, (str, int, float, bool, Decimal))}
-        if run:
-            meta["run"] = orjson.loads(orjson.dumps(run, default=_json_default))
+        if run and (text := dumps(run)):
+            meta["run"] = orjson.loads(text)
 
+
+
+def _first_per_key(table: pa.Table, keys: list[str], order: list[str]) -> pa.Table:
+    """The first row of each distinct ``keys`` value, ``order`` deciding which is first."""
+    table = table.sort_by([(k, "ascending") for k in [*keys, *order]])
+    first = np.ones(table.num_rows, dtype=bool)
+    if table.num_rows > 1:
+        same = np.ones(table.num_rows - 1, dtype=bool)
+        for key in keys:
+            column = table[key].to_numpy()
+            same &= column[1:] == column[:-1]
+        first[1:] = ~same
+    return table.filter(pa.array(first))
+
+
+def _bind(bound: np.ndarray, joined: pa.Table) -> None:
+    """Set ``bound[flow] = row`` for each (flow, row) pair of a join."""
+    bound[joined["_flow"].to_numpy()] = joined["_row"].to_numpy()
 
 
 def _constant(n: int, value: str) -> pa.DictionaryArray:
@@ -565,17 +752,8 @@ def _constant(n: int, value: str) -> pa.DictionaryArray:
 
 def _rank(top: dict[str, Any]) -> int | None:
     dist = top.get("distributedInfo")
-    if isinstance(dist, dict) and isinstance(dist.get("rank"), int):
-        return int(dist["rank"])
-    return None
-
-
-def _names(values: list[Any]) -> pa.DictionaryArray:
-    try:
-        arr = pa.array(values, type=pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        arr = pa.array(["" if v is None else str(v) for v in values], type=pa.string())
-    return pc.fill_null(arr, "").dictionary_encode()
+    rank = as_int(dist.get("rank")) if isinstance(dist, dict) else None
+    return rank if rank is not None and 0 <= rank <= INT64[1] else None
 
 
 def _scatter(n: int, idx: np.ndarray, values: pa.Array, type_: pa.DataType) -> pa.Array:

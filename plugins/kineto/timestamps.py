@@ -4,17 +4,24 @@ Kineto writes ``ts``/``dur`` as decimal µs with three decimals. A float64 holds
 closely enough to recover the exact ns count while |value| < 2**43 µs (about 102 days): the
 float's error is then below half a nanosecond. Relative timestamps always are; absolute epoch
 µs with a fraction (1.7e15) are not, and need the decimal text (see ``loading``).
+
+Values whose ns do not fit int64 (|µs| > 9.2e15, about 292 years), NaN, infinities, booleans
+and anything that is not a number or a numeric string are not valid: the caller skips and
+counts them.
 """
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 SAFE_FLOAT_US = 2.0**43
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+MAX_US = INT64_MAX // 1000  # the largest |µs| whose ns fit int64
 
 
 class NeedsExactDecimals(Exception):
@@ -22,18 +29,29 @@ class NeedsExactDecimals(Exception):
 
 
 def us_to_ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Convert µs values (int, float, Decimal, numeric str or None) to (ns, valid) arrays."""
+    """Convert µs values (int, float, Decimal, numeric str or None) to (ns, valid) arrays.
+
+    ``ns`` is 0 where ``valid`` is false.
+    """
     kinds = set(map(type, values))
-    n = len(values)
     if kinds <= {int}:
-        return np.array(values, dtype=np.int64) * 1000, np.ones(n, dtype=bool)
+        try:
+            us = np.array(values, dtype=np.int64)
+        except OverflowError:
+            return _exact(values)
+        valid = (us >= -MAX_US) & (us <= MAX_US)
+        return np.where(valid, us, 0) * 1000, valid
     if kinds <= {int, float, type(None)}:
-        f = pa.array(values, type=pa.float64()).to_numpy(zero_copy_only=False)
-        valid = ~np.isnan(f)
+        try:
+            f = pa.array(values, type=pa.float64()).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, OverflowError):  # an int beyond int64
+            return _exact(values)
+        with np.errstate(invalid="ignore"):
+            valid = np.abs(f) <= MAX_US  # false for NaN (null) and the infinities
         f = np.where(valid, f, 0.0)
         big = np.abs(f) >= SAFE_FLOAT_US
         if big.any():
-            if float in {type(v) for v, b in zip(values, big, strict=True) if b}:
+            if any(type(values[i]) is float for i in np.flatnonzero(big)):
                 raise NeedsExactDecimals
             return _exact([v if ok else None for v, ok in zip(values, valid, strict=True)])
         whole = np.floor(f)
@@ -46,16 +64,31 @@ def _exact(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     ns = np.zeros(len(values), dtype=np.int64)
     valid = np.zeros(len(values), dtype=bool)
     for i, v in enumerate(values):
-        if v is None or isinstance(v, bool):
-            continue
-        try:
-            d = v if isinstance(v, Decimal) else Decimal(v if isinstance(v, (int, str)) else
-                                                        repr(v))
-            ns[i] = int((d * 1000).to_integral_value(ROUND_HALF_EVEN))
+        n = exact_ns(v)
+        if n is not None:
+            ns[i] = n
             valid[i] = True
-        except (InvalidOperation, ValueError, TypeError, OverflowError):
-            continue
     return ns, valid
+
+
+def exact_ns(value: Any) -> int | None:
+    """The ns of one µs value (int, float, Decimal or numeric text), None if unusable."""
+    if isinstance(value, Decimal):
+        d = value
+    elif isinstance(value, (int, str)) and not isinstance(value, bool):
+        try:
+            d = Decimal(value)
+        except ArithmeticError:  # decimal.InvalidOperation: not a number
+            return None
+    elif isinstance(value, float):
+        d = Decimal(repr(value))
+    else:
+        return None
+    # adjusted() is the decimal exponent: checked first, so that 1e999999 cannot overflow.
+    if not d.is_finite() or d.adjusted() > 16:
+        return None
+    n = int((d * 1000).to_integral_value(ROUND_HALF_EVEN))
+    return n if INT64_MIN <= n <= INT64_MAX else None
 
 
 def needs_exact_decimals(events: list[object]) -> bool:
@@ -64,9 +97,10 @@ def needs_exact_decimals(events: list[object]) -> bool:
     try:
         arr = pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return False  # strings or odd values: us_to_ns converts those exactly one by one
+        # Mixed types: look at the floats one by one.
+        return any(type(v) is float and SAFE_FLOAT_US <= abs(v) <= MAX_US for v in values)
     if not pa.types.is_floating(arr.type):
         return False
-    f = np.nan_to_num(arr.to_numpy(zero_copy_only=False))
-    big = np.flatnonzero(np.abs(f) >= SAFE_FLOAT_US)
+    f = np.nan_to_num(arr.to_numpy(zero_copy_only=False), posinf=0.0, neginf=0.0)
+    big = np.flatnonzero((np.abs(f) >= SAFE_FLOAT_US) & (np.abs(f) <= MAX_US))
     return any(type(values[i]) is float for i in big)
