@@ -1,0 +1,114 @@
+"""tracekit in a pipe: ``-``, FIFOs and ``/dev/fd/N`` as inputs, read once as streams (issue 13)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import tracekit
+from helpers import FIXTURES
+from tracekit.errors import UsageError
+
+TORCH = FIXTURES / "scenarios" / "item_sync.pt.trace.json.gz"
+PERF = FIXTURES / "perf-recorded" / "burn.perf"
+
+
+def _cli(*args: str, stdin: bytes | None = None, cwd: Path | None = None
+         ) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "tracekit", *args], input=stdin,
+                          capture_output=True, cwd=cwd, timeout=120)
+
+
+def _events_without_source(trace: tracekit.Trace) -> pa.Table:
+    return trace.events.drop_columns(["source"])
+
+
+@pytest.mark.parametrize("path,compressed", [(TORCH, True), (TORCH, False), (PERF, False)])
+def test_stdin_reads_like_the_file(tmp_path, registry, path, compressed):
+    data = path.read_bytes()
+    if path.suffix == ".gz" and not compressed:
+        data = gzip.decompress(data)
+    out = tmp_path / "out.parquet"
+    proc = _cli("convert", "-", "-o", str(out), "-q", stdin=data)
+    assert proc.returncode == 0, proc.stderr
+    piped = tracekit.read(out, registry=registry)
+    direct = tracekit.read(path, registry=registry)
+    assert piped.sources == ["stdin"]
+    assert _events_without_source(piped).equals(_events_without_source(direct))
+
+
+def test_perf_script_piped_to_folded_on_stdout(registry, tmp_path):
+    proc = _cli("convert", "-", "-o", "-", "--to", "folded", "-q", stdin=PERF.read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    expected = tmp_path / "e.folded"
+    tracekit.write(tracekit.read(PERF, registry=registry), expected, registry=registry)
+    assert proc.stdout == expected.read_bytes() and proc.stdout.count(b"\n") == 3
+
+
+def test_process_substitution_input(tmp_path, registry):
+    out = tmp_path / "out.parquet"
+    proc = subprocess.run(["bash", "-c", f"{sys.executable} -m tracekit convert "
+                           f"<(zcat {TORCH}) -o {out} -q"], capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    direct = tracekit.read(TORCH, registry=registry)
+    assert tracekit.read(out, registry=registry).events.num_rows == direct.events.num_rows
+
+
+def test_fifo_input(tmp_path, registry):
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "wb") as f:
+            f.write(TORCH.read_bytes())
+    thread = threading.Thread(target=feed)
+    thread.start()
+    trace = tracekit.read(fifo, registry=registry)
+    thread.join(10)
+    direct = tracekit.read(TORCH, registry=registry)
+    assert _events_without_source(trace).equals(_events_without_source(direct))
+
+
+def test_stream_into_a_reader_that_needs_a_file():
+    proc = _cli("analyze", "-", "--from", "nsys", stdin=b"SQLite format 3\0" + bytes(100))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().startswith(
+        "error: <stdin>: the nsys reader needs a file it can open by name; save the input to "
+        "a file first (readers of streams: ")
+
+
+def test_stream_that_no_reader_recognises():
+    proc = _cli("analyze", "-", stdin=b"SQLite format 3\0" + bytes(100))
+    assert proc.returncode == 1
+    line = proc.stderr.decode().strip()
+    assert line.startswith("error: <stdin>: no reader recognises this stream (from a stream "
+                           "only formats that are read front to back: ")
+    assert "kineto" in line and "perf" in line and "\n" not in line
+
+
+def test_empty_stdin():
+    proc = _cli("analyze", "-", stdin=b"")
+    assert proc.returncode == 1
+    assert proc.stderr.decode().strip() == "error: <stdin>: is empty (nothing was read from it)"
+
+
+def test_dash_twice_is_refused(registry):
+    with pytest.raises(UsageError, match=r"'-' \(standard input\) is given more than once"):
+        tracekit.read(["-", "-"], registry=registry)
+
+
+def test_rocprofv3_json_from_stdin(tmp_path, registry):
+    from helpers import shared_path
+
+    path = shared_path("bonus", "rocprofv3-json", "tracelens_908_results.json.gz")
+    out = tmp_path / "out.parquet"
+    proc = _cli("convert", "-", "-o", str(out), "-q", stdin=path.read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    piped = tracekit.read(out, registry=registry)
+    assert piped.events.num_rows == tracekit.read(path, registry=registry).events.num_rows
