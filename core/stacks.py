@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,6 +59,9 @@ class StackTree:
                               strict=True))
         self.modules = dict(zip(frames["frame_id"].to_pylist(), frames["module"].to_pylist(),
                                 strict=True))
+        self.addresses: dict[int, int | None] = (
+            dict(zip(frames["frame_id"].to_pylist(), frames["address"].to_pylist(),
+                     strict=True)) if "address" in frames.column_names else {})
         self._paths: dict[int, tuple[int, ...]] = {}
 
     def frames(self, stack_id: int) -> tuple[int, ...]:
@@ -76,6 +82,10 @@ class StackTree:
     def names_of(self, stack_id: int) -> list[str]:
         """Frame names from the root to the leaf of ``stack_id``."""
         return [self.names[f] for f in self.frames(stack_id)]
+
+    def is_kernel(self, frame_id: int) -> bool:
+        """Is the frame kernel code (by its module, or its address where the tool kept it)?"""
+        return is_kernel(self.modules.get(frame_id), self.addresses.get(frame_id))
 
 
 def sample_weights(events: pa.Table, weight: str) -> tuple[pa.Array, str]:
@@ -110,17 +120,22 @@ def sample_events(trace: Trace, event: str | None) -> tuple[pa.Table, list[str]]
     events = trace.events.select(list(SAMPLE_COLUMNS))
     is_sample = equals(events["category"], "cpu.sample")
     rows = events if pc.all(is_sample).as_py() else events.filter(is_sample)
-    counts: dict[str, int] = {}
-    for meta in trace.metadata.get("sources", {}).values():
-        for name, n in (meta.get("events") or {}).items():
-            counts[name] = counts.get(name, 0) + n
-    seen = [e for e, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    seen = sampled_events(trace)
     if len(seen) <= 1 and event is None:
         return rows, seen
     keep = event if event is not None else seen[0]
     names = pc.struct_field(pc.extract_regex(pc.fill_null(rows["args"], ""),
                                              r'"event":"(?P<e>[^"]*)"'), "e")
     return rows.filter(pc.fill_null(pc.equal(names, keep), False)), seen
+
+
+def sampled_events(trace: Trace) -> list[str]:
+    """The sampled events (perf's), most frequent first."""
+    counts: dict[str, int] = {}
+    for meta in trace.metadata.get("sources", {}).values():
+        for name, n in (meta.get("events") or {}).items():
+            counts[name] = counts.get(name, 0) + n
+    return [e for e, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 def equals(column: pa.ChunkedArray, value: str) -> pa.ChunkedArray:
@@ -135,3 +150,178 @@ def equals(column: pa.ChunkedArray, value: str) -> pa.ChunkedArray:
         chunks.append(pc.fill_null(pc.equal(chunk.indices, code), False) if code >= 0 else
                       pa.array(np.zeros(len(chunk), dtype=bool)))
     return pa.chunked_array(chunks, pa.bool_())
+
+
+# --- what a CPU profile's frames and weights mean ----------------------------------------
+
+# The kernel's idle loop (x86 and arm64), whole names after any ``.isra.0``-style suffix.
+IDLE_FUNCTIONS = re.compile(
+    r"cpuidle_enter\w*|intel_idle\w*|poll_idle|acpi_idle\w*|default_idle\w*|do_idle"
+    r"|cpu_startup_entry|arch_cpu_idle\w*|native_safe_halt|mwait_idle\w*|cpu_idle_poll"
+    r"|cpu_do_idle|call_cpuidle")
+# Interrupt and softirq entry: work done on top of the idle loop is not idle.
+INTERRUPT_FUNCTIONS = re.compile(
+    r"do_IRQ|irq_exit\w*|irq_enter\w*|handle_\w*irq\w*|\w*_interrupt|\w*sysvec_\w*"
+    r"|\w*softirq\w*|net_rx_action|\w*napi_poll|tasklet_\w*|gic_handle_irq|el\dh?_64_irq\w*"
+    r"|el\d_irq|\w*handle_domain_irq")
+IDLE_COMMS = re.compile(r"swapper(/\d+)?")
+# x86-64 kernel text is at 0xffff8000_00000000 and above, arm64's at 0xffff0000_00000000 and
+# above; user addresses on both stay below 0x0001000000000000, so one bound serves both.
+KERNEL_ADDRESS = 0xFFFF_0000_0000_0000
+_SUFFIX = re.compile(r"(\.(isra|constprop|part|cold|lto_priv|llvm)(\.\d+)?)+$")
+# Time events: their weight is CPU time (ns) or cycles. Instructions and software events
+# (page-faults, context-switches) are not CPU time.
+TIME_EVENTS = ("cpu-clock", "task-clock", "cycles", "cpu-cycles", "ref-cycles")
+_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_MANGLED = re.compile(r"_Z[A-Za-z0-9_]|_R[A-Z0-9_]|__Z[A-Za-z0-9_]")
+
+
+@functools.lru_cache(maxsize=65536)
+def demangle(name: str) -> str:
+    """A C++ (``_Z…``) or legacy Rust (``_ZN…17h<hash>E``) symbol demangled by libstdc++'s
+    ``__cxa_demangle`` (through ``cxxfilt``), the Rust hash dropped; the name as it is when it
+    is not mangled, when ``cxxfilt`` is missing, or when demangling fails (Rust v0 ``_R…``
+    names, which ``__cxa_demangle`` does not know, stay raw)."""
+    if not _MANGLED.match(name):
+        # perf and VTune print legacy Rust names demangled as C++ is, hash kept: drop it.
+        return _RUST_HASH.sub("", name) if "::h" in name else name
+    try:
+        import cxxfilt
+        out = cxxfilt.demangle(name.removeprefix("_") if name.startswith("__Z") else name)
+    except Exception:  # cxxfilt.InvalidName, or cxxfilt absent or unloadable
+        return name
+    if name.startswith("_ZN") and name.endswith("E") and "17h" in name:
+        out = _RUST_HASH.sub("", out)
+    return out or name
+
+
+def base_function(name: str) -> str:
+    """A symbol without perf's ``+0x…`` offset or a compiler's ``.isra.0`` clone suffix."""
+    return _SUFFIX.sub("", name.split("+0x", 1)[0])
+
+
+def is_kernel(module: str | None, address: int | None = None) -> bool:
+    """Kernel code: ``[kernel.kallsyms]``, a ``vmlinux`` image, a module under
+    ``/lib/modules`` (or any ``.ko``), BPF programs, or an address in the kernel half."""
+    # The model keeps addresses as int64: a kernel one is stored negative.
+    if address is not None and address & 0xFFFF_FFFF_FFFF_FFFF >= KERNEL_ADDRESS:
+        return True
+    if not module:
+        return False
+    base = module.rsplit("/", 1)[-1]
+    return (module.startswith(("[kernel", "[guest.kernel", "/lib/modules/", "bpf_prog_"))
+            or base.startswith(("vmlinux", "[vmlinux")) or base.endswith((".ko", ".ko]"))
+            or module in ("[kernel]", "[bpf_prog]"))
+
+
+def event_base(event: str) -> str:
+    """``cycles:ppp`` -> ``cycles``, ``cpu_core/cycles/u`` -> ``cycles``."""
+    base = event.split(":", 1)[0]
+    if "/" in base:
+        parts = [p for p in base.split("/") if p]
+        base = parts[1] if len(parts) > 1 else parts[0]
+    return base
+
+
+def time_event(events: list[str]) -> str | None:
+    """The event to rank CPU time by among those sampled: cpu-clock, task-clock, then cycles
+    (never instructions or a software event while one of those is there); else the most
+    frequent (``events`` is ordered by count)."""
+    for want in TIME_EVENTS:
+        for event in events:
+            if event_base(event) == want:
+                return event
+    return events[0] if events else None
+
+
+def weight_unit(trace: Trace, rows: pa.Table, event: str | None, weight: str = "value") -> str:
+    """What one unit of a sample's weight is: ``ns`` (perf's cpu-clock and task-clock
+    periods, VTune's CPU Time), ``cycles``, ``samples`` (``weight=samples``, or perf samples
+    printed without a period, read as 1 each), else the event or metric's own name."""
+    aggregate = pc.and_(pc.is_null(rows["ts_ns"]), pc.is_valid(rows["dur_ns"]))
+    if rows.num_rows and bool(pc.all(aggregate).as_py()):
+        return "ns"
+    if weight == "samples":
+        return "samples"
+    readers = {m.get("reader") for m in trace.metadata.get("sources", {}).values()}
+    if readers == {"vtune"}:
+        metrics = {m.get("metric") or "" for m in trace.metadata["sources"].values()}
+        metric = metrics.pop() if len(metrics) == 1 else ""
+        if "CLK_UNHALTED" in metric or metric.lower().endswith("cycles"):
+            return "cycles"
+        if "INST_RETIRED" in metric or "Instructions" in metric:
+            return "instructions"
+        return metric.rsplit(":", 1)[-1] or "value"
+    if readers != {"perf"}:
+        return "samples" if _all_ones(rows) else "value"
+    if _all_ones(rows):
+        return "samples"  # perf script without a period: the reader counts 1 per sample
+    base = event_base(event or "")
+    if base in ("cpu-clock", "task-clock"):
+        return "ns"
+    if base in ("cycles", "cpu-cycles", "ref-cycles"):
+        return "cycles"
+    return base or "value"
+
+
+def _all_ones(rows: pa.Table) -> bool:
+    values = rows["value"]
+    return not rows.num_rows or bool(pc.all(pc.fill_null(pc.equal(values, 1.0), True)).as_py())
+
+
+def thread_names(trace: Trace) -> dict[tuple[int | None, int | None], str]:
+    """``(pid, tid) -> name`` from the threads table (the comm, for perf)."""
+    th = trace.threads
+    if not th.num_rows:
+        return {}
+    return dict(zip(zip(th["pid"].to_pylist(), th["tid"].to_pylist(), strict=True),
+                    th["name"].to_pylist(), strict=True))
+
+
+def idle_comm_rows(trace: Trace, rows: pa.Table) -> np.ndarray:
+    """Per row: is it a sample of the idle task (comm ``swapper``, thread id 0)?"""
+    names = thread_names(trace)
+    idle = {k for k, v in names.items() if v and IDLE_COMMS.fullmatch(v)}
+    tid = pc.fill_null(rows["tid"], -1).to_numpy(zero_copy_only=False)
+    if not idle:
+        return np.zeros(rows.num_rows, dtype=bool)
+    pid = pc.fill_null(rows["pid"], -1).to_numpy(zero_copy_only=False)
+    keys = pid.astype(np.int64) * (1 << 23) + tid
+    want = np.array([(p if p is not None else -1) * (1 << 23) + (t if t is not None else -1)
+                     for p, t in idle], dtype=np.int64)
+    return np.isin(keys, want) & (tid == 0)
+
+
+def idle_of_stack(names_leaf_first: list[str], idle_task: bool) -> bool:
+    """Walking from the leaf, the first idle-loop or interrupt frame decides: the idle loop
+    is idle, interrupt or softirq work on top of it is not. With neither, a sample of the
+    idle task (``swapper``) is idle and any other is not."""
+    for name in names_leaf_first:
+        base = base_function(name)
+        if IDLE_FUNCTIONS.fullmatch(base):
+            return True
+        if INTERRUPT_FUNCTIONS.fullmatch(base):
+            return False
+    return idle_task
+
+
+def idle_rows(trace: Trace, rows: pa.Table, tree: StackTree) -> np.ndarray:
+    """Per sample row: is the CPU idle? (see :func:`idle_of_stack`)."""
+    n = rows.num_rows
+    if not n:
+        return np.zeros(0, dtype=bool)
+    task = idle_comm_rows(trace, rows)
+    stack = pc.fill_null(rows["stack_id"], -1).to_numpy(zero_copy_only=False)
+    key = stack.astype(np.int64) * 2 + task
+    keys, inverse = np.unique(key, return_inverse=True)
+    decided = np.zeros(len(keys), dtype=bool)
+    first_row = np.zeros(len(keys), dtype=np.int64)
+    first_row[inverse.reshape(-1)[::-1]] = np.arange(n)[::-1]
+    for i, k in enumerate(keys.tolist()):
+        sid, is_task = k // 2, bool(k % 2)
+        if sid >= 0:
+            decided[i] = idle_of_stack(tree.names_of(sid)[::-1], is_task)
+        else:  # no stack: the sample's own name is its leaf
+            name = str(rows["name"][int(first_row[i])].as_py() or "")
+            decided[i] = idle_of_stack([name], is_task)
+    return decided[inverse.reshape(-1)]

@@ -5,7 +5,9 @@ and for untimed per-function aggregates. *Self* weight is the weight of samples 
 is the function; *total* weight counts each sample once for every distinct function on its
 stack (recursion is not counted twice), as perf report's children mode and speedscope do.
 The weight is the sample's value (perf's period, nsys' weight of 1) or, with
-``-O weight=samples``, one per sample.
+``-O weight=samples``, one per sample; its unit (ns of CPU time, cycles, samples, an event
+count) goes with the tables. Idle samples (the kernel's idle loop, the ``swapper`` task) are
+left out unless ``-O idle=include``; names are demangled (C++, legacy Rust).
 """
 
 from __future__ import annotations
@@ -19,7 +21,16 @@ import pyarrow as pa
 import tracekit
 from tracekit.model import Trace
 from tracekit.report import Report, format_ns, percent, report_table
-from tracekit.stacks import StackTree, sample_events, sample_weights
+from tracekit.stacks import (
+    StackTree,
+    demangle,
+    idle_rows,
+    sample_events,
+    sample_weights,
+    sampled_events,
+    time_event,
+    weight_unit,
+)
 
 
 class HotspotsAnalyzer(tracekit.Analyzer):
@@ -34,26 +45,44 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         weight: str = field(default="value", metadata={
             "help": "value (period, CPU time) or samples (one per sample)"})
         event: str = field(default="", metadata={
-            "help": "the sampled event to use (default: the most frequent one)"})
+            "help": "the sampled event to use (default: cpu-clock, task-clock or cycles, "
+                    "else the most frequent one)"})
+        idle: str = field(default="exclude", metadata={
+            "help": "exclude (default) or include the idle loop's samples (swapper)"})
 
     def analyze(self, trace: Trace) -> Report:
         if self.options.weight not in ("value", "samples"):
             raise tracekit.errors.OptionError(
                 f"analyzer 'hotspots': weight must be value or samples, "
                 f"not {self.options.weight!r}")
+        if self.options.idle not in ("exclude", "include"):
+            raise tracekit.errors.OptionError(
+                f"analyzer 'hotspots': idle must be exclude or include, not {self.options.idle!r}")
         report = Report(analyzer=self.name, title="CPU hotspots")
-        rows, events = sample_events(trace, self.options.event or None)
+        events = sampled_events(trace)
+        event = self.options.event or time_event(events)
+        rows, _ = sample_events(trace, event if events else None)
         if len(events) > 1:
             report.notes.append(f"events sampled: {', '.join(events)}; this report uses "
-                                f"'{self.options.event or events[0]}' (-O event=NAME)")
-        weights_arr, weight_unit = sample_weights(rows, self.options.weight)
+                                f"'{event}' (-O event=NAME)")
+        weights_arr, _ = sample_weights(rows, self.options.weight)
         weights = weights_arr.to_numpy(zero_copy_only=False)
+        tree = StackTree(trace)
+        all_weight = float(weights.sum())
+        if self.options.idle == "exclude" and rows.num_rows:
+            idle = idle_rows(trace, rows, tree)
+            if idle.any():
+                idle_w = float(weights[idle].sum())
+                report.notes.append(
+                    f"idle: {percent(idle_w, all_weight)}% of the weight ({int(idle.sum()):,} "
+                    "samples in the idle loop or the swapper task) left out (-O idle=include)")
+                rows = rows.filter(pa.array(~idle))
+                weights = weights[~idle]
         self_w: dict[tuple[str, str], float] = defaultdict(float)
         total_w: dict[tuple[str, str], float] = defaultdict(float)
         mod_self: dict[str, float] = defaultdict(float)
         mod_total: dict[str, float] = defaultdict(float)
         paths: dict[int, float] = {}
-        tree = StackTree(trace)
         has_stack = rows["stack_id"].is_valid().to_numpy(zero_copy_only=False)
         # Aggregate per distinct stack first: there are far fewer stacks than samples.
         stack = rows["stack_id"].fill_null(-1).to_numpy()[has_stack]
@@ -64,7 +93,7 @@ class HotspotsAnalyzer(tracekit.Analyzer):
             frames = tree.frames(sid)
             if not frames:
                 continue
-            keys = [(tree.names[f], tree.modules[f] or "") for f in frames]
+            keys = [(demangle(tree.names[f]), tree.modules[f] or "") for f in frames]
             self_w[keys[-1]] += w
             mod_self[keys[-1][1]] += w
             for key in set(keys):
@@ -78,13 +107,12 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         for name, w in zip(names, weights[unstacked].tolist(), strict=True):
             if not w:
                 continue  # a report's Total row, or a row with nothing in it
-            self_w[(name, "")] += w
-            total_w[(name, "")] += w
+            self_w[(demangle(name), "")] += w
+            total_w[(demangle(name), "")] += w
             mod_self[""] += w
             mod_total[""] += w
         grand = float(weights.sum())
-        unit = weight_unit or ("" if self.options.weight == "samples" else
-                               _unit(trace, self.options.event or (events[0] if events else "")))
+        unit = weight_unit(trace, rows, event, self.options.weight)
         integral = bool(np.all(np.mod(weights, 1) == 0))
         report.tables["functions"] = self._table(
             [(k[0], k[1], self_w.get(k, 0.0), t) for k, t in total_w.items()], grand, unit,
@@ -124,7 +152,8 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         top = sorted(paths.items(), key=lambda kv: (-kv[1], kv[0]))
         if self.options.top:
             top = top[: self.options.top]
-        text = [" > ".join(_leafward(tree.names_of(sid))) for sid, _ in top]
+        text = [" > ".join(_leafward([demangle(n) for n in tree.names_of(sid)]))
+                for sid, _ in top]
         wkind, cast = ("int", int) if integral else ("float", float)
         return report_table([("pct", "float", "%", [percent(w, grand) for _, w in top]),
                              ("weight", wkind, unit, [cast(w) for _, w in top]),
@@ -134,14 +163,6 @@ class HotspotsAnalyzer(tracekit.Analyzer):
 def _leafward(names: list[str], keep: int = 6) -> list[str]:
     """The last ``keep`` frames of a path (the leaf end says most), with an ellipsis."""
     return names if len(names) <= keep else ["…", *names[-keep:]]
-
-
-def _unit(trace: Trace, event: str) -> str:
-    """``ns`` where the weight is CPU time (perf's cpu-clock and task-clock periods are ns)."""
-    readers = {m.get("reader") for m in trace.metadata.get("sources", {}).values()}
-    if readers == {"perf"} and event.split(":")[0] in ("cpu-clock", "task-clock"):
-        return "ns"
-    return ""
 
 
 @tracekit.hookimpl

@@ -1,0 +1,725 @@
+"""The ``cpu`` analyzer: a verdict for CPU-only profiles, and fixes chosen from what they show.
+
+For perf script, Nsight Systems CPU sampling and VTune CSV reports: idle (the kernel's idle
+loop, the ``swapper`` task) apart from busy time, busy time split into user and kernel code,
+the top busy function and module, the weight's unit (ns of CPU time, cycles, samples, an
+event count), IPC per function where cycles and instructions were both sampled, and VTune's
+own metrics (utilization, spin and overhead time, memory bound). For a PyTorch trace with
+no GPU work: host ops by self time (duration minus the ops nested in them on the thread).
+Names are demangled (C++ and legacy Rust, by libstdc++'s demangler through ``cxxfilt``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import tracekit
+from tracekit.model import Trace
+from tracekit.report import Finding, Report, format_ns, percent, report_table, short_name
+from tracekit.stacks import (
+    StackTree,
+    demangle,
+    equals,
+    event_base,
+    idle_rows,
+    is_kernel,
+    sample_events,
+    sample_weights,
+    sampled_events,
+    thread_names,
+    time_event,
+    weight_unit,
+)
+
+# Trivial standard-library functions an optimized build inlines: self time in them is the
+# signature of an unoptimized (debug) build.
+TRIVIAL_RUST = re.compile(
+    r"^(<|_\$LT\$)?[\w$.]*?core(::|\.\.)(cmp|ptr|iter|ops|num|slice|clone|mem|option|result"
+    r"|convert|cell|hint|array)(::|\.\.)")
+TRIVIAL_CXX = re.compile(
+    r"^(std::(__1::)?(vector|array|unique_ptr|shared_ptr|__shared_ptr|_Vector_base|forward"
+    r"|move|get|min|max|pair|tuple|_Head_base|_Tuple_impl|__get_helper|_Rb_tree_iterator)\b"
+    r"|__gnu_cxx::__normal_iterator|std::(__1::)?__wrap_iter)")
+TRIVIAL_CXX_CALLS = re.compile(
+    r"operator\[\]|operator\*|operator->|operator\+\+|operator!=|operator==|::size\(\)"
+    r"|::begin\(\)|::end\(\)|::get\(|::forward<|::move<|::min<|::max<|::_M_\w+\(")
+TIME_BASES = ("cpu-clock", "task-clock", "cycles", "cpu-cycles", "ref-cycles")
+UNKNOWN = ("[unknown]", "[Unknown]", "")
+# OpenMP runtimes waiting: barriers, flag polling, pause/yield loops (Intel/LLVM and GNU).
+OPENMP_WAIT = re.compile(r"__kmp_(wait|barrier|fork_barrier|join_barrier|yield|hyper_barrier"
+                         r"|x86_pause|execute_tasks|suspend)|kmp_(basic_)?flag|GOMP_barrier"
+                         r"|gomp_(barrier|team_barrier)_wait|do_spin|gomp_mutex_lock_slow")
+MATMUL_OPS = re.compile(r"aten::(addmm|mm|bmm|matmul|linear|conv\w*|_convolution|baddbmm"
+                        r"|mkldnn_\w+|einsum)$")
+KERNEL_HINTS = (
+    (re.compile(r"copy_user\w*|copy_to_user|copy_from_user|\w*memcpy\w*|skb_copy\w*"),
+     "copying data between kernel and user space (read/recv/send): use larger buffers, fewer "
+     "calls, or zero-copy (sendfile, splice, io_uring, mmap)"),
+    (re.compile(r"\w*page_fault\w*|clear_page\w*|handle_mm_fault|do_anonymous_page|\w*_fault"),
+     "page faults: memory is touched for the first time or re-mapped; reuse buffers, "
+     "preallocate, or use huge pages (THP, MAP_HUGETLB)"),
+    (re.compile(r"\w*futex\w*|\w*spin_lock\w*|_raw_spin\w*|queued_spin\w*|osq_lock"),
+     "lock contention (futex, spinlocks): fewer shared locks, sharded or lock-free "
+     "structures"),
+    (re.compile(r"schedule\w*|__schedule|finish_task_switch\w*|\w*context_switch"),
+     "context switches: threads block and wake often; fewer threads or less blocking"),
+)
+
+
+class CpuAnalyzer(tracekit.Analyzer):
+    """A CPU-only input's verdict: idle, user/kernel, top function and module, and fixes."""
+
+    name = "cpu"
+    description = ("CPU-only profiles: idle vs busy, user vs kernel, top functions and "
+                   "modules (demangled), host ops by self time; fixes from what they show")
+
+    @dataclass(frozen=True)
+    class Options:
+        top: int = field(default=15, metadata={"help": "rows per table (0 = all)"})
+        event: str = field(default="", metadata={
+            "help": "the sampled event to rank by (default: cpu-clock, task-clock or cycles)"})
+
+    def analyze(self, trace: Trace) -> Report:
+        report = Report(analyzer=self.name, title="CPU profile")
+        is_sample = equals(trace.events["category"], "cpu.sample")
+        if trace.events.num_rows and pc.any(is_sample).as_py():
+            self._samples(trace, report)
+        elif trace.events.num_rows and pc.any(equals(trace.events["category"],
+                                                     "host.op")).as_py():
+            self._host_ops(trace, report)
+        else:
+            report.findings.append(Finding(
+                "info", "No CPU samples or host ops: nothing for a CPU verdict",
+                {"verdict": "none"}))
+        return report
+
+    # --- sampled profiles (perf, nsys CPU sampling, VTune) ---------------------------------
+
+    def _samples(self, trace: Trace, report: Report) -> None:
+        seen = sampled_events(trace)
+        event = self.options.event or time_event(seen)
+        rows, _ = sample_events(trace, event if seen else None)
+        weights = sample_weights(rows, "value")[0].to_numpy(zero_copy_only=False)
+        unit = weight_unit(trace, rows, event)
+        tree = StackTree(trace)
+        idle = idle_rows(trace, rows, tree)
+        prof = _Profile.build(rows, weights, idle, tree)
+        grand, busy = prof.grand, prof.busy
+        aggregate = _untimed(rows)
+        evidence: dict[str, Any] = {"verdict": "cpu-profile",
+                                    "weight_unit": _unit_words(unit, aggregate)}
+        if event:
+            evidence["event"] = event
+        evidence["samples"] = rows.num_rows
+        time_weight = aggregate or event_base(event or "") in TIME_BASES
+        if aggregate:
+            evidence["idle_pct"] = None
+            evidence["idle"] = "not in the report: CPU Time counts running threads only"
+        elif not time_weight:
+            evidence["idle_pct"] = None
+            evidence["idle"] = f"not measured: {event} samples are not CPU time"
+        else:
+            evidence["idle_pct"] = percent(grand - busy, grand)
+        evidence["busy"] = _amount(busy, unit)
+        evidence["user_pct"] = percent(prof.user, busy)
+        evidence["kernel_pct"] = percent(prof.kernel, busy)
+        if prof.unknown_side:
+            evidence["unattributed_pct"] = percent(prof.unknown_side, busy)
+        top_fn = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+        top_mod = max(prof.mod_self.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+        if _group_by(rows) not in (None, "Function", "Function Stack"):
+            evidence["grouped_by"] = _group_by(rows)
+        if top_fn:
+            evidence["top_function"] = top_fn[0][0]
+            evidence["top_function_module"] = top_fn[0][1] or None
+            evidence["top_function_pct"] = percent(top_fn[1], busy)
+        if top_mod:
+            evidence["top_module"] = top_mod[0] or None
+            evidence["top_module_pct"] = percent(top_mod[1], busy)
+        ipc = self._ipc(trace, seen, event, tree) if not aggregate else None
+        if ipc is not None:
+            evidence["ipc"] = round(ipc[0], 2)
+        title = _verdict_title(evidence, busy, grand, unit)
+        report.findings.append(Finding("info", title, evidence))
+        report.findings.extend(self._sample_findings(trace, rows, prof, unit, event, evidence,
+                                                     aggregate))
+        self._sample_tables(trace, report, prof, unit, ipc[1] if ipc else None)
+        if len(seen) > 1:
+            report.notes.append(f"events sampled: {', '.join(seen)}; ranked by '{event}' "
+                                "(-O event=NAME)")
+        group = _group_by(rows)
+        what = f"{rows.num_rows:,} rows grouped by {group}" if group else \
+            f"{rows.num_rows:,} samples"
+        note = f"{what}, weight in {_unit_words(unit, aggregate)}"
+        if not aggregate and grand - busy > 0:
+            note += (f"; idle {percent(grand - busy, grand)}% left out of the tables "
+                     "(the idle loop, swapper)")
+        report.notes.append(note)
+
+    def _ipc(self, trace: Trace, seen: list[str], event: str | None,
+             tree: StackTree) -> tuple[float, dict[tuple[str, str], float]] | None:
+        """Instructions per cycle, overall and per busy leaf function, where both were
+        sampled: periods summed, or counts times the fixed period perf was given (-c)."""
+        cycles = next((e for e in seen if event_base(e) in ("cycles", "cpu-cycles")), None)
+        instr = next((e for e in seen if event_base(e) == "instructions"), None)
+        if not cycles or not instr:
+            return None
+        per: dict[str, dict[tuple[str, str], float]] = {}
+        totals = {}
+        fixed = _fixed_periods(trace)
+        for ev in (cycles, instr):
+            rows, _ = sample_events(trace, ev)
+            w = sample_weights(rows, "value")[0].to_numpy(zero_copy_only=False)
+            if weight_unit(trace, rows, ev) == "samples":
+                if ev not in fixed:
+                    return None  # no period, and none fixed: counts of what cannot compare
+                w = w * fixed[ev]
+            prof = _Profile.build(rows, w, idle_rows(trace, rows, tree), tree)
+            per[ev], totals[ev] = prof.self_w, prof.busy
+        if not totals[cycles]:
+            return None
+        # Per function only where it has 2% of the cycles or more: fewer samples are noise.
+        by_fn = {k: per[instr].get(k, 0.0) / c for k, c in per[cycles].items()
+                 if c and c >= 0.02 * totals[cycles]}
+        return totals[instr] / totals[cycles], by_fn
+
+    def _sample_findings(self, trace: Trace, rows: pa.Table, prof: _Profile, unit: str,
+                         event: str | None, ev: dict[str, Any],
+                         aggregate: bool) -> list[Finding]:
+        out: list[Finding] = []
+        busy = prof.busy
+        base = event_base(event or "")
+        if event and base not in TIME_BASES and not aggregate:
+            out.append(Finding(
+                "warning", f"The samples are '{event}' events, not CPU time",
+                {"event": event, "weight_unit": unit},
+                f"This ranks code by {event}, not by where CPU time goes; for CPU time record "
+                "`perf record -F 999 -g` (cpu-clock) or `-e cycles`."))
+        idle_pct = ev.get("idle_pct")
+        if idle_pct is not None and idle_pct >= 50:
+            caveat = (" cycles stop on halted CPUs, so this is a lower bound."
+                      if base in ("cycles", "cpu-cycles", "ref-cycles") else "")
+            out.append(Finding(
+                "warning", f"CPUs idle {idle_pct}% of the sampled time",
+                {"idle_pct": idle_pct},
+                "The workload leaves CPUs idle: it waits (I/O, locks, sleeps, another "
+                "process) or runs fewer busy threads than there are CPUs; look at what it "
+                f"waits for (off-CPU time: `perf sched`, `offcputime`).{caveat}"))
+        elif idle_pct is not None and base in ("cycles", "cpu-cycles", "ref-cycles") and idle_pct:
+            out.append(Finding(
+                "info", f"Idle {idle_pct}% is a lower bound: cycles do not count on halted "
+                "CPUs", {"idle_pct": idle_pct, "event": event}, ""))
+        if busy and prof.unknown_fn / busy >= 0.3:
+            out.append(Finding(
+                "warning", f"{percent(prof.unknown_fn, busy)}% of busy time has no symbol",
+                {"unknown_pct": percent(prof.unknown_fn, busy)},
+                "Install debug symbols (-dbgsym/-debuginfo packages), keep symbols in the "
+                "binary, run perf as a user allowed to read kallsyms, or for JIT code "
+                "write a perf map (e.g. --perf-basic-prof, -XX:+PreserveFramePointer)."))
+        kernel_pct = ev.get("kernel_pct") or 0.0
+        if kernel_pct >= 30:
+            hint = _kernel_hint(prof)
+            top_k = _top(prof.self_w, prof.kernel_keys, 3)
+            out.append(Finding(
+                "warning", f"Kernel code takes {kernel_pct}% of busy time",
+                {"kernel_pct": kernel_pct, "top_kernel_functions":
+                 ", ".join(f"{k[0]} ({percent(w, busy)}%)" for k, w in top_k)},
+                hint or "The program spends its time in system calls and kernel work: fewer, "
+                "larger system calls; see the top kernel functions for which."))
+        debug = _debug_signature(prof)
+        if debug:
+            share, names = debug
+            out.append(Finding(
+                "warning", f"Unoptimized build: {share}% of busy time is self time in "
+                "trivial standard-library functions",
+                {"trivial_std_pct": share, "functions": ", ".join(names[:4])},
+                "Build with optimizations first (cargo build --release, -O2/-O3 with "
+                "-fno-omit-frame-pointer to keep stacks): these functions are inlined away in "
+                "an optimized build, so this profile does not show the real hotspots."))
+        top = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+        function_rows = _group_by(rows) in (None, "Function", "Function Stack",
+                                             "Source Function", "Function / Call Stack")
+        if top and busy and top[1] / busy >= 0.2 and not debug and function_rows and (
+                aggregate or base in TIME_BASES):
+            (fn, mod), w = top
+            out.append(Finding(
+                "info", f"One function takes {percent(w, busy)}% of busy time: "
+                f"{short_name(fn, 80)}",
+                {"function": fn, "module": mod or None, "self_pct": percent(w, busy)},
+                f"Optimize {short_name(fn, 60)} first ({mod or 'unknown module'}): its "
+                "algorithm, its memory access, or how often it is called (see the paths)."))
+        out.extend(_vtune_findings(rows, prof))
+        serial = _serial_thread(rows, prof, aggregate)
+        if serial:
+            out.append(serial)
+        return out
+
+    def _sample_tables(self, trace: Trace, report: Report, prof: _Profile, unit: str,
+                       ipc: dict[tuple[str, str], float] | None) -> None:
+        busy = prof.busy
+        integral = prof.integral
+        wkind, cast = ("int", int) if integral else ("float", float)
+        tunit = unit if unit in ("ns",) else _unit_words(unit)
+        rows = sorted(prof.total_w.items(), key=lambda kv: (-prof.self_w.get(kv[0], 0.0),
+                                                            -kv[1], kv[0]))
+        rows = rows[: self.options.top] if self.options.top else rows
+        columns: list[tuple[str, str, str | None, Any]] = [
+            ("self_pct", "float", "%", [percent(prof.self_w.get(k, 0.0), busy) for k, _ in rows]),
+            ("self", wkind, tunit, [cast(prof.self_w.get(k, 0.0)) for k, _ in rows]),
+            ("total_pct", "float", "%", [percent(t, busy) for _, t in rows]),
+            ("space", "str", None, [prof.space.get(k, "-") for k, _ in rows]),
+        ]
+        if ipc is not None:
+            columns.append(("ipc", "float", None,
+                            [round(ipc[k], 2) if k in ipc else None for k, _ in rows]))
+        columns += [("module", "str", None, [k[1] or "-" for k, _ in rows]),
+                    ("function", "str", None, [k[0] for k, _ in rows])]
+        report.tables["functions"] = report_table(columns)
+        report.table_titles["functions"] = "Busy functions by self time (idle left out)"
+        mods = sorted(prof.mod_self.items(), key=lambda kv: (-kv[1], kv[0]))
+        mods = mods[: self.options.top] if self.options.top else mods
+        report.tables["modules"] = report_table([
+            ("self_pct", "float", "%", [percent(w, busy) for _, w in mods]),
+            ("self", wkind, tunit, [cast(w) for _, w in mods]),
+            ("space", "str", None, ["kernel" if is_kernel(m) else
+                                    "user" if m not in UNKNOWN else "-" for m, _ in mods]),
+            ("module", "str", None, [m or "(none)" for m, _ in mods])])
+        report.table_titles["modules"] = "Busy modules by self time"
+        threads = sorted(prof.thread_w.items(), key=lambda kv: (-kv[1], str(kv[0])))
+        names = thread_names(trace)
+        if len(threads) > 1:
+            threads = threads[: self.options.top] if self.options.top else threads
+            report.tables["threads"] = report_table([
+                ("busy_pct", "float", "%", [percent(w, busy) for _, w in threads]),
+                ("busy", wkind, tunit, [cast(w) for _, w in threads]),
+                ("tid", "str", None, [str(k[1]) for k, _ in threads]),
+                ("thread", "str", None, [names.get(k) or "-" for k, _ in threads])])
+            report.table_titles["threads"] = "Threads by busy time"
+        paths = sorted(prof.paths.items(), key=lambda kv: (-kv[1], kv[0]))[: self.options.top
+                                                                          or None]
+        report.tables["paths"] = report_table([
+            ("pct", "float", "%", [percent(w, busy) for _, w in paths]),
+            ("weight", wkind, tunit, [cast(w) for _, w in paths]),
+            ("path", "str", None, [" > ".join(_leafward([demangle(n) for n in
+                                                         prof.tree.names_of(s)]))
+                                   for s, _ in paths])])
+        report.table_titles["paths"] = "Heaviest busy call paths (root ... leaf)"
+
+    # --- PyTorch host ops -------------------------------------------------------------------
+
+    def _host_ops(self, trace: Trace, report: Report) -> None:
+        ev = trace.events
+        ops = ev.filter(equals(ev["category"], "host.op")).select(
+            ["name", "ts_ns", "dur_ns", "pid", "tid"])
+        ops = ops.filter(pc.and_(pc.is_valid(ops["ts_ns"]), pc.is_valid(ops["dur_ns"])))
+        self_ns = op_self_times(ops)
+        names = ops["name"].cast(pa.string()).to_pylist()
+        dur = ops["dur_ns"].to_numpy(zero_copy_only=False)
+        calls: dict[str, int] = defaultdict(int)
+        self_by: dict[str, float] = defaultdict(float)
+        total_by: dict[str, float] = defaultdict(float)
+        for name, s, d in zip(names, self_ns.tolist(), dur.tolist(), strict=True):
+            calls[name] += 1
+            self_by[name] += s
+            total_by[name] += d
+        total_self = float(self_ns.sum())
+        start = pc.min(ev["ts_ns"]).as_py()
+        end = pc.max(pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))).as_py()
+        span = (end - start) if start is not None and end is not None else 0
+        threads = len(set(zip(ops["pid"].to_pylist(), ops["tid"].to_pylist(), strict=True)))
+        ranked = sorted(self_by.items(), key=lambda kv: (-kv[1], kv[0]))
+        evidence: dict[str, Any] = {
+            "verdict": "cpu-profile", "input": "PyTorch host ops (no GPU work)",
+            "weight_unit": "ns of host op self time", "ops": len(names),
+            "op_self_ns": int(total_self), "span_ns": int(span), "threads": threads}
+        if span:
+            evidence["op_time_pct_of_span"] = percent(total_self, span * max(1, threads))
+        if ranked:
+            evidence["top_op"], evidence["top_op_pct"] = ranked[0][0], percent(
+                ranked[0][1], total_self)
+            evidence["top_op_self_ns"] = int(ranked[0][1])
+        title = (f"CPU-only PyTorch trace: {len(names):,} host ops, "
+                 f"{format_ns(total_self)} op self time over {format_ns(span)}")
+        if ranked:
+            title += f"; top op {ranked[0][0]} {evidence['top_op_pct']}%"
+        report.findings.append(Finding("info", title, evidence))
+        report.findings.extend(_op_findings(ranked, calls, total_self, span, threads))
+        top = ranked[: self.options.top] if self.options.top else ranked
+        report.tables["ops"] = report_table([
+            ("self_pct", "float", "%", [percent(s, total_self) for _, s in top]),
+            ("self", "int", "ns", [int(s) for _, s in top]),
+            ("total", "int", "ns", [int(total_by[n]) for n, _ in top]),
+            ("calls", "int", None, [calls[n] for n, _ in top]),
+            ("mean_self", "int", "ns", [int(s / calls[n]) for n, s in top]),
+            ("op", "str", None, [n for n, _ in top])])
+        report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
+
+
+def op_self_times(ops: pa.Table) -> np.ndarray:
+    """Per op: its duration minus the durations of the ops directly nested in it on the same
+    thread (an op inside another starts at or after it and ends at or before its end)."""
+    n = ops.num_rows
+    out = ops["dur_ns"].to_numpy(zero_copy_only=False).astype(np.float64)
+    if not n:
+        return out
+    ts = ops["ts_ns"].to_numpy(zero_copy_only=False)
+    dur = ops["dur_ns"].to_numpy(zero_copy_only=False)
+    pid = pc.fill_null(ops["pid"], -1).to_numpy(zero_copy_only=False)
+    tid = pc.fill_null(ops["tid"], -1).to_numpy(zero_copy_only=False)
+    order = np.lexsort((-dur, ts, tid, pid))
+    stack: list[int] = []
+    key = None
+    for i in order.tolist():
+        k = (pid[i], tid[i])
+        if k != key:
+            stack, key = [], k
+        end = ts[i] + dur[i]
+        while stack and ts[stack[-1]] + dur[stack[-1]] <= ts[i] and not (
+                dur[i] == 0 and ts[stack[-1]] + dur[stack[-1]] == ts[i] and dur[stack[-1]] == 0):
+            stack.pop()
+        if stack and end <= ts[stack[-1]] + dur[stack[-1]]:
+            out[stack[-1]] -= dur[i]
+        stack.append(i)
+    return np.maximum(out, 0.0)
+
+
+def _op_findings(ranked: list[tuple[str, float]], calls: dict[str, int], total: float,
+                 span: int, threads: int) -> list[Finding]:
+    out: list[Finding] = []
+    if not ranked or not total:
+        return out
+    n_calls = sum(calls.values())
+    mean = total / n_calls
+    if mean < 20_000:
+        out.append(Finding(
+            "warning", f"Many small ops: {n_calls:,} op calls averaging {format_ns(mean)} of "
+            "self time each",
+            {"calls": n_calls, "mean_self_ns": int(mean)},
+            "Per-op dispatch overhead dominates tensors this small: batch more work per op "
+            "(larger batches or tensors), fuse ops with torch.compile, or run inference under "
+            "torch.inference_mode()."))
+    math = sum(s for n, s in ranked if MATMUL_OPS.match(n))
+    if math / total >= 0.3:
+        out.append(Finding(
+            "info", f"Matrix math (addmm, mm, linear, conv) takes {percent(math, total)}% of "
+            "op self time", {"matmul_pct": percent(math, total)},
+            "CPU GEMM speed is the lever: use torch.set_num_threads() up to the physical "
+            "cores, bfloat16 autocast on CPUs with AVX512-BF16/AMX, channels_last for convs."))
+    if span and threads == 1 and total / span < 0.5:
+        out.append(Finding(
+            "warning", f"Ops cover {percent(total, span)}% of the traced span",
+            {"op_time_pct_of_span": percent(total, span)},
+            "The rest is Python, data loading or waiting outside any op: profile the "
+            "Python side (py-spy, perf with -X perf), or move data loading to DataLoader "
+            "workers."))
+    return out
+
+
+# --- what a sampled profile shows -----------------------------------------------------------
+
+@dataclass
+class _Profile:
+    """Busy weight per leaf function, module, space (user/kernel), thread and path."""
+
+    tree: StackTree
+    grand: float = 0.0
+    busy: float = 0.0
+    user: float = 0.0
+    kernel: float = 0.0
+    unknown_side: float = 0.0
+    unknown_fn: float = 0.0
+    integral: bool = True
+    self_w: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    total_w: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    mod_self: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    kernel_keys: set[tuple[str, str]] = field(default_factory=set)
+    space: dict[tuple[str, str], str] = field(default_factory=dict)
+    thread_w: dict[tuple[int, int], float] = field(default_factory=lambda: defaultdict(float))
+    paths: dict[int, float] = field(default_factory=dict)
+    rows_busy: np.ndarray | None = None
+    keys_of_row: list[tuple[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, rows: pa.Table, weights: np.ndarray, idle: np.ndarray,
+              tree: StackTree) -> _Profile:
+        p = cls(tree=tree)
+        p.grand = float(weights.sum())
+        p.integral = bool(np.all(np.mod(weights, 1) == 0))
+        busy = ~idle
+        p.rows_busy = busy
+        p.busy = float(weights[busy].sum())
+        stack = pc.fill_null(rows["stack_id"], -1).to_numpy(zero_copy_only=False)
+        ids, inverse = np.unique(stack[busy], return_inverse=True)
+        per_stack = np.bincount(inverse.reshape(-1), weights=weights[busy], minlength=len(ids))
+        names = rows["name"].cast(pa.string())
+        for sid, w in zip(ids.tolist(), per_stack.tolist(), strict=True):
+            if sid < 0:
+                continue
+            frames = tree.frames(sid)
+            if not frames:
+                continue
+            leaf = frames[-1]
+            keys = [(demangle(tree.names[f]), tree.modules[f] or "") for f in frames]
+            p._leaf(keys[-1], w, tree.is_kernel(leaf), known_side=bool(tree.modules[leaf])
+                    or tree.addresses.get(leaf) is not None)
+            for key, f in zip(keys, frames, strict=True):
+                if key not in p.space:
+                    p.space[key] = "kernel" if tree.is_kernel(f) else (
+                        "user" if tree.modules[f] and tree.modules[f] not in UNKNOWN else "-")
+            for key in set(keys):
+                p.total_w[key] += w
+            p.paths[sid] = w
+        unstacked = np.flatnonzero(busy & (stack < 0))
+        for i, w in zip(unstacked.tolist(), weights[unstacked].tolist(), strict=True):
+            if not w:
+                continue  # a report's Total row, or a row with nothing in it
+            key = (demangle(str(names[i].as_py())), "")
+            p._leaf(key, w, False, known_side=False)
+            p.total_w[key] += w
+        # Busy weight per thread, for the threads table and the serial-path check.
+        pid = pc.fill_null(rows["pid"], -1).to_numpy(zero_copy_only=False)
+        tid = pc.fill_null(rows["tid"], -1).to_numpy(zero_copy_only=False)
+        if rows.num_rows and (tid >= 0).any():
+            pairs = np.stack([pid[busy], tid[busy]], axis=1)
+            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+            sums = np.bincount(inv.reshape(-1), weights=weights[busy], minlength=len(uniq))
+            for (a, b), w in zip(uniq.tolist(), sums.tolist(), strict=True):
+                p.thread_w[(a, b)] = w
+        return p
+
+    def _leaf(self, key: tuple[str, str], w: float, kernel: bool, known_side: bool) -> None:
+        self.self_w[key] += w
+        self.mod_self[key[1]] += w
+        if key[0] in UNKNOWN or key[0].startswith("0x"):
+            self.unknown_fn += w
+        if kernel:
+            self.kernel += w
+            self.kernel_keys.add(key)
+        elif known_side and key[1] not in UNKNOWN:
+            self.user += w
+        else:
+            self.unknown_side += w
+
+
+def _group_by(rows: pa.Table) -> str | None:
+    """What an aggregate report's rows are (VTune's ``group_by``: Function, Package...)."""
+    if not _untimed(rows):
+        return None
+    first = rows["args"][0].as_py()
+    return (orjson.loads(first).get("group_by") or None) if first else None
+
+
+def _untimed(rows: pa.Table) -> bool:
+    return bool(rows.num_rows) and bool(pc.all(pc.is_null(rows["ts_ns"])).as_py())
+
+
+def _fixed_periods(trace: Trace) -> dict[str, int]:
+    """Events given a fixed sample period (perf record -c N), from perf's event
+    descriptions: ``{ sample_period, sample_freq } = N`` without ``freq = 1``."""
+    out: dict[str, int] = {}
+    for meta in trace.metadata.get("sources", {}).values():
+        for desc in meta.get("event_descriptions") or []:
+            name = re.match(r"name = ([^,]+),", desc)
+            period = re.search(r"sample_period(?:, sample_freq)? \}? ?= (\d+)", desc)
+            if name and period and "freq = 1" not in desc:
+                out[name.group(1).strip()] = int(period.group(1))
+    return out
+
+
+def _unit_words(unit: str, aggregate: bool = False) -> str:
+    if unit == "ns":
+        return "CPU seconds" if aggregate else "ns of CPU time"
+    return unit
+
+
+def _amount(w: float, unit: str) -> str:
+    if unit == "ns":
+        return format_ns(w) + " CPU time"
+    return f"{w:,.0f} {_unit_words(unit)}" if w == int(w) else f"{w:,.6g} {_unit_words(unit)}"
+
+
+def _verdict_title(ev: dict[str, Any], busy: float, grand: float, unit: str) -> str:
+    parts = []
+    if ev.get("idle_pct") is not None:
+        parts.append(f"{100 - ev['idle_pct']:.1f}% busy, {ev['idle_pct']}% idle")
+    parts.append(f"busy {_amount(busy, unit)}: {ev['user_pct']}% user, "
+                 f"{ev['kernel_pct']}% kernel")
+    if "top_function" in ev:
+        what = ev.get("grouped_by", "function").lower()
+        parts.append(f"top {what} {short_name(ev['top_function'], 60)} "
+                     f"{ev['top_function_pct']}%")
+    if ev.get("top_module"):
+        parts.append(f"top module {ev['top_module'].rsplit('/', 1)[-1]} "
+                     f"{ev['top_module_pct']}%")
+    return "CPU profile: " + "; ".join(parts)
+
+
+def _top(weights: dict[tuple[str, str], float], keys: set[tuple[str, str]],
+         n: int) -> list[tuple[tuple[str, str], float]]:
+    return sorted(((k, w) for k, w in weights.items() if k in keys),
+                  key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def _kernel_hint(prof: _Profile) -> str:
+    """The fix that the heaviest kernel functions point at."""
+    scores = [0.0] * len(KERNEL_HINTS)
+    for (name, _), w in _top(prof.self_w, prof.kernel_keys, 20):
+        for i, (pattern, _) in enumerate(KERNEL_HINTS):
+            if pattern.fullmatch(name.split("+0x", 1)[0]):
+                scores[i] += w
+                break
+    best = max(range(len(scores)), key=lambda i: scores[i], default=None)
+    if best is None or not scores[best] or scores[best] < 0.2 * prof.kernel:
+        return ""
+    return "The top kernel functions point at " + KERNEL_HINTS[best][1] + "."
+
+
+def _debug_signature(prof: _Profile) -> tuple[float, list[str]] | None:
+    """Busy self time in trivial std functions (core::cmp, core::ptr, Range::next,
+    std::vector::operator[]): at 10% or more, the build was not optimized."""
+    if not prof.busy:
+        return None
+    hits = [(k[0], w) for k, w in prof.self_w.items()
+            if TRIVIAL_RUST.match(k[0])
+            or (TRIVIAL_CXX.match(k[0]) and TRIVIAL_CXX_CALLS.search(k[0]))]
+    share = sum(w for _, w in hits)
+    if share / prof.busy < 0.1 or len(hits) < 2:
+        return None
+    hits.sort(key=lambda kv: -kv[1])
+    return percent(share, prof.busy), [short_name(n, 70) for n, _ in hits]
+
+
+def _vtune_findings(rows: pa.Table, prof: _Profile) -> list[Finding]:
+    """From VTune's own columns: utilization (Effective Time by concurrency), spin and
+    overhead time, OpenMP barrier waits, memory bound."""
+    if not _untimed(rows) or rows.num_rows > 200_000:
+        return []
+    out: list[Finding] = []
+    sums: dict[str, float] = defaultdict(float)
+    mem = dram = cpu = 0.0
+    top_mem: list[tuple[float, str, float]] = []
+    for name, args in zip(rows["name"].cast(pa.string()).to_pylist(),
+                          rows["args"].to_pylist(), strict=True):
+        values = (orjson.loads(args).get("values") or {}) if args else {}
+        t = values.get("CPU Time")
+        if not isinstance(t, (int, float)):
+            continue
+        cpu += t
+        for k, v in values.items():
+            if isinstance(v, (int, float)) and k.startswith("CPU Time:"):
+                sums[k] += v
+        mb, db = values.get("Memory Bound(%)"), values.get("Memory Bound:DRAM Bound(%)")
+        if isinstance(mb, (int, float)):
+            mem += t * mb
+            top_mem.append((t, name, mb))
+        if isinstance(db, (int, float)):
+            dram += t * db
+    if not cpu:
+        return out
+    levels = ["Idle", "Poor", "Ok", "Ideal", "Over"]
+    eff = {lv: sums.get(f"CPU Time:Effective Time:{lv}", 0.0) for lv in levels}
+    eff_total = sum(eff.values())
+    if eff_total and (eff["Idle"] + eff["Poor"]) / eff_total >= 0.7:
+        out.append(Finding(
+            "warning", f"Poor CPU utilization: {percent(eff['Idle'] + eff['Poor'], eff_total)}%"
+            " of effective time ran with few CPUs busy (VTune Idle/Poor)",
+            {f"{lv.lower()}_pct": percent(eff[lv], eff_total) for lv in levels},
+            "The work is serial or under-parallelized: parallelize the top functions or "
+            "loops (OpenMP, TBB, threads) and check the thread count it runs with."))
+    wait = sums.get("CPU Time:Spin Time", 0.0) + sums.get("CPU Time:Overhead Time", 0.0)
+    if wait / cpu >= 0.1:
+        out.append(Finding(
+            "warning", f"Threading overhead: spin and overhead time are {percent(wait, cpu)}% "
+            "of CPU time", {"spin_overhead_pct": percent(wait, cpu)},
+            "Threads spin waiting or pay scheduling overhead: coarser parallel work, less "
+            "synchronization, dynamic/guided scheduling for uneven loops."))
+    omp = sum(w for (n, _), w in prof.self_w.items() if OPENMP_WAIT.search(n))
+    if prof.busy and omp / prof.busy >= 0.05:
+        out.append(Finding(
+            "warning", f"OpenMP barrier waits: {percent(omp, prof.busy)}% of CPU time in "
+            "__kmp_wait_template and other OpenMP wait functions",
+            {"openmp_wait_pct": percent(omp, prof.busy)},
+            "Threads wait at barriers for the slowest one: load imbalance. Balance the work "
+            "(schedule(dynamic) or guided), remove needless barriers (nowait), and lower "
+            "KMP_BLOCKTIME if the spinning steals CPUs."))
+    if top_mem and mem / cpu >= 30:
+        top_mem.sort(reverse=True)
+        t, name, mb = top_mem[0]
+        evidence = {"memory_bound_pct": round(mem / cpu, 1), "top_function": name,
+                    "top_function_memory_bound_pct": mb}
+        if dram:
+            evidence["dram_bound_pct"] = round(dram / cpu, 1)
+        out.append(Finding(
+            "warning", f"Memory bound: {round(mem / cpu, 1)}% of pipeline slots (CPU-time "
+            "weighted) wait on memory", evidence,
+            f"The hot code ({short_name(name, 50)}) waits on memory, not arithmetic: improve "
+            "locality (contiguous arrays instead of maps/trees, blocking/tiling), and on "
+            "several sockets keep data NUMA-local (first touch, numactl --localalloc)."))
+    return out
+
+
+def _serial_thread(rows: pa.Table, prof: _Profile, aggregate: bool) -> Finding | None:
+    """Amdahl: one thread busy across the whole profile while the other threads of its
+    process are short and balanced: the serial thread bounds the speed-up."""
+    if aggregate or len(prof.thread_w) < 3 or not prof.busy:
+        return None
+    busy = prof.rows_busy
+    ts = rows["ts_ns"].to_numpy(zero_copy_only=False)
+    tid = pc.fill_null(rows["tid"], -1).to_numpy(zero_copy_only=False)
+    pid = pc.fill_null(rows["pid"], -1).to_numpy(zero_copy_only=False)
+    if busy is None or not busy.any():
+        return None
+    keep = busy & ~np.isnan(ts.astype(np.float64))
+    if keep.sum() < 3:
+        return None
+    t = ts[keep].astype(np.float64)
+    span_all = float(t.max() - t.min()) or 1.0
+    pairs = np.stack([pid[keep], tid[keep]], axis=1)
+    uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    lo = np.full(len(uniq), np.inf)
+    hi = np.full(len(uniq), -np.inf)
+    np.minimum.at(lo, inv, t)
+    np.maximum.at(hi, inv, t)
+    n = np.bincount(inv, minlength=len(uniq))
+    spans = {(int(a), int(b)): float(h - lo_) for (a, b), lo_, h, c
+             in zip(uniq.tolist(), lo.tolist(), hi.tolist(), n.tolist(), strict=True) if c >= 2}
+    if len(spans) < 3:
+        return None
+    main_key = max(spans, key=lambda k: spans[k])
+    workers = [k for k in spans if k != main_key and k[0] == main_key[0]]
+    if len(workers) < 2:
+        return None
+    ws = np.array([spans[k] for k in workers])
+    if spans[main_key] / span_all < 0.8 or ws.max() > 0.5 * spans[main_key]:
+        return None
+    if ws.min() < 0.5 * ws.max():
+        return None  # workers unbalanced: a different story
+    worker_w = np.mean([prof.thread_w.get(k, 0.0) for k in workers])
+    if prof.thread_w.get(main_key, 0.0) < 2 * worker_w:
+        return None  # a long span with few samples: a thread that waits, not serial work
+    serial = 1.0 - ws.mean() / spans[main_key]
+    return Finding(
+        "warning", f"Serial critical path: thread {main_key[1]} is busy across "
+        f"{percent(spans[main_key], span_all)}% of the profile while {len(workers)} worker "
+        f"threads run only {percent(ws.mean(), spans[main_key])}% of it",
+        {"thread": main_key[1], "workers": len(workers),
+         "worker_span_pct": percent(ws.mean(), spans[main_key])},
+        f"Amdahl's law: about {percent(serial, 1)}% of the run is serial, so more workers "
+        "cannot help much; parallelize what the main thread does outside the parallel part.")
+
+
+def _leafward(names: list[str], keep: int = 6) -> list[str]:
+    return names if len(names) <= keep else ["…", *names[-keep:]]
+
+
+@tracekit.hookimpl
+def register_analyzers(register: Any) -> None:
+    register(CpuAnalyzer)

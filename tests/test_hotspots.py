@@ -1,0 +1,279 @@
+"""The CPU verdict (analyzer ``cpu``) and the hotspots analyzer's idle, units and demangling,
+against numbers computed here independently: plain Python passes over the perf script text,
+the VTune CSV and the PyTorch trace JSON, one test per rule."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import re
+from collections import Counter, defaultdict
+
+import cxxfilt
+import pytest
+import tracekit
+from helpers import FIXTURES, shared_path
+from tracekit.report import percent
+from tracekit.stacks import demangle, is_kernel
+
+HEADER = re.compile(r"^(?P<comm>\S.*?)\s+(?:(?P<pid>\d+)/)?(?P<tid>\d+)\s+(?:\[\d+\]\s+)?"
+                    r"(?P<time>\d+\.\d+):\s+(?:(?P<period>\d+)\s+)?(?P<event>\S+?):")
+FRAME = re.compile(r"^\s+[0-9a-f]+\s+(?P<sym>.*?)(?:\+0x[0-9a-f]+)?\s+\((?P<dso>[^()]*)\)\s*$")
+KERNEL_DSO = re.compile(r"^\[kernel\.kallsyms\]|vmlinux|^/lib/modules/")
+
+
+def perf_samples(path) -> list[dict]:
+    """Every sample of a perf script text: comm, tid, time, period (None when not printed),
+    event, and its frames leaf first as (symbol, dso)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        text = f.read()
+    out: list[dict] = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        if not line[0].isspace():
+            m = HEADER.match(line)
+            if m:
+                out.append({"comm": m["comm"].strip(), "tid": int(m["tid"]),
+                            "time": float(m["time"]),
+                            "period": int(m["period"]) if m["period"] else None,
+                            "event": m["event"], "frames": []})
+            continue
+        f = FRAME.match(line)
+        if f and out:
+            out[-1]["frames"].append((f["sym"], f["dso"]))
+    return out
+
+
+def cpu_report(path, *options):
+    [report] = tracekit.analyze(tracekit.read(path), "cpu", options=list(options))
+    return report
+
+
+def verdict(report):
+    first = report.findings[0]
+    assert first.evidence["verdict"] == "cpu-profile"
+    return first.evidence
+
+
+PERF = ("speedscope/system-wide.linux-perf.txt", "flamegraph/perf-cycles-instructions-01.txt",
+        "flamegraph/perf-iperf-stacks-pidtid-01.txt", "haandfeng_aarch64/out.perf",
+        "flamegraph/perf-java-faults-01.txt", "flamegraph/perf-rust-Yamakaky-dcpu.txt",
+        "inferno/versioned-vmlinux.txt", "nishkp_unknown_syms/out.perf",
+        "firefox-profiler/gzip.perf.gz")
+VTUNE = ("inferno/vtune-topdown.csv", "utools/grappolo-friendster-t192-dram-hotspots-fn.csv",
+         "utools/grappolo-friendster-t192-dram-hw-events-fn.csv",
+         "vtune-plot/advanced-hotspots.csv")
+
+
+@pytest.mark.parametrize("path", [("perf-script", p) for p in PERF]
+                         + [("vtune-csv", p) for p in VTUNE])
+def test_first_finding_is_a_cpu_verdict_and_no_fix_asks_for_gpu_data(path):
+    report = cpu_report(shared_path(path[0], *path[1].split("/")))
+    ev = verdict(report)
+    assert ev["weight_unit"] and "busy" in ev and "user_pct" in ev and "kernel_pct" in ev
+    assert "top_function" in ev and "top_module" in ev
+    text = " ".join(f.title + " " + f.suggestion for f in report.findings)
+    assert not re.search(r"CUDA|nsys|GPU|--trace=cuda", text)
+
+
+def test_idle_is_the_swapper_share_and_left_out_of_the_ranking():
+    path = shared_path("perf-script", "speedscope", "system-wide.linux-perf.txt")
+    samples = perf_samples(path)
+    total = sum(s["period"] for s in samples)
+    idle = sum(s["period"] for s in samples if s["comm"] == "swapper")
+    busy_leaf: Counter = Counter()
+    for s in samples:
+        if s["comm"] != "swapper":
+            busy_leaf[s["frames"][0][0]] += s["period"]
+    ev = verdict(cpu_report(path))
+    assert ev["idle_pct"] == percent(idle, total) == 75.2
+    raw_top, top_w = busy_leaf.most_common(1)[0]
+    assert ev["top_function"] == cxxfilt.demangle(raw_top) == "beta()"
+    assert ev["top_function_pct"] == percent(top_w, total - idle)
+    # hotspots leaves idle out too, unless asked.
+    [hot] = tracekit.analyze(tracekit.read(path), "hotspots")
+    assert hot.tables["functions"].to_pylist()[0]["function"] == "beta()"
+    assert any("75.2% of the weight" in n for n in hot.notes)
+    [hot_all] = tracekit.analyze(tracekit.read(path), "hotspots", options=["idle=include"])
+    selfs = sum(r["self"] for r in hot_all.tables["modules"].to_pylist())
+    assert selfs == total
+
+
+def test_interrupt_work_on_the_idle_loop_is_busy_and_cycles_idle_is_a_lower_bound():
+    # swapper, but net_rx_action (softirq) on top of cpuidle_enter: not idle.
+    ev = verdict(cpu_report(shared_path("perf-script", "inferno", "versioned-vmlinux.txt")))
+    assert ev["idle_pct"] == 0 and ev["kernel_pct"] == 100
+    # cycles and instructions: ranked by cycles; idle = cycles samples in poll_idle/do_idle.
+    path = shared_path("perf-script", "flamegraph", "perf-cycles-instructions-01.txt")
+    cycles = [s for s in perf_samples(path) if s["event"] == "cycles"]
+    idle = [s for s in cycles if any(f[0] in ("poll_idle", "do_idle") for f in s["frames"])]
+    report = cpu_report(path)
+    ev = verdict(report)
+    assert ev["event"] == "cycles"
+    assert ev["idle_pct"] == percent(len(idle), len(cycles))
+    assert any("lower bound" in f.title for f in report.findings)
+
+
+def test_weight_units():
+    def unit(*parts):
+        return verdict(cpu_report(shared_path(*parts)))["weight_unit"]
+
+    # cpu-clock with a period: ns of CPU time; without one (iperf): samples, never ns.
+    assert unit("perf-script", "speedscope", "system-wide.linux-perf.txt") == "ns of CPU time"
+    assert unit("perf-script", "flamegraph", "perf-iperf-stacks-pidtid-01.txt") == "samples"
+    assert unit("perf-script", "haandfeng_aarch64", "out.perf") == "cycles"
+    assert unit("vtune-csv", "vtune-plot", "advanced-hotspots.csv") == "CPU seconds"
+    assert unit("vtune-csv", "utools", "grappolo-friendster-t192-dram-hw-events-fn.csv") == \
+        "cycles"
+    report = cpu_report(shared_path("perf-script", "flamegraph", "perf-java-faults-01.txt"))
+    assert verdict(report)["weight_unit"] == "page-faults"
+    assert verdict(report)["idle_pct"] is None
+    assert any("not CPU time" in f.title for f in report.findings)
+    # VTune CPU Time in seconds: the busy total is the CSV's sum.
+    path = shared_path("vtune-csv", "vtune-plot", "advanced-hotspots.csv")
+    seconds = sum(float(r["CPU Time"]) for r in csv.DictReader(path.open()))
+    fns = cpu_report(path, "top=0").tables["functions"].to_pylist()
+    assert sum(r["self"] for r in fns) == pytest.approx(seconds * 1e9, abs=len(fns))
+
+
+def test_user_and_kernel_share_by_leaf_module():
+    path = shared_path("perf-script", "flamegraph", "perf-iperf-stacks-pidtid-01.txt")
+    samples = [s for s in perf_samples(path) if s["frames"]]
+    kernel = sum(1 for s in samples if KERNEL_DSO.search(s["frames"][0][1]))
+    report = cpu_report(path)
+    ev = verdict(report)
+    assert ev["kernel_pct"] == percent(kernel, len(samples))
+    kernel_finding = next(f for f in report.findings if f.title.startswith("Kernel code"))
+    assert "copying data" in kernel_finding.suggestion  # copy_user_enhanced_fast_string
+    # Addresses: the kernel half on x86-64 and arm64, stored as int64 (negative).
+    assert is_kernel(None, 0xFFFF_8000_0845_A024 - (1 << 64))
+    assert is_kernel(None, 0xFFFF_0000_1000_0000)
+    assert not is_kernel(None, 0x7F2E_E6E0_AA60)
+    assert is_kernel("/usr/lib/debug/boot/vmlinux-5.4.14") and not is_kernel("/usr/bin/perf")
+
+
+def test_demangling_with_libstdcxx_and_raw_fallback():
+    assert demangle("_Z5alphav") == "alpha()"
+    assert demangle("_ZNSt6vectorIiSaIiEEixEm") == \
+        "std::vector<int, std::allocator<int> >::operator[](unsigned long)"
+    assert demangle("_ZN4core3ptr13drop_in_place17h1234567890abcdefE") == \
+        "core::ptr::drop_in_place"
+    assert demangle("_Zbad") == "_Zbad" and demangle("_Rb_tree") == "_Rb_tree"
+    assert demangle("core::ptr::write::haabbb39ab969e5ac") == "core::ptr::write"
+    path = shared_path("perf-script", "speedscope", "simple-with-header.linux-perf.txt")
+    leaves = {s["frames"][0][0] for s in perf_samples(path) if s["frames"]}
+    mangled = {n for n in leaves if n.startswith("_Z")}
+    assert mangled
+    names = {r["function"] for r in cpu_report(path, "top=0").tables["functions"].to_pylist()}
+    assert {cxxfilt.demangle(n) for n in mangled} <= names
+    assert not {n for n in names if n.startswith("_Z")}
+
+
+def test_top_function_and_module_shares():
+    path = shared_path("perf-script", "haandfeng_aarch64", "out.perf")
+    samples = perf_samples(path)
+    total = sum(s["period"] for s in samples)
+    by_fn: Counter = Counter()
+    by_mod: Counter = Counter()
+    for s in samples:
+        by_fn[s["frames"][0][0]] += s["period"]
+        by_mod[s["frames"][0][1]] += s["period"]
+    ev = verdict(cpu_report(path))
+    (fn, w), (mod, mw) = by_fn.most_common(1)[0], by_mod.most_common(1)[0]
+    assert (ev["top_function"], ev["top_function_pct"]) == (fn, percent(w, total))
+    assert (ev["top_module"], ev["top_module_pct"]) == (mod, percent(mw, total))
+
+
+def test_ipc_per_function_from_cycles_and_instructions():
+    path = shared_path("perf-script", "flamegraph", "perf-cycles-instructions-01.txt")
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for s in perf_samples(path):
+        counts[s["event"]][s["frames"][0] if s["frames"] else None] += 1
+    main = ("main", "/root/noploop")
+    # One fixed period (-c 100000000) for both: IPC is the ratio of the sample counts.
+    want = counts["instructions"][main] / counts["cycles"][main]
+    rows = cpu_report(path).tables["functions"].to_pylist()
+    got = next(r for r in rows if (r["function"], r["module"]) == main)["ipc"]
+    assert got == round(want, 2)
+
+
+def test_unoptimized_build_signature():
+    path = shared_path("perf-script", "flamegraph", "perf-rust-Yamakaky-dcpu.txt")
+    samples = perf_samples(path)
+    total = sum(s["period"] for s in samples)
+    trivial = sum(s["period"] for s in samples if s["frames"] and re.match(
+        r"core::(cmp|ptr|iter::range)::", s["frames"][0][0]))
+    report = cpu_report(path)
+    finding = next(f for f in report.findings if f.title.startswith("Unoptimized build"))
+    assert finding.evidence["trivial_std_pct"] >= percent(trivial, total) > 10
+    assert "--release" in finding.suggestion and "core::cmp" in finding.evidence["functions"]
+    optimized = cpu_report(shared_path("perf-script", "haandfeng_aarch64", "out.perf"))
+    assert not any(f.title.startswith("Unoptimized") for f in optimized.findings)
+
+
+def test_serial_critical_path():
+    path = shared_path("perf-script", "haandfeng_aarch64", "out.perf")
+    spans: dict[int, list[float]] = defaultdict(list)
+    for s in perf_samples(path):
+        if s["comm"] == "multi":
+            spans[s["tid"]].append(s["time"])
+    length = {t: max(v) - min(v) for t, v in spans.items()}
+    main = max(length, key=length.get)
+    workers = [t for t in length if t != main]
+    finding = next(f for f in cpu_report(path).findings if f.title.startswith("Serial"))
+    assert finding.evidence["thread"] == main and finding.evidence["workers"] == len(workers)
+    mean = sum(length[t] for t in workers) / len(workers)
+    assert finding.evidence["worker_span_pct"] == pytest.approx(
+        percent(mean, length[main]), abs=0.2)
+
+
+def test_vtune_utilization_openmp_waits_and_memory_bound():
+    path = shared_path("vtune-csv", "vtune-plot", "advanced-hotspots.csv")
+    rows = list(csv.DictReader(path.open()))
+    levels = {lv: sum(float(r[f"CPU Time:Effective Time:{lv}"]) for r in rows)
+              for lv in ("Idle", "Poor", "Ok", "Ideal", "Over")}
+    poor = next(f for f in cpu_report(path).findings if f.title.startswith("Poor CPU"))
+    assert poor.evidence["poor_pct"] == percent(levels["Poor"], sum(levels.values()))
+    path = shared_path("vtune-csv", "utools", "grappolo-friendster-t192-dram-hotspots-fn.csv")
+    rows = list(csv.DictReader(path.open()))
+    cpu = sum(float(r["CPU Time"]) for r in rows)
+    waits = ("__kmp_wait_template", "barrier", "kmp_flag_native", "kmp_basic_flag_native",
+             "__kmp_x86_pause", "__kmp_yield")
+    kmp = sum(float(r["CPU Time"]) for r in rows if any(w in r["Function"] for w in waits))
+    mem = sum(float(r["CPU Time"]) * float(r["Memory Bound(%)"]) for r in rows
+              if r["Memory Bound(%)"]) / cpu
+    findings = {f.title.split(":")[0]: f for f in cpu_report(path).findings}
+    assert findings["OpenMP barrier waits"].evidence["openmp_wait_pct"] == percent(kmp, cpu)
+    assert findings["Memory bound"].evidence["memory_bound_pct"] == round(mem, 1)
+    assert "NUMA" in findings["Memory bound"].suggestion
+
+
+def test_cpu_only_torch_trace_host_ops_by_self_time():
+    path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        doc = json.load(f)
+    ops = sorted((e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"),
+                 key=lambda e: (e["tid"], e["ts"], -e["dur"]))
+    self_us: Counter = Counter()
+    stack: list[dict] = []
+    for e in ops:
+        while stack and (stack[-1]["tid"] != e["tid"]
+                         or stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]):
+            stack.pop()
+        self_us[e["name"]] += e["dur"]
+        if stack:
+            self_us[stack[-1]["name"]] -= e["dur"]
+        stack.append(e)
+    report = cpu_report(path, "top=0")
+    ev = verdict(report)
+    top, top_us = self_us.most_common(1)[0]
+    assert ev["top_op"] == top == "aten::addmm"
+    assert ev["top_op_self_ns"] == pytest.approx(top_us * 1000, abs=10)
+    got = {r["op"]: r["self"] for r in report.tables["ops"].to_pylist()}
+    assert set(got) == set(self_us)
+    for name, us in self_us.items():
+        assert got[name] == pytest.approx(us * 1000, abs=50), name
+    assert not any("GPU" in f.suggestion or "CUDA" in f.suggestion for f in report.findings)
