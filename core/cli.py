@@ -31,6 +31,9 @@ from tracekit.progress import Progress
 from tracekit.report import render_text, reports_to_json
 
 DEFAULT_ANALYZERS = ["bottleneck"]
+# What a trace without GPU work gets instead of a verdict: the CPU report where that plugin
+# is installed, else the summary (and hotspots when there are samples).
+CPU_ANALYZERS = ["cpu"]
 HOST_ONLY_ANALYZERS = ["summary"]
 SAMPLE_ANALYZERS = ["hotspots"]
 
@@ -183,9 +186,13 @@ def analyze(
         progress.phase("analyzing")
         reports = run_analyzers(trace, names, options=analyzer_opts, registry=registry)
         if not analyzer and _nothing_to_diagnose(reports):
-            # A host-only trace has no verdict to give; its summary (and, with CPU samples,
-            # its hotspots) is what there is to show.
-            extra = HOST_ONLY_ANALYZERS + (SAMPLE_ANALYZERS if _has_samples(trace) else [])
+            # A host-only trace has no GPU verdict to give; its CPU report is what there is
+            # to show.
+            cpu_side = _has_samples(trace) or not _has_category_prefix(trace, "gpu.")
+            if cpu_side and all(name in registry.analyzers for name in CPU_ANALYZERS):
+                extra = CPU_ANALYZERS
+            else:
+                extra = HOST_ONLY_ANALYZERS + (SAMPLE_ANALYZERS if _has_samples(trace) else [])
             reports += run_analyzers(trace, extra, registry=registry)
     if format is OutputFormat.json:
         data = reports_to_json(reports, [str(p) for p in inputs])
@@ -202,6 +209,14 @@ def _has_samples(trace: Any) -> bool:
     import pyarrow.compute as pc
 
     return bool(pc.any(pc.equal(trace.events["kind"].cast(pa.string()), "sample")).as_py())
+
+
+def _has_category_prefix(trace: Any, prefix: str) -> bool:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    categories = trace.events["category"].cast(pa.string())
+    return bool(pc.any(pc.starts_with(categories, prefix)).as_py())
 
 
 def _nothing_to_diagnose(reports: list[Any]) -> bool:

@@ -185,3 +185,25 @@ def test_symlink_loop_input_is_named_as_such(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip() == (f"error: {loop}: symlink loop (a link that points back to "
                                    "itself)")
+
+
+@pytest.mark.parametrize("rel", ["perf-script/flamegraph/perf-funcab-cmd-01.txt",
+                                 "vtune-csv/vtune-plot/advanced-hotspots.csv"])
+def test_default_analyze_of_a_cpu_profile_is_a_cpu_report(rel):
+    proc = run("analyze", str(shared_path(*rel.split("/"))), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [r["analyzer"] for r in doc["reports"]] == ["bottleneck", "cpu"]
+    assert doc["reports"][1]["findings"][0]["evidence"]["verdict"] == "cpu-profile"
+    text = json.dumps(doc)
+    assert "record with" not in text and "nsys --trace=cuda" not in text
+
+
+def test_default_analyze_of_aggregates_only_gives_the_summary():
+    path = shared_path("rocprof-v1", "gunrock_mi300_gfx942", "results.stats.csv")
+    proc = run("analyze", str(path), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [r["analyzer"] for r in doc["reports"]] == ["bottleneck", "summary"]
+    assert doc["reports"][0]["findings"][0]["title"] == (
+        "no GPU timeline: 8 GPU rows without timestamps (aggregate totals)")

@@ -116,12 +116,23 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         per_device = all_gaps(trace, self.options.launch_gap_us)
         if not per_device:
             report = Report(analyzer=self.name, title="Bottleneck: no GPU activity")
+            untimed_gpu = int(pc.sum(pc.starts_with(
+                trace.events["category"].cast(pa.string()), "gpu.")).as_py() or 0)
+            if untimed_gpu:
+                report.findings.append(Finding(
+                    severity="info", title=f"no GPU timeline: {untimed_gpu:,} GPU rows without "
+                    "timestamps (aggregate totals)",
+                    evidence={"verdict": "none", "events": trace.events.num_rows,
+                              **classify(trace).as_evidence()},
+                    suggestion="'-a summary' shows the totals; a verdict needs a trace with "
+                               "timestamps (the tool's trace output, not its statistics)"))
+                return report
             report.findings.append(Finding(
                 severity="info", title="no GPU activity in this trace: a CPU-side profile",
                 evidence={"verdict": "none", "events": trace.events.num_rows,
                           **classify(trace).as_evidence()},
-                suggestion="the CPU report ('tracekit analyze -a hotspots' for samples, "
-                           "'-a summary' for host ranges) says where the time goes"))
+                suggestion="the CPU report ('tracekit analyze -a cpu') says where the time "
+                           "goes"))
             return report
         costs = cause_costs(per_device)
         full_span = sum(g.timeline.span for g in per_device)
