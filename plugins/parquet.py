@@ -10,7 +10,8 @@
 tracekit command reads the directory back, identical to what was written, without parsing the
 original input again; DuckDB, pandas and polars read the Parquet files directly. A damaged
 dataset (a manifest of the wrong shape, a table file truncated, missing or of other columns,
-rows that point at stacks or frames that do not exist) gives one TraceReadError naming the file.
+rows that point at stacks or frames that do not exist) gives one TraceReadError naming the file;
+a nullable column dropped by another tool is read as null, with a warning.
 """
 
 from __future__ import annotations
@@ -109,7 +110,12 @@ class ParquetReader(tracekit.Reader):
         manifest = _Manifest(source.path)
         metadata = manifest.metadata()
         log = manifest.read_log()
-        tables = {name: _read_table(source.path, name) for name in TABLE_NAMES}
+        tables = {}
+        for name in TABLE_NAMES:
+            tables[name], absent = _read_table(source.path, name)
+            for column in absent:
+                log.note(source.name, f"{name}.parquet",
+                         f"warning: column {column!r} is absent; read as empty (null)")
         _check_references(source.path, tables, set(metadata["sources"]))
         out.adopt(Trace(metadata=metadata, log=log, **tables))
 
@@ -212,10 +218,11 @@ class _Manifest:
         return log
 
 
-def _read_table(directory: Path, name: str) -> pa.Table:
-    """One table file, in exactly the model's schema: a missing or unreadable file, missing or
-    extra columns, a type that does not convert losslessly or nulls where the model has none
-    give a TraceReadError."""
+def _read_table(directory: Path, name: str) -> tuple[pa.Table, list[str]]:
+    """One table file, in exactly the model's schema, and the nullable columns it lacks (read
+    as null). A missing or unreadable file, a missing column that cannot be null, an unknown
+    column, a type that does not convert losslessly or nulls where the model has none give a
+    TraceReadError."""
     path = directory / f"{name}.parquet"
     schema = SCHEMAS[name]
 
@@ -231,13 +238,18 @@ def _read_table(directory: Path, name: str) -> pa.Table:
     except (pa.ArrowException, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise error(f"is not a readable Parquet file ({first[:120]})") from exc
-    missing = [n for n in schema.names if n not in table.column_names]
+    absent = [f.name for f in schema if f.name not in table.column_names]
+    required = [n for n in absent if not schema.field(n).nullable]
     extra = [n for n in table.column_names if n not in schema.names]
-    if missing or extra:
-        what = f"lacks column {missing[0]!r}" if missing else f"has unknown column {extra[0]!r}"
+    if required or extra:
+        what = f"lacks column {required[0]!r}" if required else \
+            f"has unknown column {extra[0][:40]!r}"
         raise error(f"{what}: it does not follow event model v{SCHEMA_VERSION}")
     columns = []
     for f in schema:
+        if f.name in absent:
+            columns.append(pa.chunked_array([pa.nulls(table.num_rows, f.type)]))
+            continue
         column = table[f.name]
         if column.type != f.type:
             column = _convert(column, f, error)
@@ -248,7 +260,7 @@ def _read_table(directory: Path, name: str) -> pa.Table:
     table = pa.Table.from_arrays(columns, schema=schema)
     if name == "events":
         table = table.unify_dictionaries()
-    return table.combine_chunks()
+    return table.combine_chunks(), absent
 
 
 def _convert(column: pa.ChunkedArray, f: pa.Field, error: Any) -> pa.ChunkedArray:
@@ -260,14 +272,14 @@ def _convert(column: pa.ChunkedArray, f: pa.Field, error: Any) -> pa.ChunkedArra
     compatible = ((pa.types.is_integer(have) and pa.types.is_integer(want))
                   or (pa.types.is_floating(have) and pa.types.is_floating(want))
                   or (stringy and (pa.types.is_string(want) or pa.types.is_dictionary(want))))
-    if compatible:
-        try:
-            if pa.types.is_dictionary(want):
-                return pc.dictionary_encode(column.cast(pa.string())).cast(want)
-            return column.cast(want)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-    raise error(f"column {f.name!r} is {have}, not {want}")
+    if not compatible:
+        raise error(f"column {f.name!r} is {have}, not {want}")
+    try:
+        if pa.types.is_dictionary(want):
+            return pc.dictionary_encode(column.cast(pa.string())).cast(want)
+        return column.cast(want)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise error(f"column {f.name!r} has values that do not fit {want}") from exc
 
 
 def _check_references(directory: Path, tables: dict[str, pa.Table], sources: set[str]) -> None:
