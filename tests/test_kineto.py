@@ -514,7 +514,7 @@ def test_bad_bytes_name_the_line(tmp_path, registry):
 def test_escaped_nul_and_bom_are_read_faithfully(tmp_path, registry):
     data = _triton_bytes()
     data = data.replace(b'"name": "triton_poi_fused', b'"name": "tri\\u0000ton_poi_fused')
-    trace = _read_ok(_write(tmp_path, b"\xef\xbb\xbf" + data), registry)
+    trace = tracekit.read(_write(tmp_path, b"\xef\xbb\xbf" + data), registry=registry)  # sniffed
     names = set(trace.events["name"].cast(pa.string()).to_pylist())
     assert "tri\x00ton_poi_fused_add_cos_sin_0" in names
     assert _notices(trace) == {("document", "warning: skipped a UTF-8 byte-order mark"): 1}
