@@ -179,7 +179,7 @@ def test_pitfall_21_comm_pid_tid_cpu_padding_and_decimals(tmp_path, registry):
             "\t    7f00 f (/x)\n\n"
             "FS Broker 5858  5858 [003] 94564.109217123:     10 cycles:\n"
             "\t    7f00 f (/x)\n\n"
-            "   java    77/88     94564.2: cycles:\n\n"  # one decimal: not a timestamp
+            "   java    77/88     94564.2: cycles:\n\n"  # one decimal: not perf's
             "simple-terminat     9 198789.478194:    1001001 cpu-clock:\n"
             "\t    7f00 f (/x)\n")
     trace = read_perf(tmp_path, registry, text)
@@ -192,8 +192,8 @@ def test_pitfall_21_comm_pid_tid_cpu_padding_and_decimals(tmp_path, registry):
     assert threads[(24636, 25607)] == "V8 WorkerThread"
     assert threads[(synthetic_pid("FS Broker 5858"), 5858)] == "FS Broker 5858"
     assert '"cpu":3' in rows[1]["args"]
-    log = {k[1]: v for k, v in trace.log.outcomes.items()}
-    assert log["unrecognized lines"] == 1
+    assert {k[2]: v for k, v in trace.log.notices().items()} == {
+        "skipped: malformed timestamp (first at line 7)": 1, WARN_PID: 2}
 
 
 def test_pitfall_22_period_modifiers_and_padded_event_names(tmp_path, registry):
@@ -602,7 +602,7 @@ def test_numbers_out_of_range_skip_their_sample_and_count_it(tmp_path, registry)
     want = full_fields_samples()
     damage = {  # sample index: (text in the header, replacement)
         1: (r"\d+\.\d{6}:", f"{2**70}.000001:"),                 # ts beyond int64 ns
-        2: (r"\d+\.\d{6}:", "NaN:"),                             # no timestamp
+        2: (r"\d+\.\d{6}:", "NaN:"),                             # not a number
         3: (r"\d+\.\d{6}:", "1e300:"),
         4: (r"\d+\.\d{6}:", "-1.000001:"),
         5: (r"^(\S+) \d+/", rf"\g<1> {2**63}/"),                 # pid beyond pid_t
@@ -612,6 +612,7 @@ def test_numbers_out_of_range_skip_their_sample_and_count_it(tmp_path, registry)
         9: (r"(:\s+)\d+( cpu-clock)", r"\g<1>-1\g<2>"),          # negative period
         10: (r"(:\s+)\d+( cpu-clock)", r"\g<1>1e300\g<2>"),
         11: (r"(:\s+)\d+( cpu-clock)", r"\g<1>NaN\g<2>"),
+        12: (r"\d+\.\d{6}: ", ""),                                # no timestamp at all
     }
     pieces, last = [], 0
     for i, h in enumerate(headers):
@@ -631,7 +632,8 @@ def test_numbers_out_of_range_skip_their_sample_and_count_it(tmp_path, registry)
     at = {i: lines_before[i] for i in damage}
     assert {k[2]: v for k, v in trace.log.notices().items()} == {
         f"skipped: timestamp out of range (first at line {at[1]})": 1,
-        f"skipped: no timestamp, unlike the samples before it (first at line {at[2]})": 3,
+        f"skipped: malformed timestamp (first at line {at[2]})": 3,
+        f"skipped: no timestamp, unlike the samples before it (first at line {at[12]})": 1,
         f"skipped: pid or tid out of range (first at line {at[5]})": 2,
         f"skipped: cpu out of range (first at line {at[7]})": 1,
         f"skipped: period out of range (first at line {at[8]})": 1,
@@ -686,3 +688,15 @@ def test_a_file_of_only_damaged_samples_says_what_was_wrong(tmp_path, registry):
     error = _read_error(path, registry)
     assert error.message == ("no perf script samples found (2 skipped; line 1: timestamp out "
                              "of range)")
+
+
+def test_a_damaged_first_header_does_not_decide_the_layout(tmp_path, registry):
+    text = ("a 1 NaN: c:\n\t 1 f (/x)\n\n"      # the malformed timestamp
+            "a 1/1 1.5: c:\n\t 1 f (/x)\n\n"    # one decimal: not one perf prints
+            "a 1/1 2.000000: c:\n\t 2 g (/x)\n\n"
+            "a 1/1 c:\n\t 3 h (/x)\n")          # no timestamp where the others have one
+    trace = read_perf(tmp_path, registry, text)
+    assert [(r["name"], r["ts_ns"]) for r in rows_of(trace)] == [("g", 2_000_000_000)]
+    assert {k[2]: v for k, v in trace.log.notices().items()} == {
+        "skipped: malformed timestamp (first at line 1)": 2,
+        "skipped: no timestamp, unlike the samples before it (first at line 10)": 1}

@@ -133,9 +133,12 @@ class PerfScriptReader(tracekit.Reader):
         out.note("per-frame detail lines", "skipped: srcline or other detail of a frame",
                  counts.detail_lines)
         out.note("unrecognized lines", "skipped: not a perf script line", counts.unparsed)
-        if counts.untimed:
+        if counts.untimed and counts.untimed == counts.samples + counts.tracepoints:
             out.note("samples", "warning: perf script without timestamps: re-run perf script "
                      "with -F +time to place samples on a timeline", counts.untimed)
+        elif counts.untimed:  # a damaged header before the first good one
+            out.note("samples", "warning: no timestamp (a damaged header line?): left off "
+                     "timelines", counts.untimed)
         if counts.no_pid:
             out.note("samples", "warning: perf script without pids: each comm is shown as a "
                      f"process {SYNTHETIC_MARK}; re-run perf script with -F +pid,+tid",

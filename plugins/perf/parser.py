@@ -24,7 +24,9 @@ from tracekit.stacks import CallSites
 # long runs of blanks).
 TIME = re.compile(r"(?<!\S)(?P<sec>\d+)\.(?P<frac>\d{6,9}):(?=\s|$)")
 # The event token: the first word that ends with ':' and starts like an event name does.
-EVENT = re.compile(r"(?<!\S)(?P<event>[A-Za-z_]\S*?):(?=\s|$)")
+EVENT = re.compile(r"(?<!\S)(?!(?i:nan|inf|infinity):)(?P<event>[A-Za-z_]\S*?):(?=\s|$)")
+# Where the timestamp goes, something else that ends with ':' and reads as a number.
+NOT_A_TIME = re.compile(r"(?i)^[-+]?(?:[\d.]+(?:e[-+]?\d+)?|nan|inf|infinity):$")
 REST = re.compile(r"^(?:(?P<period>\d+)(?:\s+|$))?(?:(?P<event>[A-Za-z_]\S*?):(?:\s+|$))?"
                   r"(?P<tail>.*)$")
 NOT_A_PERIOD = re.compile(r"^(?P<bad>\S+)\s+[A-Za-z_]\S*:(?:\s|$)")
@@ -97,6 +99,8 @@ def parse_header(line: str) -> Header | Malformed | None:
         e = EVENT.search(line)
         pre = (line[:e.start()] if e else line).split()
         event, tail = (e["event"], line[e.end():].strip()) if e else (None, "")
+        if e and any(NOT_A_TIME.match(word) for word in pre[-2:]):  # before any period
+            return Malformed("malformed timestamp")
         if len(pre) >= 2 and pre[-1].isdigit() and (IDS.match(pre[-2]) or CPU.match(pre[-2])):
             period = _number(pre.pop(), 0, U64_MAX)
             if period is None:
@@ -316,10 +320,10 @@ class PerfScriptParser:
     def _start(self, header: Header, no: int, line: str) -> None:
         self._current = header
         self._current_line = (no, line)
-        if not header.weak and self._timed is None:
-            self._timed = header.ts_ns is not None
-            if self._leading_anonymous and not self._flushed:
+        if not header.weak and not self._timed:
+            if self._timed is None and self._leading_anonymous and not self._flushed:
                 self._drop_leading_anonymous()
+            self._timed = header.ts_ns is not None
 
     def _drop_leading_anonymous(self) -> None:
         n, c = self._leading_anonymous, self.columns
