@@ -31,7 +31,12 @@ class TracekitError(Exception):
     exit_code = 1
 
     def __str__(self) -> str:
-        return one_line(super().__str__())
+        text = super().__str__()
+        head, sep, rest = text.partition(": ")
+        if sep and head and not any(c.isspace() for c in head):
+            # A leading "<path>: " names the file: kept whole, the rest cut to fit.
+            return f"{head}: {one_line(rest, max(MESSAGE_LIMIT - len(head) - 2, 120))}"
+        return one_line(text)
 
 
 class UsageError(TracekitError):

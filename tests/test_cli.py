@@ -98,6 +98,8 @@ def test_analyze_json_validates_and_kernel_total_is_independent(tmp_path):
 def test_analyze_text_output():
     proc = run("analyze", str(CPU_TRACE))
     assert proc.returncode == 0
+    assert "\nCPU profile\n" in proc.stdout and "aten::addmm" in proc.stdout
+    proc = run("analyze", str(CPU_TRACE), "-a", "summary")
     assert "Annotation ranges" in proc.stdout and "forward" in proc.stdout
 
 
