@@ -250,7 +250,8 @@ def write(trace: Trace, path: str | Path, *, format: str | type[Writer] | None =
                     return writer.write(trace, gz)
             return writer.write(trace, stream)
     except EmptyOutputError as exc:
-        raise EmptyOutputError(_with_reader_warnings(str(exc), trace)) from None
+        where = "standard output" if os.fspath(path) == STDIO else os.fspath(path)
+        raise EmptyOutputError(f"{where}: {_with_reader_warnings(str(exc), trace)}") from None
     except TracekitError:
         raise
     except BrokenPipeError:

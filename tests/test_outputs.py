@@ -270,9 +270,10 @@ def test_folded_samples_without_stacks_is_an_error(registry):
 
 
 def test_parquet_of_nothing_is_an_error_and_of_untimed_rows_is_not(tmp_path, registry):
-    with pytest.raises(EmptyOutputError, match=r"^nothing to write: the input has no events$"):
+    with pytest.raises(EmptyOutputError) as info:
         tracekit.write(TraceBuilder("e.json", "test").build(), tmp_path / "e.parquet",
                        registry=registry)
+    assert str(info.value) == f"{tmp_path / 'e.parquet'}: nothing to write: the input has no events"
     assert list(tmp_path.iterdir()) == []
     vtune = tracekit.read(shared_path("vtune-csv", "inferno", "vtune-topdown.csv"),
                           registry=registry)

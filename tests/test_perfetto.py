@@ -234,7 +234,8 @@ def test_perf_script_without_time_is_nothing_to_draw(tmp_path, registry):
     with pytest.raises(EmptyOutputError) as info:
         tracekit.write(trace, out, registry=registry)
     assert str(info.value).startswith(
-        "nothing to draw: no event has a timestamp (346 samples without one)")
+        f"{out}: nothing to draw: no event has a timestamp (346 samples without one); ")
+    assert "re-run perf script with -F +time" in str(info.value)
     assert not out.exists()
     # The same samples still fold: the stacks are there, only the times are not.
     result = tracekit.write(trace, tmp_path / "burn.folded", registry=registry)
