@@ -69,8 +69,12 @@ class StackTree:
         path = self._paths.get(stack_id)
         if path is not None:
             return path
-        chain, node = [], stack_id
+        chain, node, seen = [], stack_id, set()
         while node is not None and node not in self._paths:
+            if node in seen:  # a cycle in a damaged stack table: cut it here
+                node = None
+                break
+            seen.add(node)
             chain.append(node)
             node = self._parent.get(node)
         path = self._paths[node] if node is not None else ()
@@ -100,7 +104,7 @@ def sample_weights(events: pa.Table, weight: str) -> tuple[pa.Array, str]:
     aggregate = pc.and_(pc.is_null(events["ts_ns"]), pc.is_valid(events["dur_ns"]))
     has_aggregates = bool(pc.any(aggregate).as_py()) if n else False
     if has_aggregates and bool(pc.all(aggregate).as_py()):
-        return pc.cast(events["dur_ns"], pa.float64()).combine_chunks(), "ns"
+        return pc.cast(events["dur_ns"], pa.float64(), safe=False).combine_chunks(), "ns"
     if weight == "samples":
         return pa.array(np.ones(n)), ""
     return pc.fill_null(events["value"], 1.0).combine_chunks(), ""
