@@ -106,10 +106,20 @@ class Activity:
         return self.names[row]
 
 
-def is_work_category(category: pa.Array) -> np.ndarray:
-    """Per row: a kernel, copy, memset or graph row (``GPU_WORK``)."""
-    return pc.is_in(category, pa.array(GPU_WORK)).fill_null(False).to_numpy(
-        zero_copy_only=False)
+def launches_work(events: pa.Table) -> np.ndarray:
+    """Per events row: a host row linked (by correlation) to device work, a kernel, copy,
+    memset or graph row, and not only to device-side waits (``gpu.sync``)."""
+    key, linked, on_device = launch_links(events)
+    return _links_to_work(key, linked, on_device, _strings(events["category"]))
+
+
+def _links_to_work(key: np.ndarray, linked: np.ndarray, on_device: np.ndarray,
+                   category: pa.Array) -> np.ndarray:
+    # A launch is a call linked to device work, not one linked only to device-side waits
+    # (cudaStreamWaitEvent -> "Stream Wait Event").
+    work = pc.is_in(category, pa.array(GPU_WORK)).fill_null(False).to_numpy(
+        zero_copy_only=False) & on_device & linked
+    return linked & ~on_device & np.isin(key, key[work])
 
 
 def _strings(column: pa.ChunkedArray) -> pa.Array:
@@ -151,13 +161,10 @@ def _build(trace: Trace) -> Activity:
     is_sync_op = pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False)
     is_call = (is_api | is_sync_op) & is_slice & timed
     call_rows = np.flatnonzero(is_call)
-    # A launch is a call linked to device work, not one linked only to device-side waits
-    # (cudaStreamWaitEvent -> "Stream Wait Event").
-    work_keys = key[is_work_category(category) & on_device & linked]
-    launches_work = is_api & linked & np.isin(key, work_keys)
     calls = _host_calls(events, call_rows, ts, end,
                         is_sync=(is_api & _is_sync_api(names)) | is_sync_op,
-                        is_op=is_sync_op, is_launch=launches_work)
+                        is_op=is_sync_op,
+                        is_launch=is_api & _links_to_work(key, linked, on_device, category))
 
     # Device row -> launching call: the first call row with the same (source, pid, corr) key.
     launch_pos = np.flatnonzero(calls.is_launch)

@@ -19,6 +19,7 @@ fixes the field's guides give for that pattern.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -278,7 +279,7 @@ class Evidence:
         """Copies per kind and host memory kind, each with its own bandwidth (a mixed figure
         would average a PCIe link with HBM)."""
         out: dict[str, Any] = {}
-        table = self._copies()
+        table = self._copy_table
         for row in table.to_pylist():
             what = row["kind"] if row["memory"] in ("", "Device") else \
                 f"{row['kind']} {row['memory'].lower()}"
@@ -287,8 +288,10 @@ class Evidence:
                          f"{format_ns(row['time'])}{bandwidth}")
         return out
 
-    def _copies(self) -> pa.Table:
-        """Memory operations grouped by copy kind and host memory kind."""
+    @functools.cached_property
+    def _copy_table(self) -> pa.Table:
+        """Memory operations grouped by copy kind and host memory kind (computed once: the
+        transfer evidence and the facts behind the fixes both read it)."""
         ev = self.activity.events
         _, rows = self._work(MEMORY)
         take = pa.array(rows, pa.int64())
@@ -415,7 +418,7 @@ class Evidence:
         _, rows = self._work(MEMORY)
         if not len(rows):
             return
-        copies = self._copies().to_pylist()
+        copies = self._copy_table.to_pylist()
         copy_time = sum(r["time"] for r in copies if r["kind"] != "memset") or 1
         for r in copies:
             if r["kind"] == "memset":

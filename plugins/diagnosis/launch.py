@@ -28,23 +28,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import intervals as iv
-from tracekit.links import launch_links
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import GPU_WORK, NO_GPU, Activity, DeviceWork
+from tracekit.plugins.diagnosis.activity import (
+    NO_GPU,
+    Activity,
+    DeviceWork,
+    launches_work,  # noqa: F401 - part of this module's documented API
+)
 from tracekit.report import Finding, Report, percent, report_table
 from tracekit.stats import grouped_stats
 
 GRAPH_LAUNCH = r"^(cuda|hip|cu)GraphLaunch"
-
-
-def launches_work(events: pa.Table) -> np.ndarray:
-    """Per events row: a host row linked (by correlation) to device work, a kernel, copy,
-    memset or graph row, and not only to device-side waits (``gpu.sync``)."""
-    key, linked, on_device = launch_links(events)
-    category = events["category"].cast(pa.string())
-    work = pc.is_in(category, pa.array(GPU_WORK)).fill_null(False).to_numpy(
-        zero_copy_only=False) & on_device & linked
-    return linked & ~on_device & np.isin(key, key[work])
 
 
 def graph_nodes(activity: Activity, work: DeviceWork) -> np.ndarray:

@@ -17,7 +17,7 @@ from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
 from tracekit.plugins.rocprof import agents, v1json
-from tracekit.plugins.rocprof.columns import OutOfRange, finish
+from tracekit.plugins.rocprof.columns import OutOfRange, add_finished
 from tracekit.plugins.rocprof.convert import CONVERTERS, stats_category
 from tracekit.plugins.rocprof.database import RocprofDatabaseReader
 from tracekit.plugins.rocprof.files import (
@@ -138,15 +138,8 @@ class RocprofCsvReader(tracekit.Reader):
         for f, columns in converted:
             for private in [k for k in columns if k.startswith("_")]:
                 del columns[private]
-            try:
-                warnings = finish(columns)
-            except OutOfRange as exc:
-                raise TraceReadError(exc.message(), path=f.path,
-                                     location=f"row {exc.row + 1}") from None
-            for text, n in warnings:
-                out.note(f.path.name, text, n)
+            add_finished(out, columns, path=f.path, row_label="row ", kind=f.path.name)
             events = len(columns["category"])
-            out.add_events(columns)
             if f.kind == "v3_counters":
                 out.note(f.path.name, "counter values of the dispatches (one row each)",
                          f.table.num_rows)
@@ -187,14 +180,8 @@ class RocprofCsvReader(tracekit.Reader):
         except v1json.BadEvent as exc:
             where = f"traceEvents[{exc.index}]" if exc.index >= 0 else "traceEvents"
             raise TraceReadError(str(exc), path=source.path, location=where) from None
-        try:
-            warnings = finish(columns)
-        except OutOfRange as exc:
-            raise TraceReadError(exc.message(), path=source.path,
-                                 location=f"trace event {exc.row + 1}") from None
-        for text, n in warnings:
-            out.note("trace events (X)", text, n)
-        out.add_events(columns)
+        add_finished(out, columns, path=source.path, row_label="trace event ",
+                     kind="trace events (X)")
         out.note("trace events (X)", "events", len(columns.get("kind", [])))
         out.note("metadata records", "section names", counts["metadata records"])
         out.note("flow endpoints (s/t)", "correlation of their call and work",

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracekit.errors import TraceReadError
 
 Columns = dict[str, Any]
 _NULL_INT = pa.scalar(None, pa.int64())
@@ -43,6 +44,19 @@ def duration(start: pa.Array, end: pa.Array, end_name: str = "end") -> pa.Array:
                 raise OutOfRange(end_name, row, e,
                                  f"minus the start {s} overflows 64 bits") from None
         raise
+
+
+def add_finished(out: Any, columns: Columns, *, path: Any, row_label: str, kind: str) -> None:
+    """``finish`` the columns, note its warnings under ``kind`` and add them to the builder
+    ``out``; a value out of range is a TraceReadError at ``<row_label><row number>``."""
+    try:
+        warnings = finish(columns)
+    except OutOfRange as exc:
+        raise TraceReadError(exc.message(), path=path,
+                             location=f"{row_label}{exc.row + 1}") from None
+    for text, n in warnings:
+        out.note(kind, text, n)
+    out.add_events(columns)
 
 
 def finish(columns: Columns) -> list[tuple[str, int]]:

@@ -8,7 +8,7 @@ from tracekit.builder import TraceBuilder
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
 from tracekit.plugins.rocprof import agents, rocpd, v1db
-from tracekit.plugins.rocprof.columns import OutOfRange, finish
+from tracekit.plugins.rocprof.columns import OutOfRange, add_finished
 from tracekit.plugins.rocprof.side import CLOCK, add_side_tables
 from tracekit.sqlite import SQLITE_MAGIC, SqliteInput, table_names
 
@@ -95,19 +95,11 @@ class RocprofDatabaseReader(tracekit.Reader):
 
 
 def _add(db: SqliteInput, out: TraceBuilder, table: str, columns: dict, what: str) -> None:
-    """Add the events of one table (or view), made to fit the model (see
-    ``columns.finish``)."""
-    try:
-        warnings = finish(columns)
-    except OutOfRange as exc:
-        raise TraceReadError(exc.message(), path=db.path,
-                             location=f"{what} {table}, row {exc.row + 1}") from None
-    for text, n in warnings:
-        out.note(table, text, n)
-    out.add_events(columns)
+    """Add the events of one table (or view), made to fit the model."""
+    add_finished(out, columns, path=db.path, row_label=f"{what} {table}, row ", kind=table)
 
 
 def _note_replaced(db: SqliteInput, out: TraceBuilder) -> None:
     """Warn of the strings whose invalid UTF-8 the database module replaced."""
-    for table, n in sorted(getattr(db, "replaced", {}).items()):
+    for table, n in sorted(db.replaced.items()):
         out.note(table, "warning: text with invalid UTF-8, replaced with U+FFFD", n)
