@@ -101,6 +101,9 @@ class Analyzer(Component):
     """Computes a Report (tables and findings) from a Trace."""
 
     kind = "analyzer"
+    #: The event categories ``annotations`` emits, each with the title of the timeline track
+    #: writers draw it on (e.g. ``{"analysis.gap": "GPU idle gaps (tracekit)"}``).
+    tracks: ClassVar[dict[str, str]] = {}
 
     @abstractmethod
     def analyze(self, trace: Trace) -> Report:

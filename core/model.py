@@ -36,6 +36,9 @@ def _build_schema(table: str) -> pa.Schema:
 SCHEMAS: dict[str, pa.Schema] = {name: _build_schema(name) for name in TABLE_NAMES}
 EVENTS_SCHEMA = SCHEMAS["events"]
 CATEGORIES: dict[str, str] = dict(event_model()["categories"])
+#: Ids (pid, tid, stream) at or below this are synthetic: a reader gave them to a name that is
+#: not a number; writers show them by name (schema ``conventions.synthetic_id_max``).
+SYNTHETIC_ID_MAX: int = int(event_model()["conventions"]["synthetic_id_max"]["value"])
 
 
 def empty_table(table: str) -> pa.Table:

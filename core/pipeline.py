@@ -318,6 +318,7 @@ def annotate(trace: Trace, registry: Registry | None = None) -> Trace:
     its default options): what ``convert --annotate`` draws on the timeline."""
     registry = registry or default_registry()
     tables = [trace.events]
+    tracks: dict[str, str] = dict(trace.metadata.get("annotation_tracks", {}))
     for cls in registry.analyzers.values():
         if cls.annotations is Analyzer.annotations:
             continue
@@ -330,10 +331,13 @@ def annotate(trace: Trace, registry: Registry | None = None) -> Trace:
                                 f"{type(exc).__name__}: {exc}") from exc
         if rows is not None and rows.num_rows:
             tables.append(_conform(rows, cls.name))
+            tracks.update(cls.tracks)
     if len(tables) == 1:
         return trace
     events = pa.concat_tables(tables, promote_options="permissive").unify_dictionaries()
-    return dataclasses.replace(trace, events=events.combine_chunks())
+    # Writers read the track titles from here (the analyzers' ``tracks`` declarations).
+    metadata = {**trace.metadata, "annotation_tracks": tracks}
+    return dataclasses.replace(trace, events=events.combine_chunks(), metadata=metadata)
 
 
 def _conform(rows: pa.Table, analyzer: str) -> pa.Table:

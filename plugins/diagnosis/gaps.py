@@ -25,7 +25,7 @@ refined):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,9 @@ from tracekit.plugins.diagnosis.activity import NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.diagnosis.window import restrict
 from tracekit.report import Finding, Report, format_ns, percent, report_table
+
+#: The category of the gap spans ``convert --annotate`` draws.
+GAP_CATEGORY = "analysis.gap"
 
 CAUSES = ("sync", "launch", "cpu", "queued", "unknown", "startup")
 SYNC, LAUNCH, CPU, QUEUED, UNKNOWN, STARTUP = range(6)
@@ -230,6 +233,7 @@ class GapsAnalyzer(tracekit.Analyzer):
 
     name = "gaps"
     description = "GPU idle gaps per device: causes, distribution, largest with host context"
+    tracks: ClassVar[dict[str, str]] = {GAP_CATEGORY: "GPU idle gaps (tracekit)"}
 
     @dataclass(frozen=True)
     class Options:
@@ -271,7 +275,7 @@ class GapsAnalyzer(tracekit.Analyzer):
         for g in per_device:
             work, n = g.timeline.work, len(g.lo)
             parts["kind"].append(np.full(n, "slice", dtype=object))
-            parts["category"].append(np.full(n, "analysis.gap", dtype=object))
+            parts["category"].append(np.full(n, GAP_CATEGORY, dtype=object))
             parts["name"].append(np.array([f"GPU idle: {c}" for c in CAUSES],
                                           dtype=object)[g.cause])
             parts["ts_ns"].append(g.lo)

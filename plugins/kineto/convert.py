@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.builder import TraceBuilder
 from tracekit.inputs import Source
+from tracekit.model import SYNTHETIC_ID_MAX
 from tracekit.plugins.kineto.categories import (
     DEVICE_CATEGORIES,
     LAUNCH_FLOWS,
@@ -39,7 +40,6 @@ _AMD_NAMES = ("AMD", "Instinct", "Radeon", "gfx")
 _WORK_COLUMNS = {"dur_ns": pa.int64(), "correlation": pa.int64(), "_tid": pa.int64(),
                  "_arg_device": pa.int64(), "_arg_stream": pa.int64()}
 # Ids for string pids/tids ("Spans", "stream 7"), far below any real (even negative) OS id.
-SYNTHETIC_BASE = -(2**40)
 NO_TS = "skipped: no usable ts (missing, not a number, or out of range)"
 
 
@@ -113,7 +113,7 @@ class Converter:
                 bad += 1
                 key = (dumps([v]) or "[?]")[1:-1][:40]
             if key not in self.synthetic:
-                self.synthetic[key] = SYNTHETIC_BASE - len(self.synthetic)
+                self.synthetic[key] = SYNTHETIC_ID_MAX - len(self.synthetic)
                 self.labels[self.synthetic[key]] = key or "(no pid)"
             out[i] = self.synthetic[key]
         if bad and kind:
@@ -599,7 +599,7 @@ class Converter:
         if fill.any():
             device[fill] = unambiguous[1][np.searchsorted(unambiguous[0], pid[fill])]
         # Old traces name GPU threads "stream 7"; they arrive here as synthetic ids.
-        named = didx[stream[didx] <= SYNTHETIC_BASE]
+        named = didx[stream[didx] <= SYNTHETIC_ID_MAX]
         ids = np.unique(stream[named])
         parsed = [_STREAM_TID.search(self.labels.get(int(i), "")) for i in ids]
         numbers = np.array([int(m.group(1)) if m else i for m, i in zip(parsed, ids,

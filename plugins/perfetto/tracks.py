@@ -15,14 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.factorize import factorize
+from tracekit.model import SYNTHETIC_ID_MAX as _SYNTHETIC
 from tracekit.model import Trace
 from tracekit.plugins.perfetto.wire import encode_message
 
 THREAD, PROCESS, GLOBAL, STREAM, COUNTER, DEVICE_COUNTER, DEVICE_ANALYSIS = range(7)
-# Spans an analyzer derived (convert --annotate) get a track of their own under the device.
-ANALYSIS_TRACKS = {"analysis.gap": "GPU idle gaps (tracekit)"}
 _NULL = -(2**62)
-_SYNTHETIC = -(2**40)  # readers give string pids/tids ids at or below this
 
 # TrackDescriptor / ProcessDescriptor / ThreadDescriptor / CounterDescriptor field numbers.
 _UUID, _NAME, _PROCESS, _THREAD, _PARENT, _COUNTER = 1, 2, 3, 4, 5, 8
@@ -88,9 +86,12 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
                                                     np.where(tid == _NULL, PROCESS, THREAD)))
     cls = np.where(is_counter, np.where(device != _NULL, DEVICE_COUNTER, COUNTER), cls)
     category = events["category"].combine_chunks()
-    analysis_kinds = list(ANALYSIS_TRACKS)
-    kind_of = pc.index_in(category.cast(pa.string()), pa.array(analysis_kinds)).fill_null(-1) \
-        .to_numpy(zero_copy_only=False)
+    # Spans an analyzer derived (convert --annotate) get a track of their own under the
+    # device, titled as the analyzer declared (``Analyzer.tracks``, via the pipeline).
+    analysis_tracks: dict[str, str] = dict(trace.metadata.get("annotation_tracks", {}))
+    analysis_kinds = list(analysis_tracks)
+    kind_of = pc.index_in(category.cast(pa.string()), pa.array(analysis_kinds, pa.string())) \
+        .fill_null(-1).to_numpy(zero_copy_only=False)
     cls = np.where((kind_of >= 0) & (device != _NULL) & ~is_counter, DEVICE_ANALYSIS, cls)
     on_device = (cls == STREAM) | (cls == DEVICE_COUNTER) | (cls == DEVICE_ANALYSIS)
     a = np.select([on_device, cls == GLOBAL], [device, 0], pid)
@@ -146,7 +147,7 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
                            (_SIBLING_RANK, kb if kb != _NULL else 0))
         elif c == DEVICE_ANALYSIS:
             parent = device_track(s, ka)
-            label = ANALYSIS_TRACKS[analysis_kinds[kb]]
+            label = analysis_tracks[analysis_kinds[kb]]
             uuid = declare(stable_uuid("analysis", s, ka, kb), (_NAME, label),
                            (_PARENT, parent), (_SIBLING_RANK, -1 - kb))
         else:
