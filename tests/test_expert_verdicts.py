@@ -60,11 +60,21 @@ CASES = [
      "PyTorch training (eager)", "compute", ["torch.float16", "num_workers"],
      ["bfloat16", "allow_tf32"]),
     ("torch-trace/hta/trace_diff_control_rank3_a100.json.gz",
-     "PyTorch training (eager, 8 ranks", "compute", [], ["autocast", "allow_tf32", "DataLoader"]),
+     "PyTorch training (eager, 8 ranks", "compute", ["TrainPipelineSparseDist"],
+     ["autocast", "allow_tf32", "DataLoader", "bucket_cap_mb"]),
+    # recsys training: the exposed communication is the embedding all-to-all, not all-reduce.
+    ("torch-trace/hta/sampled_rank-0.json.gz", "PyTorch training (eager, 128 ranks", "mixed",
+     ["TrainPipelineSparseDist", "with_stack=True"], ["bucket_cap_mb", "DataLoader"]),
+    ("torch-trace/hta/sampled_rank-1.json.gz", "PyTorch training (eager, 128 ranks", "mixed",
+     ["TrainPipelineSparseDist"], ["bucket_cap_mb", "DataLoader"]),
+    # toy training: the first hipLaunchKernel loads the code object (6.5 ms of 8.9 ms).
+    ("torch-trace/hta/amd_mi250_rocm6.2_kineto.json.gz", "PyTorch training (eager)", "startup",
+     ["code object on its first launch", "CUDA graphs"], ["DataLoader"]),
     ("torch-trace/hta/step_based_trace_gpu_user_annotation.json.gz", "PyTorch training (eager)",
      "cpu", [], ["DataLoader"]),
 ]
 SLOW = {"torch-trace/hta/ns_resolution_rank0_v100.pt.trace.json.gz",
+        "torch-trace/hta/sampled_rank-0.json.gz", "torch-trace/hta/sampled_rank-1.json.gz",
         "torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz",
         "torch-trace/hta/trace_diff_control_rank3_a100.json.gz"}
 
@@ -117,3 +127,38 @@ def test_cpu_only_trace_is_not_asked_for_gpu_data(registry):
     assert report.findings[0].evidence["verdict"] == "none"
     assert report.findings[0].evidence["program"] == "CPU-only PyTorch program"
     assert "record" not in report.findings[0].suggestion
+
+
+def test_a_slow_first_launch_is_start_up():
+    report = _bottleneck("torch-trace/hta/amd_mi250_rocm6.2_kineto.json.gz")
+    startup = next(f for f in report.findings if f.title.startswith("start-up: "))
+    assert startup.cost_ns == 6_633_474
+    assert startup.evidence["host_during_largest"].startswith("hipLaunchKernel (6.54ms, 99%")
+    cpu = next(f for f in report.findings if f.title.startswith("cpu: "))
+    assert cpu.evidence["gaps"] == 13  # the 14 host gaps less the first launch's
+
+
+@pytest.mark.slow
+def test_a_gap_the_launching_thread_did_not_cause_names_the_other_thread():
+    report = _bottleneck("torch-trace/hta/sampled_rank-0.json.gz")
+    cpu = next(f for f in report.findings if f.title.startswith("cpu: "))
+    assert cpu.evidence["host_during_largest"] == (
+        "Optimizer.step#Shampoo.step (191ms, 77% of the gap) on another thread; the work was "
+        "launched 387µs into the gap and waited")
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+     "all-to-all"),
+    ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "all-gather"),
+    ("ncclKernel_ReduceScatter_RING_LL_Sum_bfloat16(ncclWorkElem)", "reduce-scatter"),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "all-reduce"),
+    ("void multimem_all_reduce_kernel<__nv_bfloat16>(...)", "all-reduce"),
+    ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)", "broadcast"),
+    ("void deep_ep::intranode::dispatch<8, 768>(...)", "all-to-all"),
+    ("CatArrayBatchedCopy", "other"),
+])
+def test_collective_kind_by_kernel_name(name, kind):
+    from tracekit.plugins.diagnosis.advice import collective_kind
+
+    assert collective_kind(name) == kind

@@ -49,13 +49,28 @@ class Facts:
     large_htod: bool = False  # host-to-device copies of 16 MB and more on average
     copy_kinds: dict[str, int] = field(default_factory=dict)  # kind -> bytes
     copies_on_compute_stream_pct: float = 0.0
+    # communication: kernel time per collective kind (``COLLECTIVE_KINDS``)
+    collective_ns: dict[str, int] = field(default_factory=dict)
     # sync
     host_reads: int = 0
     sync_apis: dict[str, int] = field(default_factory=dict)  # name -> calls
 
 
+# The kind of collective by kernel name (NCCL/RCCL ``ncclKernel_AllReduce_…``,
+# ``ncclDevKernel_SendRecv``; serving engines' all-reduce; expert-parallel dispatch/combine).
+COLLECTIVE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("all-to-all", re.compile(r"(?i)sendrecv|send_?recv|all_?to_?all|alltoall|deep_ep::|"
+                              r"pplx::|dispatch|combine|_send|_recv")),
+    ("all-gather", re.compile(r"(?i)all_?gather")),
+    ("reduce-scatter", re.compile(r"(?i)reduce_?scatter")),
+    ("all-reduce", re.compile(r"(?i)all_?reduce|multimem|one_?shot|two_?shot|lamport")),
+    ("broadcast", re.compile(r"(?i)broadcast|bcast")),
+    ("reduce", re.compile(r"(?i)reduce")),
+)
+
 # Where host time between launches goes, by the innermost range (or its path) covering a gap.
 PLACES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("untraced host code", re.compile(r"^untraced host time$")),
     ("start-up", re.compile(r"(?i)^(cu|cuda|hip)(Init|CtxCreate|DevicePrimaryCtx|ModuleLoad|"
                             r"LibraryLoad|GetDeviceCount|SetDevice)|^(cublas|cublasLt|cudnn|"
                             r"hipblas|rocblas|miopen|cusparse|cufft)Create|^nvrtc|"
@@ -168,8 +183,17 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         return [Fix("measure the steady state: warm up before profiling (torch.profiler "
                      "schedule(wait=, warmup=)) or cut the window with -O window=/steps=",
                      because)]
+    if place == "untraced host code":
+        out.append(Fix("find the host time no recorded op covers: " + (
+            "record Python frames (torch.profiler(with_stack=True)) or sample the process "
+            "(py-spy, perf); usual culprits in the step loop are logging, metric reads "
+            "(.item(), .cpu()), data preparation in Python and garbage collection"
+            if p.pytorch else "sample the process (perf record -g) over the same window"),
+            because))
     if p.pytorch:
-        if place == "data loading" and p.mode == "training":
+        if place == "untraced host code":
+            pass
+        elif place == "data loading" and p.mode == "training":
             out.append(Fix("load data off the training thread: DataLoader(num_workers>0, "
                            "pin_memory=True, persistent_workers=True, prefetch_factor)",
                            because))
@@ -285,7 +309,30 @@ def _sync(p: Program, f: Facts) -> list[Fix]:
     return out or [Fix("remove per-step synchronization", "the GPU waits after host syncs")]
 
 
+def collective_kind(name: str) -> str:
+    """The kind of collective a communication kernel performs, by its name."""
+    for kind, pattern in COLLECTIVE_KINDS:
+        if pattern.search(name):
+            return kind
+    return "other"
+
+
 def _communication(p: Program, f: Facts) -> list[Fix]:
+    total = sum(f.collective_ns.values())
+    kind, ns = max(f.collective_ns.items(), key=lambda kv: kv[1]) if total else ("", 0)
+    main = f"{kind} kernels take {_pct(100 * ns / total)} of communication time" if total else ""
+    if kind == "all-to-all" and ns * 2 >= total:
+        return [Fix("the exchange is all-to-all / point-to-point (embedding or expert-parallel "
+                    "dispatch): pipeline it with compute (start the next batch's sparse "
+                    "all-to-all while this batch's dense part runs, e.g. TorchRec's "
+                    "TrainPipelineSparseDist), send less (fp16/int8 embeddings or "
+                    "activations on the wire) and balance the shards so no rank waits for "
+                    "the largest", main)]
+    if kind in ("all-gather", "reduce-scatter") and ns * 2 >= total and p.mode == "training":
+        return [Fix("sharded training (all-gather/reduce-scatter): prefetch the next "
+                    "layer's all-gather (FSDP forward_prefetch, backward_prefetch="
+                    "BACKWARD_PRE, limit_all_gathers), wrap larger units so collectives are "
+                    "fewer and larger, or shard within a node only (HYBRID_SHARD)", main)]
     if p.mpi and not p.pytorch:
         return [Fix("overlap MPI with computation (non-blocking MPI_Isend/Irecv, halo "
                     "exchange while interior work runs) and use CUDA-aware MPI / GPUDirect",

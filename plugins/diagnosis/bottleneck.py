@@ -30,8 +30,20 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import intervals as iv
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import COMPUTE, MEMORY, Activity, host_reads
-from tracekit.plugins.diagnosis.advice import Facts, fixes_for, place_of, render
+from tracekit.plugins.diagnosis.activity import (
+    COMMUNICATION,
+    COMPUTE,
+    MEMORY,
+    Activity,
+    host_reads,
+)
+from tracekit.plugins.diagnosis.advice import (
+    Facts,
+    collective_kind,
+    fixes_for,
+    place_of,
+    render,
+)
 from tracekit.plugins.diagnosis.breakdown import devices_table
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps, gap_context, host_context
@@ -183,8 +195,9 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                 title=f"start-up: {format_ns(startup)} ({percent(startup, full_span)}% of the "
                       "span), left out of the verdict",
                 evidence=evidence.of("startup"),
-                suggestion="one-time initialization (context, modules, library handles, "
-                           "first allocations, compilation): warm up before profiling, or "
+                suggestion="one-time initialization (context, modules, a kernel's code object "
+                           "on its first launch, library handles, first allocations, "
+                           "compilation): warm up before profiling, or "
                            "keep it out with -O window=START:END", cost_ns=startup))
         for cause, ns in ranked:
             if percent(ns, span) < self.options.min_share_pct or ns == 0:
@@ -355,6 +368,7 @@ class Evidence:
         self._compute_facts(f)
         self._gap_facts(f)
         self._transfer_facts(f)
+        self._communication_facts(f)
         calls = self.activity.calls
         api = calls.is_sync & ~calls.is_op
         if api.any():
@@ -397,6 +411,16 @@ class Evidence:
                     continue
             f.compute_capability = min(ccs) if ccs else None
         f.consumer_gpu = consumer[0] if consumer and len(consumer) == len(gpus) else ""
+
+    def _communication_facts(self, f: Facts) -> None:
+        names, rows = self._work(COMMUNICATION)
+        if not len(rows):
+            return
+        dur = self.activity.events["dur_ns"].take(pa.array(rows)).fill_null(0)
+        s = grouped_stats(names, dur)
+        for name, total in zip(s["key"], s["total"], strict=True):
+            kind = collective_kind(str(name))
+            f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(total)
 
     def _gap_facts(self, f: Facts) -> None:
         picked = []

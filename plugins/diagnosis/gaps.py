@@ -18,8 +18,10 @@ refined):
 - ``startup``: whatever the above says, at least half of the gap is covered by one-time
   initialization calls of the launching process (``STARTUP_CALLS``: context and module
   loading, library handles, JIT compilation, and memory allocation calls that are the first
-  of their process or last ``STARTUP_ALLOC_MS`` or more). The verdict is given on the steady
-  state, without these gaps.
+  of their process or last ``STARTUP_ALLOC_MS`` or more), and a kernel's first launch call
+  when it lasts ``FIRST_LAUNCH_MS`` or more and ``FIRST_LAUNCH_RATIO`` times the median launch
+  call (its code object loaded lazily). The verdict is given on the steady state, without
+  these gaps.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ STARTUP_CALLS = (r"^(cu|cuda|hip)(Init|CtxCreate|DevicePrimaryCtxRetain|ModuleLo
                  r"|^nvrtc|^hiprtc|triton/compiler|^TorchDynamo|_inductor/|compile_fx")
 STARTUP_ALLOC = r"^(cuda|hip|cu)(Malloc|Free|MemAlloc|MemFree)(Host|Managed|_v2)?$"
 STARTUP_ALLOC_MS = 10
+# A kernel's code object is loaded on its first launch (CUDA lazy loading, the default since
+# CUDA 12.2; HIP loads code objects lazily too): a first launch of a kernel that lasts this long
+# and this many times the median launch call of its input is one-time loading.
+FIRST_LAUNCH_MS = 1
+FIRST_LAUNCH_RATIO = 20
 GRAPH_CAPTURE = r"^(cuda|hip)(StreamBeginCapture|StreamEndCapture|GraphInstantiate)"
 BUCKETS = ((0, 10_000, "< 10µs"), (10_000, 100_000, "10–100µs"),
            (100_000, 1_000_000, "100µs–1ms"), (1_000_000, 10_000_000, "1–10ms"),
@@ -145,10 +152,35 @@ def startup_calls(activity: Activity) -> tuple[np.ndarray, ...] | None:
                       | (pid[order][1:] != pid[order][:-1])]
         keep[alloc_rows[long]] = True
         keep[order[first]] = True
-    rows = np.flatnonzero(keep)
+    rows = np.union1d(np.flatnonzero(keep), first_launch_loads(activity))
     result = (source[rows], pid[rows], ts[rows], ts[rows] + dur[rows]) if len(rows) else None
     activity.cache["startup"] = result
     return result
+
+
+def first_launch_loads(activity: Activity) -> np.ndarray:
+    """Events rows of launch calls that loaded their kernel: the first launch of a kernel name
+    on a device, lasting ``FIRST_LAUNCH_MS`` and ``FIRST_LAUNCH_RATIO`` times the median
+    launch call of the input or more."""
+    calls = activity.calls
+    took = calls.end - calls.start
+    kernel = pc.equal(activity.events["category"].cast(pa.string()), "gpu.kernel") \
+        .to_numpy(zero_copy_only=False)
+    names = np.asarray(activity.names, dtype=object)
+    found: list[np.ndarray] = []
+    for work in activity.devices:
+        linked = (work.api >= 0) & kernel[work.row]
+        if not linked.any():
+            continue
+        api = work.api[linked]  # in start order, so np.unique's first index is the first launch
+        _, first = np.unique(names[work.row[linked]], return_index=True)
+        launches = calls.is_launch & (calls.source == work.source_code)
+        median = float(np.median(took[launches]))
+        api = api[first]
+        slow = (took[api] >= FIRST_LAUNCH_MS * 1_000_000) & (
+            took[api] >= FIRST_LAUNCH_RATIO * median)
+        found.append(calls.row[api[slow]])
+    return np.concatenate(found) if found else np.empty(0, np.int64)
 
 
 def all_gaps(trace: Trace, launch_gap_us: float) -> list[Gaps]:
@@ -166,17 +198,37 @@ class GapContext:
     """What the launching thread did during one gap.
 
     ``innermost`` is the most specific host range (op, API call, annotation) that covers at
-    least half of the gap (or, if none does, the one that covers most of it); ``path`` the
-    ranges that enclose it, outermost first; ``share`` the part of the gap it covers.
+    least half of the gap; ``path`` the ranges that enclose it, outermost first; ``share`` the
+    part of the gap it covers. When the thread's recorded ranges together cover less than
+    half of the gap, ``innermost`` is ``UNTRACED``, ``share`` the part no range covers, and
+    ``between`` names the last range that ended before the launch and the op that launched
+    the work ending the gap: the host ran code the profiler did not record.
+
+    When the launching call returned within the first half of the gap, the launching thread
+    was not late: the work waited for something else. If another thread of the process ran
+    one range over at least half of the gap, that range is the context (``launched_after``
+    says when the work was launched): PyTorch launches backward kernels from its autograd
+    thread while the main thread runs the optimizer.
     """
 
     innermost: str
     duration: int
     share: float
     path: list[str]
+    between: tuple[str, str] | None = None
+    launched_after: int | None = None
 
     def describe(self, depth: int = 3) -> str:
         """``aten::addmm (92% of the gap) in ProfilerStep#3 > DDP.forward``."""
+        if self.innermost == UNTRACED:
+            before, after = self.between or ("", "")
+            return (f"{UNTRACED} ({self.share:.0f}% of the gap in no recorded op)"
+                    + (f" after {before}" if before else "")
+                    + (f", before {after}" if after else ""))
+        if self.launched_after is not None:
+            return (f"{self.innermost} ({format_ns(self.duration)}, {self.share:.0f}% of the "
+                    f"gap) on another thread; the work was launched "
+                    f"{format_ns(self.launched_after)} into the gap and waited")
         outer = self.path[-depth:]
         where = (" in " + " > ".join(outer)) if outer else ""
         ellipsis = "… > " if len(self.path) > depth else ""
@@ -184,6 +236,11 @@ class GapContext:
             where = " in " + ellipsis + " > ".join(outer)
         return f"{self.innermost} ({format_ns(self.duration)}, {self.share:.0f}% of the gap)" \
             f"{where}"
+
+
+#: What a gap's context is called when the launching thread's recorded ranges cover less than
+#: half of it (Python between ops, or work the profiler does not see).
+UNTRACED = "untraced host time"
 
 
 def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
@@ -195,6 +252,10 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
     calls = activity.calls
     ev = activity.events
     lo, hi = int(gaps.lo[index]), int(gaps.hi[index])
+    if (int(calls.end[call]) - lo) * 2 < hi - lo:
+        other = _other_thread(activity, lo, hi, call, gaps.timeline.work.source)
+        if other is not None:
+            return other
     same = pc.and_(pc.equal(ev["pid"], int(calls.pid[call])),
                    pc.equal(ev["tid"], int(calls.tid[call])))
     category = ev["category"].cast(pa.string())
@@ -215,11 +276,63 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
         enclosing = enclosing[np.lexsort((s[enclosing], -(e - s)[enclosing]))]
         inner = int(enclosing[-1])
         path = [activity.name(int(rows[i])) for i in enclosing[:-1]]
-    else:
-        inner = int(np.lexsort((e - s, -overlap))[0])
-        path = []
+        return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
+                          percent(overlap[inner], hi - lo), path)
+    covered = iv.covered_within(np.array([lo]), np.array([hi]),
+                                iv.union(np.maximum(s, lo), np.minimum(e, hi)))[0]
+    if covered * 2 < hi - lo:
+        return GapContext(UNTRACED, hi - lo, percent(hi - lo - covered, hi - lo), [],
+                          _between(activity, rows, s, e, call))
+    inner = int(np.lexsort((e - s, -overlap))[0])
     return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
-                      percent(overlap[inner], hi - lo), path)
+                      percent(overlap[inner], hi - lo), [])
+
+
+def _other_thread(activity: Activity, lo: int, hi: int, call: int,
+                  source: str) -> GapContext | None:
+    """The innermost range another thread of the launching process ran over at least half
+    of the gap (ops, API calls, annotations; the profiler's own range is no host work)."""
+    calls, ev = activity.calls, activity.events
+    category = ev["category"].cast(pa.string())
+    mask = pc.and_(pc.and_(pc.equal(ev["pid"], int(calls.pid[call])),
+                           pc.not_equal(ev["tid"], int(calls.tid[call]))),
+                   pc.is_in(category, pa.array(HOST_CONTEXT)))
+    start = ev["ts_ns"]
+    mask = pc.and_(mask, pc.and_(pc.less(start, hi), pc.greater(pc.add(start, ev["dur_ns"]), lo)))
+    mask = pc.and_(mask, pc.equal(ev["source"].cast(pa.string()), source))
+    rows = np.flatnonzero(mask.fill_null(False).to_numpy(zero_copy_only=False))
+    if not len(rows):
+        return None
+    s = ev["ts_ns"].to_numpy()[rows]
+    e = s + ev["dur_ns"].fill_null(0).to_numpy()[rows]
+    overlap = np.minimum(e, hi) - np.maximum(s, lo)
+    half = np.flatnonzero(overlap * 2 >= hi - lo)
+    if not len(half):
+        return None
+    nested = half[np.lexsort((s[half], -(e - s)[half]))]  # outermost first
+    inner = int(nested[-1])
+    return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
+                      percent(overlap[inner], hi - lo),
+                      [activity.name(int(rows[i])) for i in nested[:-1]],
+                      launched_after=int(calls.start[call]) - lo)
+
+
+def _between(activity: Activity, rows: np.ndarray, s: np.ndarray, e: np.ndarray,
+             call: int) -> tuple[str, str]:
+    """The last range that ended before the launching call, and the innermost one that
+    encloses the call (the op that launched the work)."""
+    c_start, c_end = int(activity.calls.start[call]), int(activity.calls.end[call])
+    encloses = (s <= c_start) & (e >= c_end) & (rows != activity.calls.row[call])
+    ended = np.flatnonzero(e <= c_start)
+    before = ""
+    if len(ended):
+        last = ended[np.lexsort((-(e - s)[ended], -e[ended]))[0]]
+        before = activity.name(int(rows[last]))
+    after = ""
+    if encloses.any():
+        inner = np.flatnonzero(encloses)
+        after = activity.name(int(rows[inner[np.argmax(s[inner])]]))
+    return before, after
 
 
 def host_context(trace: Trace, gaps: Gaps, index: int) -> str:
