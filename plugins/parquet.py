@@ -1,21 +1,32 @@
-"""tracekit's own dataset format: one Parquet file per table of the event model.
+"""tracekit's own dataset format: the events as Parquet that other tools read as they are.
 
-``tracekit convert trace.json.gz -o trace.parquet`` writes a directory::
+``tracekit convert trace.json.gz -o trace.parquet`` writes a directory holding one file::
 
     trace.parquet/
-        events.parquet  processes.parquet  threads.parquet  devices.parquet
-        stacks.parquet  frames.parquet     tracekit.json
+        events.parquet
 
-``tracekit.json`` holds the schema version, the trace metadata and the read account. Every
-tracekit command reads the directory back, identical to what was written, without parsing the
-original input again; DuckDB, pandas and polars read the Parquet files directly. A damaged
-dataset (a manifest of the wrong shape, a table file truncated, missing or of other columns,
-rows that point at stacks or frames that do not exist) gives one TraceReadError naming the file;
-a nullable column dropped by another tool is read as null, with a warning.
+Its rows are the events. Its footer (the Parquet key-value metadata) carries the rest of the
+trace: ``tracekit``, the manifest (format, schema version, trace metadata, read account);
+``tracekit.processes``, ``tracekit.threads``, ``tracekit.devices``, ``tracekit.stacks`` and
+``tracekit.frames``, the side tables (Arrow IPC streams, zstd-compressed, base64); and
+``pandas``, so that pandas keeps nullable integers as ``Int64``/``Int32``. With nothing but event
+rows in the directory, pandas, polars, pyarrow and DuckDB given the directory read exactly the
+events, and each events file reads back alone, so a dataset partitioned by rank
+(``rank=N/events.parquet``) is one table to them as well.
+
+Every tracekit command reads the dataset back, identical to what was written, without parsing
+the original input again. Datasets of the previous layout (one Parquet file per table and a
+``tracekit.json``) are read too. A damaged dataset (a manifest of the wrong shape, a file
+truncated or of other columns, a side table that does not decode, rows that point at stacks or
+frames that do not exist) gives one TraceReadError naming the file; a nullable column dropped by
+another tool is read as null, with a warning.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,17 +42,28 @@ from tracekit.errors import EmptyOutputError, TraceReadError
 from tracekit.inputs import Source
 from tracekit.model import SCHEMA_VERSION, SCHEMAS, TABLE_NAMES, ReadLog, Trace
 
-MANIFEST = "tracekit.json"
 FORMAT = "tracekit-parquet"
+EVENTS = "events.parquet"
+KEY = "tracekit"  # the manifest, in the events file's footer
+SIDE_TABLES = tuple(name for name in TABLE_NAMES if name != "events")
 KINDS = ("slice", "instant", "counter", "sample")
-_FILES = frozenset({MANIFEST, *(f"{name}.parquet" for name in TABLE_NAMES)})
+# The previous layout: one file per table and this manifest beside them.
+MANIFEST = "tracekit.json"
+_OLD_FILES = frozenset({MANIFEST, *(f"{name}.parquet" for name in TABLE_NAMES)})
+# Footer values may be megabytes (large stack tables); pyarrow's default limits are lower.
+_FOOTER_LIMITS = {"thrift_string_size_limit": 2**31 - 1, "thrift_container_size_limit": 2**31 - 1}
+
+
+def side_key(name: str) -> str:
+    """The footer key of the side table ``name``."""
+    return f"{KEY}.{name}"
 
 
 class ParquetWriter(tracekit.DirectoryWriter):
-    """A directory of Parquet files, one per table, plus tracekit.json."""
+    """A directory holding events.parquet: the events as rows, the rest in its footer."""
 
     name = "parquet"
-    description = "tracekit dataset: one Parquet file per table of the event model"
+    description = "tracekit dataset: the events as Parquet, the other tables in its footer"
     extensions = (".parquet",)
 
     @dataclass(frozen=True)
@@ -52,29 +74,26 @@ class ParquetWriter(tracekit.DirectoryWriter):
 
     @classmethod
     def owns(cls, directory: Path) -> bool:
-        """True for a tracekit dataset (only its table files and a tracekit.json of this
-        format) and for an empty directory: replacing either destroys nothing of the user's."""
+        """True for a tracekit dataset of this layout (only an events.parquet with a tracekit
+        manifest) or the previous one (only its table files and a tracekit.json of this
+        format), and for an empty directory: replacing these destroys nothing of the user's."""
         try:
             entries = list(directory.iterdir())
         except OSError:
             return False
         if not entries:
             return True
-        if any(e.name not in _FILES or e.is_symlink() or not e.is_file() for e in entries):
+        if any(e.is_symlink() or not e.is_file() for e in entries):
             return False
-        return _is_dataset(directory)
+        names = {e.name for e in entries}
+        if names == {EVENTS}:
+            return _has_manifest(directory / EVENTS)
+        return names <= _OLD_FILES and _is_old_dataset(directory)
 
     def write(self, trace: Trace, stream: Any) -> tracekit.WriteResult:
         if not any(trace.table(name).num_rows for name in TABLE_NAMES):
             raise EmptyOutputError("nothing to write: the input has no events")
-        directory = Path(stream)
         result = tracekit.WriteResult()
-        for name in TABLE_NAMES:
-            table = trace.table(name)
-            pq.write_table(table, directory / f"{name}.parquet",
-                           compression=self.options.compression,
-                           row_group_size=self.options.row_group_size)
-            result.written[f"{name} rows"] = table.num_rows
         manifest = {
             "format": FORMAT,
             "schema_version": SCHEMA_VERSION,
@@ -83,44 +102,105 @@ class ParquetWriter(tracekit.DirectoryWriter):
             "read_log": [{"source": s, "input": k, "outcome": o, "count": n}
                          for (s, k, o), n in sorted(trace.log.outcomes.items())],
         }
-        (directory / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+        footer = {KEY: orjson.dumps(manifest)}
+        for name in SIDE_TABLES:
+            footer[side_key(name)] = _encode(trace.table(name))
+        events = trace.events
+        # The pandas entry goes in the schema, where pyarrow's to_pandas finds it; the large
+        # footer entries are added apart, so that the stored Arrow schema does not repeat them.
+        schema = events.schema.with_metadata({**(events.schema.metadata or {}),
+                                              b"pandas": _pandas_metadata(events.schema)})
+        with pq.ParquetWriter(Path(stream) / EVENTS, schema,
+                              compression=self.options.compression) as writer:
+            writer.write_table(events.replace_schema_metadata(schema.metadata),
+                               row_group_size=self.options.row_group_size)
+            writer.add_key_value_metadata(footer)
+        for name in TABLE_NAMES:
+            result.written[f"{name} rows"] = trace.table(name).num_rows
         return result
 
 
 class ParquetReader(tracekit.Reader):
-    """Reads a directory written by the parquet writer back into the same Trace."""
+    """Reads a dataset written by the parquet writer (or its events.parquet alone) back into
+    the same Trace; also datasets of the previous layout."""
 
     name = "parquet"
-    description = "tracekit dataset written by the parquet writer (a directory)"
+    description = "tracekit dataset written by the parquet writer (or its events.parquet)"
     extensions = (".parquet",)
 
     @classmethod
     def sniff(cls, source: Source) -> float:
-        if not source.is_dir:
+        path = source.path
+        if source.is_dir:
+            if (path / MANIFEST).is_file():
+                if _is_old_dataset(path):
+                    return 1.0
+                # A damaged manifest beside the events: still ours; read() says what is wrong.
+                return 0.5 if (path / EVENTS).is_file() else 0.0
+            if (path / EVENTS).is_file():
+                return 1.0 if _has_manifest(path / EVENTS) else 0.5
             return 0.0
-        if _is_dataset(source.path):
-            return 1.0
-        # A damaged manifest beside the events table: still ours, and read() says what is wrong.
-        paths = (source.path / MANIFEST, source.path / "events.parquet")
-        return 0.5 if all(p.is_file() for p in paths) else 0.0
+        if source.is_stream or source.compression or not source.head.startswith(b"PAR1"):
+            return 0.0
+        return 1.0 if _has_manifest(path) else 0.0
 
     def read(self, source: Source, out: TraceBuilder) -> None:
+        if source.is_stream:
+            raise TraceReadError("a tracekit Parquet dataset cannot be read from a stream",
+                                 path=source.path)
         if not source.is_dir:
-            raise TraceReadError("a tracekit Parquet dataset is a directory", path=source.path)
-        manifest = _Manifest(source.path)
-        metadata = manifest.metadata()
-        log = manifest.read_log()
-        tables = {}
-        for name in TABLE_NAMES:
-            tables[name], absent = _read_table(source.path, name)
-            for column in absent:
-                log.note(source.name, f"{name}.parquet",
-                         f"warning: column {column!r} is absent; read as empty (null)")
-        _check_references(source.path, tables, set(metadata["sources"]))
-        out.adopt(Trace(metadata=metadata, log=log, **tables))
+            trace = _read_events_file(source.path, source.path, source.name)
+        elif (source.path / MANIFEST).exists():
+            trace = _read_old_layout(source.path, source.name)
+        else:
+            trace = _read_events_file(source.path / EVENTS, source.path, source.name)
+        out.adopt(trace)
 
 
-def _is_dataset(directory: Path) -> bool:
+def _encode(table: pa.Table) -> bytes:
+    """A side table as a footer value: an Arrow IPC stream, zstd-compressed, in base64 (some
+    Parquet readers take footer values for UTF-8 text)."""
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    return base64.b64encode(sink.getvalue().to_pybytes())
+
+
+def _pandas_metadata(schema: pa.Schema) -> bytes:
+    """The ``pandas`` schema entry pyarrow's ``to_pandas`` reads: integer columns become
+    pandas' nullable ``Int64``/``Int32`` (not float64 where a column has nulls)."""
+    columns = []
+    for f in schema:
+        kind, numpy_type, meta = "unicode", "object", None
+        if pa.types.is_dictionary(f.type):
+            kind, numpy_type, meta = "categorical", str(f.type.index_type), {"ordered": False}
+        elif pa.types.is_integer(f.type):
+            kind, numpy_type = str(f.type), str(f.type).capitalize()
+        elif pa.types.is_floating(f.type):
+            kind = numpy_type = np.dtype(f.type.to_pandas_dtype()).name
+        columns.append({"name": f.name, "field_name": f.name, "pandas_type": kind,
+                        "numpy_type": numpy_type, "metadata": meta})
+    return orjson.dumps({"index_columns": [], "column_indexes": [], "columns": columns,
+                         "creator": {"library": "tracekit", "version": tracekit.__version__}})
+
+
+def _footer(path: Path) -> dict[bytes, bytes]:
+    """The key-value metadata of a Parquet file (OSError or pyarrow's errors if unreadable)."""
+    with pq.ParquetFile(path, **_FOOTER_LIMITS) as file:
+        return file.metadata.metadata or {}
+
+
+def _has_manifest(path: Path) -> bool:
+    """Whether ``path`` is a Parquet file whose footer holds a tracekit manifest."""
+    try:
+        manifest = orjson.loads(_footer(path)[KEY.encode()])
+    except (OSError, pa.ArrowException, ValueError, KeyError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format") == FORMAT
+
+
+def _is_old_dataset(directory: Path) -> bool:
     try:
         manifest = orjson.loads((directory / MANIFEST).read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -141,18 +221,17 @@ def _is_count(value: Any) -> bool:
     return type(value) is int and 0 <= value < 2**63
 
 
-class _Manifest:
-    """tracekit.json, checked key by key: every problem is a TraceReadError naming it."""
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:120] if text else type(exc).__name__
 
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / MANIFEST
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError as exc:
-            raise TraceReadError(f"no {MANIFEST}: not a tracekit Parquet dataset",
-                                 path=directory) from exc
-        except OSError as exc:
-            raise self.error(f"cannot be read ({exc.strerror or type(exc).__name__})") from exc
+
+class _Manifest:
+    """The manifest, checked key by key: every problem is a TraceReadError naming it by
+    ``label`` (``tracekit.json``, or ``events.parquet [manifest]``)."""
+
+    def __init__(self, data: bytes, label: str, where: Path) -> None:
+        self.label, self.where = label, where
         try:
             self.data = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -176,7 +255,7 @@ class _Manifest:
             raise self.error(f"'tables' does not list {', '.join(missing)}")
 
     def error(self, message: str) -> TraceReadError:
-        return TraceReadError(f"{MANIFEST} {message}", path=self.path.parent)
+        return TraceReadError(f"{self.label} {message}", path=self.where)
 
     def get(self, key: str, kind: type) -> Any:
         """The value of a top-level key, which must be of type ``kind``."""
@@ -218,26 +297,106 @@ class _Manifest:
         return log
 
 
-def _read_table(directory: Path, name: str) -> tuple[pa.Table, list[str]]:
-    """One table file, in exactly the model's schema, and the nullable columns it lacks (read
-    as null). A missing or unreadable file, a missing column that cannot be null, an unknown
-    column, a type that does not convert losslessly or nulls where the model has none give a
-    TraceReadError."""
-    path = directory / f"{name}.parquet"
-    schema = SCHEMAS[name]
+def _read_events_file(path: Path, where: Path, source_name: str) -> Trace:
+    """A dataset of this layout: the events file at ``path``, with the manifest and the side
+    tables from its footer. Errors name ``where`` (the input) and the part that is wrong."""
+    label = path.name
+    labels = {"events": label, "manifest": f"{label} [manifest]",
+              **{name: f"{label} [{name}]" for name in SIDE_TABLES}}
 
     def error(message: str) -> TraceReadError:
-        return TraceReadError(f"{path.name} {message}", path=directory)
+        return TraceReadError(f"{label} {message}", path=where)
 
     if not path.exists():
         raise error("is missing")
     if not path.is_file():
         raise error("is not a file")
     try:
-        table = pq.read_table(path)
+        with pq.ParquetFile(path, **_FOOTER_LIMITS) as file:
+            footer = file.metadata.metadata or {}
+            events = file.read()
     except (pa.ArrowException, OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise error(f"is not a readable Parquet file ({first[:120]})") from exc
+        raise error(f"is not a readable Parquet file ({_first_line(exc)})") from exc
+    if KEY.encode() not in footer:
+        raise error(f"has no tracekit manifest in its metadata (key {KEY!r}): not a tracekit "
+                    "dataset")
+    manifest = _Manifest(footer[KEY.encode()], labels["manifest"], where)
+    metadata = manifest.metadata()
+    log = manifest.read_log()
+    raw = {"events": events}
+    for name in SIDE_TABLES:
+        raw[name] = _decode(footer.get(side_key(name).encode()), name, labels[name], where)
+    tables = {}
+    for name in TABLE_NAMES:
+        tables[name], absent = _conform(raw[name], name, labels[name], where)
+        for column in absent:
+            log.note(source_name, labels[name],
+                     f"warning: column {column!r} is absent; read as empty (null)")
+    _check_references(where, tables, set(metadata["sources"]), labels)
+    return Trace(metadata=metadata, log=log, **tables)
+
+
+def _decode(value: bytes | None, name: str, label: str, where: Path) -> pa.Table:
+    """The side table ``name`` from its footer value; damage of any kind is a
+    TraceReadError."""
+    if value is None:
+        raise TraceReadError(f"{label} is missing (no footer key {side_key(name)!r})",
+                             path=where)
+    try:
+        with pa.ipc.open_stream(base64.b64decode(value, validate=True)) as reader:
+            table = reader.read_all()
+        # IPC reading trusts the buffers; a damaged one must not reach the analyzers.
+        table.validate(full=True)
+    except (binascii.Error, ValueError, pa.ArrowException) as exc:
+        raise TraceReadError(f"{label} is not a readable Arrow table ({_first_line(exc)})",
+                             path=where) from exc
+    return table
+
+
+def _read_old_layout(directory: Path, source_name: str) -> Trace:
+    """A dataset of the previous layout: tracekit.json and one Parquet file per table."""
+    path = directory / MANIFEST
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceReadError(f"{MANIFEST} cannot be read ({exc.strerror or type(exc).__name__})",
+                             path=directory) from exc
+    manifest = _Manifest(data, MANIFEST, directory)
+    metadata = manifest.metadata()
+    log = manifest.read_log()
+    labels = {"manifest": MANIFEST, **{name: f"{name}.parquet" for name in TABLE_NAMES}}
+    tables = {}
+    for name in TABLE_NAMES:
+        file = directory / labels[name]
+
+        def error(message: str, file: Path = file) -> TraceReadError:
+            return TraceReadError(f"{file.name} {message}", path=directory)
+
+        if not file.exists():
+            raise error("is missing")
+        if not file.is_file():
+            raise error("is not a file")
+        try:
+            table = pq.read_table(file)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise error(f"is not a readable Parquet file ({_first_line(exc)})") from exc
+        tables[name], absent = _conform(table, name, labels[name], directory)
+        for column in absent:
+            log.note(source_name, labels[name],
+                     f"warning: column {column!r} is absent; read as empty (null)")
+    _check_references(directory, tables, set(metadata["sources"]), labels)
+    return Trace(metadata=metadata, log=log, **tables)
+
+
+def _conform(table: pa.Table, name: str, label: str, where: Path) -> tuple[pa.Table, list[str]]:
+    """``table`` in exactly the model's schema for ``name``, and the nullable columns it
+    lacks (read as null). A missing column that cannot be null, an unknown column, a type that
+    does not convert losslessly or nulls where the model has none give a TraceReadError."""
+    schema = SCHEMAS[name]
+
+    def error(message: str) -> TraceReadError:
+        return TraceReadError(f"{label} {message}", path=where)
+
     absent = [f.name for f in schema if f.name not in table.column_names]
     required = [n for n in absent if not schema.field(n).nullable]
     extra = [n for n in table.column_names if n not in schema.names]
@@ -263,7 +422,8 @@ def _read_table(directory: Path, name: str) -> tuple[pa.Table, list[str]]:
     return table.combine_chunks(), absent
 
 
-def _convert(column: pa.ChunkedArray, f: pa.Field, error: Any) -> pa.ChunkedArray:
+def _convert(column: pa.ChunkedArray, f: pa.Field,
+             error: Callable[[str], TraceReadError]) -> pa.ChunkedArray:
     """``column`` in ``f``'s type where the conversion loses nothing (int32 to int64, strings
     to dictionary strings, a value that fits the narrower int type); else an error."""
     have, want = column.type, f.type
@@ -282,13 +442,14 @@ def _convert(column: pa.ChunkedArray, f: pa.Field, error: Any) -> pa.ChunkedArra
         raise error(f"column {f.name!r} has values that do not fit {want}") from exc
 
 
-def _check_references(directory: Path, tables: dict[str, pa.Table], sources: set[str]) -> None:
+def _check_references(where: Path, tables: dict[str, pa.Table], sources: set[str],
+                      labels: dict[str, str]) -> None:
     """What the writers rely on: known kinds, inputs named in the manifest, and stack and frame
     ids that exist, are unique and form a tree (no cycle)."""
     events, stacks, frames = tables["events"], tables["stacks"], tables["frames"]
 
     def error(table: str, message: str) -> TraceReadError:
-        return TraceReadError(f"{table}.parquet {message}", path=directory)
+        return TraceReadError(f"{labels[table]} {message}", path=where)
 
     unknown = [k for k in _used(events["kind"]) if k not in KINDS]
     if unknown:
@@ -296,8 +457,8 @@ def _check_references(directory: Path, tables: dict[str, pa.Table], sources: set
                     f"(known: {', '.join(KINDS)})")
     stray = [s for s in _used(events["source"]) if s not in sources]
     if stray:
-        raise error("events", f"has events of input {stray[0][:40]!r}, which {MANIFEST} does not "
-                    "name")
+        raise error("events", f"has events of input {stray[0][:40]!r}, which "
+                    f"{labels['manifest']} does not name")
     for table, column in (("stacks", "stack_id"), ("frames", "frame_id")):
         ids = tables[table][column]
         if len(pc.unique(ids)) != len(ids):
@@ -312,7 +473,7 @@ def _check_references(directory: Path, tables: dict[str, pa.Table], sources: set
         dangling = pc.sum(pc.and_(pc.is_valid(values), pc.invert(found))).as_py() or 0
         if dangling:
             raise error(table, f"has {dangling} rows whose {column} is not in "
-                        f"{target_name}.parquet")
+                        f"{labels[target_name]}")
     if _has_cycle(stack_ids.to_numpy(), stacks["parent_id"]):
         raise error("stacks", "has a cycle: a stack is its own ancestor")
 

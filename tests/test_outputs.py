@@ -148,14 +148,12 @@ def test_parquet_output_replaces_a_previous_one_and_failures_leave_nothing(tmp_p
 def test_damaged_parquet_dataset_gives_one_line(tmp_path, registry):
     out = tmp_path / "t.parquet"
     tracekit.write(tracekit.read(CPU_TRACE, registry=registry), out, registry=registry)
-    (out / "threads.parquet").unlink()
-    with pytest.raises(TraceReadError, match=r"threads\.parquet is missing"):
+    events = out / "events.parquet"
+    events.write_bytes(events.read_bytes()[:-100])
+    # A damaged events file is still recognised, and named.
+    with pytest.raises(TraceReadError, match=r"events\.parquet is not a readable Parquet file"):
         tracekit.read(out, registry=registry)
-    # A broken manifest beside the table files is still recognised, and named.
-    (out / "tracekit.json").write_text("{")
-    with pytest.raises(TraceReadError, match=r"tracekit\.json is not valid JSON"):
-        tracekit.read(out, registry=registry)
-    (out / "events.parquet").unlink()
+    events.unlink()
     with pytest.raises(tracekit.FormatDetectionError, match="no reader recognises this directory"):
         tracekit.read(out, registry=registry)
 
