@@ -1,0 +1,178 @@
+"""What every part of the conversion shares: the output, the clock, ids for named pids and
+tids, and the accounting of odd values."""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+from itertools import compress
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from tracekit.builder import TraceBuilder
+from tracekit.inputs import Source
+from tracekit.model import SYNTHETIC_ID_MAX
+from tracekit.plugins.kineto.fields import INT64, as_int, dumps, dumps_all, ints, names, texts
+from tracekit.plugins.kineto.timestamps import INT64_MAX, us_to_ns
+
+NO_TS = "skipped: no usable ts (missing, not a number, or out of range)"
+
+
+class Context:
+    """One document's conversion state: the builder it fills and what was learnt on the way.
+
+    The metadata events fill the process and thread names, the device columns the GPUs seen;
+    the builders of the event tables read them.
+    """
+
+    def __init__(self, top: dict[str, Any], out: TraceBuilder, source: Source,
+                 memory_counters: bool) -> None:
+        self.top = top
+        self.out = out
+        self.source = source
+        self.memory_counters = memory_counters
+        self.base_unusable = False
+        self.base_ns = self._base_time(top.get("baseTimeNanoseconds"))
+        # Ids for string pids/tids ("Spans", "stream 7"), far below any real OS id.
+        self.synthetic: dict[str, int] = {}
+        self.labels: dict[int, str] = {}
+        self.process_names: dict[int, str] = {}
+        self.process_labels: dict[int, str] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.gpu_devices: dict[int, int] = {}  # device id -> the GPU pid naming it
+
+    def warn(self, kind: str, text: str, count: int = 1) -> None:
+        self.out.note(kind, f"warning: {text}", count)
+
+    def _base_time(self, base: Any) -> int:
+        """baseTimeNanoseconds as int ns; an unusable one is ignored with a warning."""
+        if base is None:
+            return 0
+        n = as_int(base)
+        if n is None and type(base) is float and abs(base) < 2**63:
+            n = int(base)  # a float written by some tool: as exact as it is
+        if n is None or not 0 <= n <= INT64_MAX:
+            self.warn("baseTimeNanoseconds", "not a non-negative integer ns count: ignored, "
+                      "times stay relative to an unknown start")
+            self.base_unusable = True
+            return 0
+        return n
+
+    # -- identities ------------------------------------------------------------------------
+    def ids(self, values: list[Any], what: str = "pid", kind: str = "") -> np.ndarray:
+        """pid/tid values to int64; names get stable negative ids (named in ``labels``).
+
+        Integer text is an id; other text ("Spans", "stream 7") a name; a missing id is the
+        name "" (shown as "(no pid)"). Other values (lists, objects, fractions, integers
+        beyond int64) are named by their JSON text and counted under ``kind``.
+        """
+        if set(map(type, values)) <= {int}:
+            try:
+                return np.array(values, dtype=np.int64)
+            except OverflowError:
+                pass
+        out = np.empty(len(values), dtype=np.int64)
+        bad = 0
+        for i, v in enumerate(values):
+            n = v if type(v) is int else as_int(v) if type(v) is str else None
+            if n is not None and INT64[0] <= n <= INT64[1]:
+                out[i] = n
+                continue
+            if v is None or type(v) is str:
+                key = v or ""
+            else:
+                bad += 1
+                key = (dumps([v]) or "[?]")[1:-1][:40]
+            if key not in self.synthetic:
+                self.synthetic[key] = SYNTHETIC_ID_MAX - len(self.synthetic)
+                self.labels[self.synthetic[key]] = key or "(no pid)"
+            out[i] = self.synthetic[key]
+        if bad and kind:
+            self.warn(kind, f"{what} is neither an integer nor a name (named by its JSON "
+                      "text)", bad)
+        return out
+
+    def times(self, values: list[Any], base: int) -> tuple[np.ndarray, np.ndarray]:
+        """µs values to ns on the trace clock and whether each is usable (in int64 range)."""
+        ns, valid = us_to_ns(values)
+        if base:
+            valid &= ns <= INT64_MAX - base
+            ns = np.where(valid, ns + base, 0)
+        return ns, valid
+
+    # -- fields ----------------------------------------------------------------------------
+    def cats(self, evs: list[dict[str, Any]], ph: str) -> list[str | None]:
+        """The cat of each event of phase ``ph`` as text (or None), what was odd counted."""
+        cats, bad = texts([e.get("cat") for e in evs])
+        if bad:
+            self.warn(ph, "cat is not text (numbers kept as text, others taken as no cat)",
+                      bad)
+        return cats
+
+    def fields(self, evs: list[dict[str, Any]], ph: str
+               ) -> tuple[pa.DictionaryArray, list[Any]]:
+        """The name and args of events of phase ``ph``, with what was odd counted."""
+        name_col, unnamed, numbers = names([e.get("name") for e in evs])
+        if unnamed:
+            self.warn(ph, "name missing or not text (named '<unnamed>')", unnamed)
+        if numbers:
+            self.warn(ph, "name is a number (kept as text)", numbers)
+        args = [e.get("args") for e in evs]
+        odd = 0 if set(map(type, args)) <= {dict, type(None)} else \
+            sum(1 for a in args if a is not None and type(a) is not dict)
+        if odd:
+            self.warn(ph, "args is not a JSON object (dropped)", odd)
+            args = [a if type(a) is dict else None for a in args]
+        return name_col, args
+
+    def args_column(self, args: list[Any], ph: str) -> pa.Array:
+        texts_, lost = dumps_all(args)
+        if lost:
+            self.warn(ph, "args not representable as JSON (dropped)", lost)
+        return pa.array(texts_, type=pa.string())
+
+    def arg_ints(self, args: list[Any], key: str, kind: str,
+                 bounds: tuple[int, int] = INT64) -> pa.Array:
+        """args[key] as integers; values that are none are counted under ``kind``."""
+        arr, bad = ints(arg(args, key), bounds)
+        if bad:
+            self.warn(kind, f"args.{key} is not an integer in range (null)", bad)
+        return arr
+
+    def count(self, ph: str | None, keys: list[Any], mask: np.ndarray | None,
+              outcome: str) -> None:
+        """Note ``outcome`` for the events where ``mask`` is true, by ``ph:cat`` (``keys`` are
+        the cats, or the whole keys when ``ph`` is None)."""
+        chosen = keys if mask is None else compress(keys, mask)
+        for key, n in Counter(chosen).items():
+            self.out.note(key if ph is None else f"{ph}:{key}", outcome, n)
+
+
+def arg(args: list[Any], key: str) -> list[Any]:
+    """``args[key]`` of each event (None where absent or where args is not an object)."""
+    return [a.get(key) if type(a) is dict else None for a in args]
+
+
+def numbers(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """float64 values and a mask of which are finite numbers (bools and text are not)."""
+    ok = np.array([type(v) in (int, float, Decimal) for v in values], dtype=bool)
+    f = np.array([float(v) if k else 0.0 for v, k in zip(values, ok, strict=True)])
+    finite = np.isfinite(f)
+    return np.where(finite, f, 0.0), ok & finite
+
+
+def constant(n: int, value: str) -> pa.DictionaryArray:
+    """``n`` rows of one dictionary-encoded text value."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), [value])
+
+
+def scatter(n: int, idx: np.ndarray, values: pa.Array, type_: pa.DataType) -> pa.Array:
+    """A column of ``n`` rows holding ``values`` at the rows ``idx``, null elsewhere."""
+    if len(idx) == 0:
+        return pa.nulls(n, type_)
+    full = np.zeros(n, dtype=np.int64)
+    mask = np.ones(n, dtype=bool)
+    full[idx] = values.fill_null(0).to_numpy(zero_copy_only=False)
+    mask[idx] = ~values.is_valid().to_numpy(zero_copy_only=False)
+    return pa.array(full, mask=mask).cast(type_)

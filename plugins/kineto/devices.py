@@ -1,0 +1,153 @@
+"""Devices, processes and threads: device and stream ids of device rows, the launching pid,
+``deviceProperties``, and the process and thread tables."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.model import SYNTHETIC_ID_MAX
+from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES
+from tracekit.plugins.kineto.context import Context
+from tracekit.plugins.kineto.fields import INT32, INT64, as_int
+from tracekit.plugins.kineto.flows import launching_pid
+
+_STREAM_TID = re.compile(r"stream\s+(\d+)", re.IGNORECASE)
+_AMD_NAMES = ("AMD", "Instinct", "Radeon", "gfx")
+
+
+def device_columns(ctx: Context, table: pa.Table) -> pa.Table:
+    """Device rows: device from the GPU pid, stream from args or tid, pid of the launcher."""
+    cat = table["category"].cast(pa.string())
+    is_dev = pc.is_in(cat, pa.array(sorted(DEVICE_CATEGORIES))).to_numpy(
+        zero_copy_only=False)
+    pid = table["_pid"].fill_null(-1).to_numpy()
+    tid_valid = table["_tid"].is_valid().to_numpy(zero_copy_only=False) & ~is_dev
+    tid = table["_tid"].fill_null(-1).to_numpy()
+    device = np.where(is_dev, pid, 0).astype(np.int64)
+    stream = tid.copy()
+    didx = np.flatnonzero(is_dev)
+    # args.device/stream are the tool's own ids; a GPU pid can be remapped (TraceLens
+    # merges ranks as pid = rank * 1e8 + device), so the args win where present.
+    for column, key in ((stream, "_arg_stream"), (device, "_arg_device")):
+        has = table[key].is_valid().to_numpy(zero_copy_only=False)
+        column[:] = np.where(has, table[key].fill_null(0).to_numpy(), column)
+    # Rows without args.device (gpu_user_annotation) take the device that the same GPU pid
+    # maps to on the rows that have it, so one GPU never appears under two ids.
+    has_dev = table["_arg_device"].is_valid().to_numpy(zero_copy_only=False) & is_dev
+    pairs = np.unique(np.stack([pid[has_dev], device[has_dev]]), axis=1)
+    pids, counts = np.unique(pairs[0], return_counts=True)
+    unambiguous = pairs[:, np.isin(pairs[0], pids[counts == 1])]
+    fill = is_dev & ~has_dev & np.isin(pid, unambiguous[0])
+    if fill.any():
+        device[fill] = unambiguous[1][np.searchsorted(unambiguous[0], pid[fill])]
+    # Old traces name GPU threads "stream 7"; they arrive here as synthetic ids.
+    named = didx[stream[didx] <= SYNTHETIC_ID_MAX]
+    ids = np.unique(stream[named])
+    parsed = [_STREAM_TID.search(ctx.labels.get(int(i), "")) for i in ids]
+    numbers = np.array([int(m.group(1)) if m else i for m, i in zip(parsed, ids,
+                                                                     strict=True)],
+                       dtype=np.int64)
+    stream[named] = numbers[np.searchsorted(ids, stream[named])]
+    # A device id must fit int32: a GPU pid that is a name or a huge number is none.
+    dev_ok = is_dev & (device >= INT32[0]) & (device <= INT32[1])
+    if (is_dev & ~dev_ok).any():
+        ctx.warn("X:device work", "no device id in int32 range (device null)",
+                   int((is_dev & ~dev_ok).sum()))
+    # Each device seen, with the GPU pid whose process labels name it.
+    ok_idx = np.flatnonzero(dev_ok)
+    ctx.gpu_devices = dict(zip(device[ok_idx].tolist(), pid[ok_idx].tolist(),
+                                strict=True))
+    launcher = launching_pid(table, is_dev)
+    out_pid = np.where(is_dev, launcher, pid)
+    pid_valid = ~is_dev | (launcher >= 0)
+    cols = {
+        "pid": pa.array(out_pid, mask=~pid_valid),
+        "tid": pa.array(tid, mask=~tid_valid),
+        "device": pa.array(np.where(dev_ok, device, 0), mask=~dev_ok).cast(pa.int32()),
+        "stream": pa.array(stream, mask=~is_dev),
+    }
+    for name, col in cols.items():
+        table = table.append_column(name, col) if name not in table.column_names \
+            else table.set_column(table.schema.get_field_index(name), name, col)
+    return table
+
+def devices_and_processes(ctx: Context, table: pa.Table | None) -> None:
+    out = ctx.out
+    props = ctx.top.get("deviceProperties")
+    vendor_hint = "amd" if any(k in ctx.top for k in ("roctracer_version",
+                                                          "hip_runtime_version")) else None
+    named = _device_properties(ctx, props, vendor_hint)
+    if table is None:
+        return
+    for dev, gpu_pid in sorted(ctx.gpu_devices.items()):
+        label = ctx.process_labels.get(gpu_pid) or ctx.process_names.get(gpu_pid)
+        out.add_device(int(dev), kind="gpu", vendor=vendor_hint,
+                       name=None if int(dev) in named else label)
+    rank = _rank(ctx.top)
+    host = ctx.top.get("host_name") if isinstance(ctx.top.get("host_name"), str) else None
+    host_rows = table.filter(pc.is_valid(table["tid"]))
+    pairs = host_rows.group_by(["pid", "tid"]).aggregate([]).to_pylist()
+    host_pids = set(pc.unique(table.filter(pc.invert(pc.is_in(
+        table["category"].cast(pa.string()), pa.array(sorted(DEVICE_CATEGORIES)))))["pid"]
+        .drop_null()).to_pylist())
+    for pid in sorted(host_pids):
+        name = ctx.process_names.get(pid) or ctx.labels.get(pid)
+        out.add_process(pid, name=name, host=host, rank=rank)
+    for p in pairs:
+        out.add_thread(p["pid"], p["tid"], name=ctx.thread_names.get((p["pid"], p["tid"]))
+                       or ctx.labels.get(p["tid"]))
+
+def _device_properties(ctx: Context, props: Any, vendor_hint: str | None) -> set[int]:
+    """Add the devices of ``deviceProperties``; return the ids that have a name."""
+    if props is None:
+        return set()
+    if type(props) is not list:
+        ctx.out.note("deviceProperties", "skipped: not a list")
+        return set()
+    named: set[int] = set()
+    skipped = odd = 0
+    for p in props:
+        device = as_int(p.get("id")) if type(p) is dict else None
+        if device is None or not INT32[0] <= device <= INT32[1]:
+            skipped += 1
+            continue
+        fields = {k: p.get(k) for k in ("name", "gcnArchName")}
+        fields.update({k: as_int(p.get(k)) for k in ("numSms", "totalGlobalMem",
+                                                       "computeMajor", "computeMinor")})
+        for k in ("name", "gcnArchName"):
+            if fields[k] is not None and type(fields[k]) is not str:
+                fields[k] = None
+        if fields["numSms"] is not None and not 0 <= fields["numSms"] <= INT32[1]:
+            fields["numSms"] = None
+        if fields["totalGlobalMem"] is not None and \
+                not 0 <= fields["totalGlobalMem"] <= INT64[1]:
+            fields["totalGlobalMem"] = None
+        odd += sum(1 for k, v in fields.items() if v is None and p.get(k) is not None)
+        name = fields["name"]
+        if name:
+            named.add(device)
+        vendor = vendor_hint or ("amd" if name and any(a in name for a in _AMD_NAMES)
+                                 else "nvidia")
+        major, minor = fields["computeMajor"], fields["computeMinor"]
+        cc = f"{major}.{minor}" if major is not None and minor is not None else None
+        ctx.out.add_device(device, name=name, vendor=vendor, kind="gpu",
+                            sm_count=fields["numSms"],
+                            memory_bytes=fields["totalGlobalMem"],
+                            compute_capability=fields["gcnArchName"] or cc)
+    ctx.out.note("deviceProperties", "devices", len(props) - skipped)
+    ctx.out.note("deviceProperties", "skipped: no integer id in int32 range", skipped)
+    if odd:
+        ctx.warn("deviceProperties", "a field has the wrong type or range (ignored)",
+                   odd)
+    return named
+
+def _rank(top: dict[str, Any]) -> int | None:
+    dist = top.get("distributedInfo")
+    rank = as_int(dist.get("rank")) if isinstance(dist, dict) else None
+    return rank if rank is not None and 0 <= rank <= INT64[1] else None
+
+

@@ -1,0 +1,72 @@
+"""Metadata: process and thread names from ``ph: M`` events, and the document's top-level
+fields (tool versions, clock, distributed info, run facts)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import orjson
+from tracekit.plugins.kineto.context import Context
+from tracekit.plugins.kineto.fields import dumps, texts
+
+
+def metadata_events(ctx: Context, events: list[dict[str, Any]], idx: np.ndarray) -> None:
+    """Process names, thread names and device labels; every M event is counted."""
+    if not len(idx):
+        return
+    evs = [events[i] for i in idx]
+    kinds, _ = texts([e.get("name") for e in evs])
+    pids = ctx.ids([e.get("pid") for e in evs], "pid", "M")
+    for e, name, pid in zip(evs, kinds, pids.tolist(), strict=True):
+        args = e.get("args")
+        args = args if type(args) is dict else {}
+        value = args.get("name")
+        value = str(value) if type(value) in (str, int, float) else None
+        if name == "process_name" and value is not None:
+            ctx.process_names[pid] = value
+            ctx.out.note("M:process_name", "process names")
+        elif name == "thread_name" and value is not None:
+            tid = int(ctx.ids([e.get("tid")], "tid", "M")[0])
+            ctx.thread_names[(pid, tid)] = value
+            ctx.out.note("M:thread_name", "thread names")
+        elif name == "process_labels" and type(args.get("labels")) is str:
+            ctx.process_labels[pid] = args["labels"]
+            ctx.out.note("M:process_labels", "process and device labels")
+        elif name in ("process_sort_index", "thread_sort_index"):
+            ctx.out.note(f"M:{name}", "not needed: display order hint")
+        elif name in ("process_name", "thread_name", "process_labels"):
+            ctx.out.note(f"M:{name}", "skipped: no text in args")
+        else:
+            ctx.out.note(f"M:{(name or '(no name)')[:40]}", "skipped: unknown metadata "
+                          "event")
+
+def top_metadata(ctx: Context) -> None:
+    top = ctx.top
+    meta = ctx.out.metadata
+    meta["format"] = "kineto"
+    meta["tool"] = "PyTorch profiler (Kineto)"
+    version = {k: top[k] for k in ("schemaVersion", "cupti_version", "cuda_runtime_version",
+                                   "cuda_driver_version", "roctracer_version",
+                                   "hip_runtime_version", "hip_driver_version") if k in top}
+    if version:
+        meta["tool_version"] = ", ".join(f"{k} {v}" for k, v in version.items())
+    if ctx.base_ns:
+        meta["clock"] = ("system clock, ns since the Unix epoch "
+                         "(baseTimeNanoseconds + relative µs)")
+        meta["base_time_ns"] = ctx.base_ns
+    elif ctx.base_unusable:
+        meta["clock"] = "relative µs from an unknown start (baseTimeNanoseconds unusable)"
+    else:
+        meta["clock"] = "as written: absolute µs (system clock since the Unix epoch)"
+    dist = top.get("distributedInfo")
+    if isinstance(dist, dict) and (text := dumps(dist)):
+        meta["distributed"] = orjson.loads(text)
+    run = {k: v for k, v in top.items()
+           if k not in ("deviceProperties", "distributedInfo", "traceEvents")
+           and isinstance(v, (str, int, float, bool, Decimal))}
+    if run and (text := dumps(run)):
+        meta["run"] = orjson.loads(text)
+
+

@@ -1,0 +1,141 @@
+"""Complete events (``ph: X``) to slice rows, with the typed columns of kernels and copies."""
+
+from __future__ import annotations
+
+import re
+from itertools import compress
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES, map_category
+from tracekit.plugins.kineto.context import NO_TS, Context, arg, constant, scatter
+from tracekit.plugins.kineto.fields import INT32, ints
+from tracekit.plugins.kineto.timestamps import INT64_MAX, us_to_ns
+
+_MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
+_MEMSET_NAME = re.compile(r"Memset\s*\((\w+)\)", re.IGNORECASE)
+
+
+def slices(ctx: Context, xs: list[dict[str, Any]]) -> pa.Table:
+    """The slice rows of the X events ``xs``; those without a usable time are counted."""
+    cats = ctx.cats(xs, "X")
+    ts, ts_ok = ctx.times([e.get("ts") for e in xs], ctx.base_ns)
+    dur, dur_ok = us_to_ns([e.get("dur") for e in xs])
+    negative = dur < 0
+    if negative.any():
+        ctx.warn("X", "negative dur (clamped to 0, as Kineto does since 2022)",
+                 int(negative.sum()))
+        dur = np.where(negative, 0, dur)
+    end_ok = ts <= INT64_MAX - dur  # dur >= 0 here: no overflow
+    keep = ts_ok & dur_ok & end_ok
+    if not keep.all():
+        ctx.count("X", cats, ~ts_ok, NO_TS)
+        ctx.count("X", cats, ts_ok & ~dur_ok, "skipped: no usable dur (missing, not a "
+                  "number, or out of range)")
+        ctx.count("X", cats, ts_ok & dur_ok & ~end_ok, "skipped: ts + dur beyond the "
+                  "int64 ns range")
+        xs, cats = list(compress(xs, keep)), list(compress(cats, keep))
+        ts, dur = ts[keep], dur[keep]
+    ctx.count("X", cats, None, "events")
+    name_col, args = ctx.fields(xs, "X")
+    cat_dict = pa.array(cats, type=pa.string()).dictionary_encode()
+    mapped = [map_category(c) for c in cat_dict.dictionary.to_pylist()]
+    # A missing cat is a null index: "other", like an unknown one.
+    category = pa.DictionaryArray.from_arrays(
+        cat_dict.indices.fill_null(len(mapped)), pa.array([*mapped, "other"]))
+    table = pa.table({
+        "kind": constant(len(xs), "slice"),
+        "category": category,
+        "name": name_col,
+        "ts_ns": pa.array(ts),
+        "dur_ns": pa.array(dur),
+        "_pid": ctx.ids([e.get("pid") for e in xs], "pid", "X"),
+        "_tid": ctx.ids([e.get("tid") for e in xs], "tid", "X"),
+        "correlation": ctx.arg_ints(args, "correlation", "X"),
+        "args": ctx.args_column(args, "X"),
+    })
+    return _typed_gpu_columns(ctx, table, args)
+
+
+def _typed_gpu_columns(ctx: Context, table: pa.Table, args: list[Any]) -> pa.Table:
+    """Grid, block, registers and shared memory of kernels; bytes and memory kinds of copies;
+    the tool's own device and stream ids of device rows."""
+    cat = table["category"]
+    n = table.num_rows
+    is_kernel = pc.equal(cat.cast(pa.string()), "gpu.kernel").to_numpy(zero_copy_only=False)
+    is_copy = pc.is_in(cat.cast(pa.string()), pa.array(["gpu.memcpy", "gpu.memset"]))\
+        .to_numpy(zero_copy_only=False)
+    cols: dict[str, pa.Array] = {}
+    kidx = np.flatnonzero(is_kernel)
+    kargs = [args[i] for i in kidx]
+    for key in ("grid", "block"):
+        dims = arg(kargs, key)
+        odd = sum(1 for v in dims if v is not None and type(v) is not list)
+        if odd:
+            ctx.warn("X:kernel", f"args.{key} is not a list (null)", odd)
+        for axis, pos in (("x", 0), ("y", 1), ("z", 2)):
+            vals = [v[pos] if type(v) is list and len(v) > pos else None for v in dims]
+            cols[f"{key}_{axis}"] = scatter(n, kidx, _checked(
+                ctx, vals, f"args.{key}[{pos}]", INT32), pa.int32())
+    cols["registers"] = scatter(n, kidx, ctx.arg_ints(
+        kargs, "registers per thread", "X:kernel", INT32), pa.int32())
+    cols["shared_mem_bytes"] = scatter(n, kidx, ctx.arg_ints(
+        kargs, "shared memory", "X:kernel"), pa.int64())
+    cidx = np.flatnonzero(is_copy)
+    cols["bytes"] = scatter(n, cidx, ctx.arg_ints(
+        [args[i] for i in cidx], "bytes", "X:gpu_memcpy"), pa.int64())
+    copy_kind, src, dst = copy_kinds(table["name"], cidx, n)
+    cols["copy_kind"], cols["src_kind"], cols["dst_kind"] = copy_kind, src, dst
+    # The tool's own device and stream ids of device rows (see devices.device_columns).
+    didx = np.flatnonzero(pc.is_in(cat.cast(pa.string()), pa.array(sorted(
+        DEVICE_CATEGORIES))).to_numpy(zero_copy_only=False))
+    dargs = [args[i] for i in didx]
+    cols["_arg_device"] = scatter(n, didx, ctx.arg_ints(
+        dargs, "device", "X:device work", INT32), pa.int64())
+    cols["_arg_stream"] = scatter(n, didx, ctx.arg_ints(
+        dargs, "stream", "X:device work"), pa.int64())
+    for name, col in cols.items():
+        table = table.append_column(name, col)
+    return table
+
+
+def _checked(ctx: Context, values: list[Any], what: str, bounds: tuple[int, int]) -> pa.Array:
+    arr, bad = ints(values, bounds)
+    if bad:
+        ctx.warn("X:kernel", f"{what} is not an integer in range (null)", bad)
+    return arr
+
+
+def copy_kinds(names: pa.ChunkedArray | pa.DictionaryArray, idx: np.ndarray,
+               n: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Parse 'Memcpy HtoD (Pinned -> Device)' and 'Memset (Device)', once per distinct name."""
+    if len(idx) == 0:
+        empty = pa.nulls(n, pa.string()).dictionary_encode()
+        return empty, empty, empty
+    names = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+    codes = names.indices.to_numpy(zero_copy_only=False)
+    used = np.unique(codes[idx])
+    values = names.dictionary.take(pa.array(used)).to_pylist()
+    parsed = []
+    for name in values:
+        m = _MEMCPY_NAME.search(name or "")
+        if m:
+            parsed.append((m.group(1), m.group(2), m.group(3)))
+        else:
+            s = _MEMSET_NAME.search(name or "")
+            parsed.append((None, None, s.group(1) if s else None))
+    remap = np.zeros(len(names.dictionary), dtype=np.int32)
+    remap[used] = np.arange(len(used), dtype=np.int32)
+    out = []
+    for k in range(3):
+        distinct = sorted({p[k] for p in parsed if p[k] is not None})
+        position = {v: i for i, v in enumerate(distinct)}
+        entry_code = np.array([position.get(p[k], -1) for p in parsed], dtype=np.int32)
+        row_code = np.full(n, -1, dtype=np.int32)
+        row_code[idx] = entry_code[remap[codes[idx]]]
+        out.append(pa.DictionaryArray.from_arrays(
+            pa.array(np.maximum(row_code, 0), mask=row_code < 0), pa.array(distinct,
+                                                                          type=pa.string())))
+    return out[0], out[1], out[2]
