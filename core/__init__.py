@@ -29,9 +29,11 @@ from tracekit.hookspecs import hookimpl
 from tracekit.inputs import Source
 from tracekit.interfaces import (
     Analyzer,
+    DefaultFor,
     DirectoryWriter,
     NoOptions,
     Reader,
+    TraceKind,
     Writer,
     WriteResult,
 )
@@ -49,6 +51,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AnalysisError",
     "Analyzer",
+    "DefaultFor",
     "DirectoryWriter",
     "EmptyOutputError",
     "Finding",
@@ -69,6 +72,7 @@ __all__ = [
     "Source",
     "Trace",
     "TraceBuilder",
+    "TraceKind",
     "TraceReadError",
     "TraceWriteError",
     "TracekitError",

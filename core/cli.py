@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 import typer.core
 from tracekit import __version__
+from tracekit.defaults import default_candidates
 from tracekit.errors import TracekitError
 from tracekit.pipeline import (
     analyze as run_analyzers,
@@ -29,13 +30,6 @@ from tracekit.pipeline import (
 )
 from tracekit.progress import Progress
 from tracekit.report import render_text, reports_to_json
-
-DEFAULT_ANALYZERS = ["bottleneck"]
-# What a trace without GPU work gets instead of a verdict: the CPU report where that plugin
-# is installed, else the summary (and hotspots when there are samples).
-CPU_ANALYZERS = ["cpu"]
-HOST_ONLY_ANALYZERS = ["summary"]
-SAMPLE_ANALYZERS = ["hotspots"]
 
 
 class _Terminated(BaseException):
@@ -159,7 +153,8 @@ class OutputFormat(StrEnum):
 def analyze(
     inputs: Inputs,
     analyzer: Annotated[list[str], typer.Option(
-        "-a", "--analyzer", help="Analyzer to run (repeatable; default: bottleneck).")] = [],  # noqa: B006
+        "-a", "--analyzer", help="Analyzer to run (repeatable; default: the verdict, and for a "
+        "trace without GPU work a CPU report).")] = [],  # noqa: B006
     format: Annotated[OutputFormat, typer.Option("--format",
                                                  help="Report format.")] = OutputFormat.text,
     output: Annotated[Path | None, typer.Option("-o", "--output",
@@ -173,10 +168,10 @@ def analyze(
     from tracekit.outputs import check_not_input, open_output, preflight
 
     registry = default_registry()
-    names = analyzer or DEFAULT_ANALYZERS
+    chosen = [registry.get("analyzer", n) for n in analyzer] if analyzer \
+        else default_candidates(registry)
     reader_cls = registry.get("reader", from_) if from_ else None
-    reader_opts, analyzer_opts = route_options(
-        option, reader_cls, [registry.get("analyzer", n) for n in names])
+    reader_opts, analyzer_opts = route_options(option, reader_cls, chosen)
     if output is not None:
         check_not_input(preflight(output, force=force), list(inputs))
     with _progress(quiet) as progress:
@@ -184,16 +179,8 @@ def analyze(
         trace = read(inputs, format=from_, options=reader_opts, registry=registry,
                      progress=progress)
         progress.phase("analyzing")
-        reports = run_analyzers(trace, names, options=analyzer_opts, registry=registry)
-        if not analyzer and _nothing_to_diagnose(reports):
-            # A host-only trace has no GPU verdict to give; its CPU report is what there is
-            # to show.
-            cpu_side = _has_samples(trace) or not _has_category_prefix(trace, "gpu.")
-            if cpu_side and all(name in registry.analyzers for name in CPU_ANALYZERS):
-                extra = CPU_ANALYZERS
-            else:
-                extra = HOST_ONLY_ANALYZERS + (SAMPLE_ANALYZERS if _has_samples(trace) else [])
-            reports += run_analyzers(trace, extra, registry=registry)
+        reports = run_analyzers(trace, analyzer or None, options=analyzer_opts,
+                                registry=registry)
     if format is OutputFormat.json:
         data = reports_to_json(reports, [str(p) for p in inputs])
     else:
@@ -202,25 +189,6 @@ def analyze(
         stream.write(data)
     if output is not None and str(output) != "-":
         _say(quiet, f"wrote {output}")
-
-
-def _has_samples(trace: Any) -> bool:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    return bool(pc.any(pc.equal(trace.events["kind"].cast(pa.string()), "sample")).as_py())
-
-
-def _has_category_prefix(trace: Any, prefix: str) -> bool:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    categories = trace.events["category"].cast(pa.string())
-    return bool(pc.any(pc.starts_with(categories, prefix)).as_py())
-
-
-def _nothing_to_diagnose(reports: list[Any]) -> bool:
-    return any(f.evidence.get("verdict") == "none" for r in reports for f in r.findings)
 
 
 @app.command()

@@ -6,6 +6,7 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -74,6 +75,13 @@ class Writer(Component):
 
     kind = "writer"
     extensions: ClassVar[tuple[str, ...]] = ()
+    #: Typed event columns the format holds in fields of its own (where they apply); any
+    #: other column reaches the output by the rule of ``tracekit.fields`` (an args key named
+    #: as the column) or is counted in ``WriteResult.skipped``. ``check_writer`` checks it.
+    native_columns: ClassVar[frozenset[str]] = frozenset()
+    #: The ``WriteResult.written`` keys that count event rows: with the rows counted as
+    #: skipped they add up to the trace's events (``check_writer`` checks that too).
+    event_counts: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def write(self, trace: Trace, stream: IO[bytes]) -> WriteResult:
@@ -97,10 +105,44 @@ class DirectoryWriter(Writer):
         return False
 
 
+class TraceKind(StrEnum):
+    """What a trace holds, as core tells it once from the events (``tracekit.defaults``), to
+    choose what a plain ``tracekit analyze`` runs. Each trace is of exactly one kind, the first
+    of these that fits."""
+
+    #: Timed GPU work: kernel, copy, memset or graph slices with a timestamp and a device.
+    GPU_TIMELINE = "gpu-timeline"
+    #: No timed GPU work, but sampled CPU call stacks (``kind`` ``sample``).
+    CPU_SAMPLES = "cpu-samples"
+    #: Neither, but GPU rows without timestamps (a tool's per-kernel totals).
+    GPU_AGGREGATES = "gpu-aggregates"
+    #: None of these: host-side events only (framework ops, API calls, annotations).
+    HOST_ONLY = "host-only"
+
+
+@dataclass(frozen=True)
+class DefaultFor:
+    """Declares that a plain ``tracekit analyze`` (no ``-a``) runs an analyzer on some kinds
+    of trace.
+
+    Reports come in ``slot`` order, lowest first. The analyzers of one slot stand in for one
+    another: of those installed and declared for the trace's kind, only the ones of the
+    highest ``rank`` run. A specialised report (higher rank) thus replaces general ones where
+    its plugin is installed, and the general ones remain where it is not.
+    """
+
+    kinds: tuple[TraceKind, ...]
+    slot: int = 0
+    rank: int = 0
+
+
 class Analyzer(Component):
     """Computes a Report (tables and findings) from a Trace."""
 
     kind = "analyzer"
+    #: When a plain ``tracekit analyze`` runs this analyzer (see DefaultFor); none (the
+    #: default): only when it is asked for with ``-a``.
+    default_for: ClassVar[tuple[DefaultFor, ...]] = ()
     #: The event categories ``annotations`` emits, each with the title of the timeline track
     #: writers draw it on (e.g. ``{"analysis.gap": "GPU idle gaps (tracekit)"}``).
     tracks: ClassVar[dict[str, str]] = {}

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 from tracekit.builder import TraceBuilder
+from tracekit.defaults import default_analyzers, trace_kind
 from tracekit.errors import (
     AnalysisError,
     EmptyOutputError,
@@ -351,11 +352,21 @@ def _conform(rows: pa.Table, analyzer: str) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=EVENTS_SCHEMA)
 
 
-def analyze(trace: Trace, names: str | Sequence[str], *, options: Iterable[str] = (),
-            registry: Registry | None = None) -> list[Report]:
-    """Run the named analyzers on ``trace``; ``options`` are routed by key."""
+def analyze(trace: Trace, names: str | Sequence[str] | None = None, *,
+            options: Iterable[str] = (), registry: Registry | None = None) -> list[Report]:
+    """Run the named analyzers on ``trace``; ``options`` are routed by key.
+
+    ``names`` None runs the defaults for the kind of trace (see ``tracekit.defaults``): the
+    verdict and, for a trace without GPU work, a CPU report or the summary.
+    """
     registry = registry or default_registry()
-    if isinstance(names, str):
+    if names is None:
+        kind = trace_kind(trace)
+        names = default_analyzers(kind, registry)
+        if not names:
+            raise UsageError(f"no installed analyzer is a default for this trace ({kind}); "
+                             "pass -a NAME (see 'tracekit formats')")
+    elif isinstance(names, str):
         names = [names]
     classes: list[type[Analyzer]] = [registry.get("analyzer", n) for n in names]
     routed = split_options(list(options), classes) if options else [[] for _ in classes]

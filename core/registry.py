@@ -135,7 +135,7 @@ class Registry:
             name = getattr(cls, "name", None)
             if not isinstance(name, str) or not NAME_RE.match(name):
                 raise PluginContractError(f"plugin '{info.name}': {kind} {cls.__name__} has name "
-                                          f"{name!r}; names are kebab-case like 'chrome-json'")
+                                          f"{name!r}; names are kebab-case like 'my-format'")
             key = (kind, name)
             if key in self.owners:
                 self.conflicts.setdefault(key, [self.owners[key]]).append(info.name)

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracekit.columns import arg_strings, equals
 from tracekit.model import Trace
 
 Frame = tuple[str, "str | None"]  # (name, module)
@@ -114,8 +115,13 @@ SAMPLE_COLUMNS = ("category", "name", "ts_ns", "dur_ns", "value", "stack_id", "a
                   "source", "pid", "tid")
 
 
+#: The ``args`` key in which a reader of a profile that samples several events names each
+#: sample's event (``cycles:u``); it counts them per source in ``metadata["sample_events"]``.
+SAMPLE_EVENT_ARG = "event"
+
+
 def sample_events(trace: Trace, event: str | None) -> tuple[pa.Table, list[str]]:
-    """CPU sample rows of one sampled event (perf's ``args.event``), and the events seen.
+    """CPU sample rows of one sampled event (``args.event``), and the events seen.
 
     ``event`` None keeps the most frequent event, as FlameGraph keeps one event type:
     folding cycles and instructions together would mean nothing. Only the columns that
@@ -128,32 +134,20 @@ def sample_events(trace: Trace, event: str | None) -> tuple[pa.Table, list[str]]
     if len(seen) <= 1 and event is None:
         return rows, seen
     keep = event if event is not None else seen[0]
-    names = pc.struct_field(pc.extract_regex(pc.fill_null(rows["args"], ""),
-                                             r'"event":"(?P<e>[^"]*)"'), "e")
+    names = arg_strings(rows["args"], SAMPLE_EVENT_ARG)
     return rows.filter(pc.fill_null(pc.equal(names, keep), False)), seen
 
 
 def sampled_events(trace: Trace) -> list[str]:
-    """The sampled events (perf's), most frequent first."""
+    """The sampled events the readers declared (``metadata["sample_events"]`` of each
+    source: event name to sample count), most frequent first."""
     counts: dict[str, int] = {}
     for meta in trace.metadata.get("sources", {}).values():
-        for name, n in (meta.get("events") or {}).items():
-            counts[name] = counts.get(name, 0) + n
+        declared = meta.get("sample_events") if isinstance(meta, dict) else None
+        for name, n in (declared.items() if isinstance(declared, dict) else ()):
+            if isinstance(n, int):
+                counts[name] = counts.get(name, 0) + n
     return [e for e, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
-
-
-def equals(column: pa.ChunkedArray, value: str) -> pa.ChunkedArray:
-    """``column == value`` for a dictionary column, compared on its codes: casting millions
-    of rows to strings first would materialize every one of them."""
-    chunks = []
-    for chunk in column.chunks:
-        if not pa.types.is_dictionary(chunk.type):
-            chunks.append(pc.fill_null(pc.equal(chunk, value), False))
-            continue
-        code = pc.index(chunk.dictionary, value).as_py()
-        chunks.append(pc.fill_null(pc.equal(chunk.indices, code), False) if code >= 0 else
-                      pa.array(np.zeros(len(chunk), dtype=bool)))
-    return pa.chunked_array(chunks, pa.bool_())
 
 
 # --- what a CPU profile's frames and weights mean ----------------------------------------
@@ -239,33 +233,24 @@ def time_event(events: list[str]) -> str | None:
 
 
 def weight_unit(trace: Trace, rows: pa.Table, event: str | None, weight: str = "value") -> str:
-    """What one unit of a sample's weight is: ``ns`` (perf's cpu-clock and task-clock
-    periods, VTune's CPU Time), ``cycles``, ``samples`` (``weight=samples``, or perf samples
-    printed without a period, read as 1 each), else the event or metric's own name."""
+    """What one unit of a sample's weight is: ``ns`` for untimed aggregates (their CPU time),
+    ``samples`` with ``weight=samples``; else what the readers declared for ``event``
+    (``metadata["sample_units"]`` of each source: event name, or ``""`` for samples of no
+    named event, to ``ns``, ``cycles``, ``samples`` ...) when they agree; else ``samples``
+    when every weight is 1 and ``value`` otherwise."""
     aggregate = pc.and_(pc.is_null(rows["ts_ns"]), pc.is_valid(rows["dur_ns"]))
     if rows.num_rows and bool(pc.all(aggregate).as_py()):
         return "ns"
     if weight == "samples":
         return "samples"
-    readers = {m.get("reader") for m in trace.metadata.get("sources", {}).values()}
-    if readers == {"vtune"}:
-        metrics = {m.get("metric") or "" for m in trace.metadata["sources"].values()}
-        metric = metrics.pop() if len(metrics) == 1 else ""
-        if "CLK_UNHALTED" in metric or metric.lower().endswith("cycles"):
-            return "cycles"
-        if "INST_RETIRED" in metric or "Instructions" in metric:
-            return "instructions"
-        return metric.rsplit(":", 1)[-1] or "value"
-    if readers != {"perf"}:
-        return "samples" if _all_ones(rows) else "value"
-    if _all_ones(rows):
-        return "samples"  # perf script without a period: the reader counts 1 per sample
-    base = event_base(event or "")
-    if base in ("cpu-clock", "task-clock"):
-        return "ns"
-    if base in ("cycles", "cpu-cycles", "ref-cycles"):
-        return "cycles"
-    return base or "value"
+    declared = set()
+    for meta in trace.metadata.get("sources", {}).values():
+        units = meta.get("sample_units") if isinstance(meta, dict) else None
+        if isinstance(units, dict) and isinstance(units.get(event or ""), str):
+            declared.add(units[event or ""])
+    if len(declared) == 1:
+        return declared.pop()
+    return "samples" if _all_ones(rows) else "value"
 
 
 def _all_ones(rows: pa.Table) -> bool:

@@ -79,6 +79,10 @@ class CpuAnalyzer(tracekit.Analyzer):
     name = "cpu"
     description = ("CPU-only profiles: idle vs busy, user vs kernel, top functions and "
                    "modules (demangled), host ops by self time; fixes from what they show")
+    # The report beside the verdict for traces without GPU work, in place of summary and
+    # hotspots.
+    default_for = (tracekit.DefaultFor((tracekit.TraceKind.CPU_SAMPLES,
+                                        tracekit.TraceKind.HOST_ONLY), slot=1, rank=1),)
 
     @dataclass(frozen=True)
     class Options:

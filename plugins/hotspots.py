@@ -38,6 +38,8 @@ class HotspotsAnalyzer(tracekit.Analyzer):
 
     name = "hotspots"
     description = "CPU samples: self/total weight per function and module, heaviest paths"
+    # With the summary, beside the verdict for CPU samples where no CPU report is installed.
+    default_for = (tracekit.DefaultFor((tracekit.TraceKind.CPU_SAMPLES,), slot=1, rank=0),)
 
     @dataclass(frozen=True)
     class Options:

@@ -120,7 +120,8 @@ def test_recorded_program_has_its_known_call_tree(registry):
     meta = trace.metadata["sources"]["burn.perf"]
     assert (meta["hostname"], meta["perf_version"]) == ("vm", "6.1.187")
     assert meta["command_line"].startswith("/usr/bin/perf record -q -F 999 -g")
-    assert meta["events"] == {"cpu-clock:ppp": 346}
+    assert meta["sample_events"] == {"cpu-clock:ppp": 346}
+    assert meta["sample_units"] == {"cpu-clock:ppp": "ns"}
     # The header's own first and last sample times.
     assert pc.min(trace.events["ts_ns"]).as_py() == 2_536_576_360_000
     assert pc.max(trace.events["ts_ns"]).as_py() == 2_536_921_781_000
@@ -204,9 +205,12 @@ def test_pitfall_22_period_modifiers_and_padded_event_names(tmp_path, registry):
     trace = read_perf(tmp_path, registry, text)
     rows = rows_of(trace)
     assert [r["value"] for r in rows] == [250000.0, 1.0, 1000.0, 1000.0]
-    events = trace.metadata["sources"]["t.perf"]["events"]
-    assert events == {"cpu-clock:pppH": 1, "cpu_atom/cycles/Pu": 1, "cycles": 1,
-                      "instructions": 1}
+    meta = trace.metadata["sources"]["t.perf"]
+    assert meta["sample_events"] == {"cpu-clock:pppH": 1, "cpu_atom/cycles/Pu": 1, "cycles": 1,
+                                     "instructions": 1}
+    # No period printed: each sample weighs 1, so the unit is samples.
+    assert meta["sample_units"] == {"cpu-clock:pppH": "ns", "cpu_atom/cycles/Pu": "samples",
+                                    "cycles": "cycles", "instructions": "instructions"}
 
 
 def test_pitfall_23_tracepoint_payloads_with_colons(tmp_path, registry):
@@ -548,7 +552,8 @@ def test_single_line_samples_with_a_period_and_no_event(registry):
         for tid, s, f, p, _, sym, _ in want]
     assert {(f["name"], f["module"]) for f in trace.frames.to_pylist()} == {
         ("inner", "/tmp/rec/burn")}
-    assert trace.metadata["sources"][path.name]["events"] == {}
+    assert trace.metadata["sources"][path.name]["sample_events"] == {}
+    assert trace.metadata["sources"][path.name]["sample_units"] == {"": "value"}
 
 
 def test_a_file_cut_at_its_start_skips_the_frames_of_its_first_sample(tmp_path, registry):

@@ -110,6 +110,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
 
     name = "bottleneck"
     description = "what the workload is bound by, with evidence and fixes (the default)"
+    # The verdict comes first for every trace; one without GPU work gets why there is none.
+    default_for = (tracekit.DefaultFor(tuple(tracekit.TraceKind), slot=0, rank=1),)
 
     @dataclass(frozen=True)
     class Options:

@@ -26,6 +26,7 @@ from tracekit.plugins.perf.parser import (
     parse_frame,
     parse_header,
 )
+from tracekit.stacks import event_base
 
 CLOCK = "perf clock: seconds since boot (CLOCK_MONOTONIC-like), not the Unix epoch"
 _LINES_PER_BATCH = 50_000
@@ -89,7 +90,10 @@ class PerfScriptReader(tracekit.Reader):
         self._side_tables(parser, out)
         out.metadata.update({"format": "perf script", "tool": "perf",
                              "clock": CLOCK,
-                             "events": parser.events, **header_metadata(parser.header_lines)})
+                             "sample_events": parser.events,
+                             "sample_units": {event: sample_unit(event, periodic)
+                                              for event, periodic in parser.periods.items()},
+                             **header_metadata(parser.header_lines)})
         if parser.synthetic_pids:
             out.metadata["synthetic_pids"] = dict(parser.synthetic_pids)
         out.metadata["tool_version"] = out.metadata.get("perf_version")  # from the header
@@ -165,6 +169,20 @@ class PerfScriptReader(tracekit.Reader):
             out.add_process(pid)
         for comm, pid in parser.synthetic_pids.items():
             out.add_process(pid, name=f"{comm} {SYNTHETIC_MARK}")
+
+
+def sample_unit(event: str, periodic: bool) -> str:
+    """What one unit of the period of ``event``'s samples is: ``ns`` for cpu-clock and
+    task-clock, ``cycles``, the event's own name otherwise; ``samples`` where perf printed no
+    period (each sample then weighs 1)."""
+    if not periodic:
+        return "samples"
+    base = event_base(event)
+    if base in ("cpu-clock", "task-clock"):
+        return "ns"
+    if base in ("cycles", "cpu-cycles", "ref-cycles"):
+        return "cycles"
+    return base or "value"
 
 
 def _headerless_stacks(lines: list[str]) -> bool:

@@ -236,6 +236,8 @@ class PerfScriptParser:
         self.header_lines: list[str] = []
         self.threads: dict[tuple[int | None, int | None], str] = {}
         self.events: dict[str, int] = {}
+        # Per sampled event ("" for samples that name none): whether any printed a period.
+        self.periods: dict[str, bool] = {}
         self.synthetic_pids: dict[str, int] = {}  # comm -> synthetic pid
         self._taken: set[int] = set()
         self._current: Header | None = None
@@ -395,6 +397,8 @@ class PerfScriptParser:
         else:
             c.kind.append("sample")
             c.category.append("cpu.sample")
+            key = h.event or ""
+            self.periods[key] = self.periods.get(key, False) or h.period is not None
             c.name.append(leaf or NO_STACK)
             self.counts.samples += 1
         if h.ts_ns is None:

@@ -242,6 +242,7 @@ class VtuneCsvReader(tracekit.Reader):
         out.add_table("frames", frames)
         out.add_table("stacks", stacks)
         out.metadata["metric"] = header[metric] if metric is not None else None
+        out.metadata["sample_units"] = {"": metric_unit(out.metadata["metric"] or "")}
         out.note("report rows", "events", n)
 
     # -- timeline bins and the summary ---------------------------------------------------
@@ -352,6 +353,16 @@ def _primary_metric(header: list[str], numeric: list[bool]) -> int | None:
         if numeric[i] and h.startswith(("CPU Time", "Hardware Event Count")):
             return i
     return next((i for i in range(1, len(header)) if numeric[i]), None)
+
+
+def metric_unit(metric: str) -> str:
+    """What one unit of a report row's ``value`` is, from its metric column: ``cycles``,
+    ``instructions``, else the metric's own name (``value`` where there is none)."""
+    if "CLK_UNHALTED" in metric or metric.lower().endswith("cycles"):
+        return "cycles"
+    if "INST_RETIRED" in metric or "Instructions" in metric:
+        return "instructions"
+    return metric.rsplit(":", 1)[-1] or "value"
 
 
 @tracekit.hookimpl

@@ -1,0 +1,97 @@
+"""Filters on event columns: string tests run once per dictionary entry, not once per row.
+
+The event model's ``kind``, ``category``, ``name`` and ``source`` columns are dictionary
+encoded: a few distinct strings for millions of rows. Casting such a column to strings to
+compare it materializes every row; these helpers test the dictionary and map the answer
+through the codes instead. Plain string columns work too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+Column = pa.ChunkedArray | pa.Array
+
+
+def _per_entry(column: Column, test: Callable[[pa.Array], pa.Array]) -> pa.ChunkedArray:
+    """``test`` (strings -> booleans) applied to each distinct value; null rows are False."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out = []
+    for chunk in chunks:
+        if pa.types.is_dictionary(chunk.type):
+            hit = pc.fill_null(test(chunk.dictionary), False)
+            out.append(pc.fill_null(pc.take(hit, chunk.indices), False) if len(chunk.dictionary)
+                       else pa.array(np.zeros(len(chunk), dtype=bool)))
+        else:
+            out.append(pc.fill_null(test(chunk), False))
+    return pa.chunked_array(out, pa.bool_())
+
+
+def equals(column: Column, value: str) -> pa.ChunkedArray:
+    """Per row: ``column == value`` (False for nulls).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> kind = pa.chunked_array([pa.array(["slice", "sample", "slice"]).dictionary_encode()])
+    >>> equals(kind, "slice").to_pylist()
+    [True, False, True]
+    """
+    return _per_entry(column, lambda strings: pc.equal(strings, value))
+
+
+def is_in(column: Column, values: Iterable[str]) -> pa.ChunkedArray:
+    """Per row: is the value one of ``values``? (False for nulls)."""
+    wanted = pa.array(list(values), pa.string())
+    return _per_entry(column, lambda strings: pc.is_in(strings.cast(pa.string()), wanted))
+
+
+def starts_with(column: Column, prefix: str) -> pa.ChunkedArray:
+    """Per row: does the value start with ``prefix``? (False for nulls).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> category = pa.array(["gpu.kernel", "host.op", None, "gpu.memcpy"]).dictionary_encode()
+    >>> starts_with(category, "gpu.").to_pylist()
+    [True, False, False, True]
+    """
+    return _per_entry(column, lambda strings: pc.starts_with(strings.cast(pa.string()), prefix))
+
+
+def any_true(mask: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether any row of a boolean mask is true (False for no rows)."""
+    return bool(pc.any(mask).as_py()) if len(mask) else False
+
+
+def arg_strings(args: Column, key: str) -> pa.ChunkedArray:
+    """Per row: the string value of ``key`` in its ``args`` JSON object, else null.
+
+    Readers write ``args`` as flat JSON objects; the first ``"key": "..."`` pair of a row is
+    taken, its JSON escapes decoded.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> arg_strings(pa.array(['{"event":"cycles:u","cpu":3}', '{"cpu":1}', None]),
+    ...             "event").to_pylist()
+    ['cycles:u', None, None]
+    """
+    pattern = '"' + re.escape(key) + r'"\s*:\s*"(?P<v>(?:[^"\\]|\\.)*)"'
+    chunks = args.chunks if isinstance(args, pa.ChunkedArray) else [args]
+    out = []
+    for chunk in chunks:
+        values = pc.struct_field(pc.extract_regex(chunk.cast(pa.string()), pattern), "v")
+        escaped = pc.fill_null(pc.match_substring(values, "\\"), False)
+        if pc.any(escaped).as_py():
+            decoded = [orjson.loads(f'"{v}"') if e else v
+                       for v, e in zip(values.to_pylist(), escaped.to_pylist(), strict=True)]
+            values = pa.array(decoded, pa.string())
+        out.append(values)
+    return pa.chunked_array(out, pa.string())

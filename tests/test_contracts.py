@@ -1,0 +1,161 @@
+"""Contracts between core and components: components declare, core reads the declarations.
+
+Core never names a built-in component; what a plain ``analyze`` runs comes from the
+analyzers' ``default_for`` declarations, so it keeps working without any one plugin.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+
+import pytest
+import tracekit
+from helpers import FIXTURES, ROOT, shared_path
+from independent import load
+from tracekit.defaults import default_analyzers, trace_kind
+from tracekit.registry import load_registry
+
+GPU_TRACE = FIXTURES / "scenarios" / "matmul_loop.pt.trace.json.gz"
+HOST_TRACE = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+PERF_TRACE = FIXTURES / "perf-recorded" / "burn.perf"
+
+
+def _builtin_names(registry: tracekit.Registry) -> set[str]:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    plugins = set(pyproject["project"]["entry-points"]["tracekit"])
+    components = {name for by_name in registry.components.values() for name in by_name}
+    return plugins | components
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    nodes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, nodes) and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+
+
+def name_uses(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """Where code (not docstrings or comments) depends on a component by name: a string that
+    is a name, quotes one (``'kineto'``) or asks for one (``-a bottleneck``), or an import
+    from ``tracekit.plugins``."""
+    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    quoted = re.compile(rf"'({alternatives})'|-a ({alternatives})(?![\w-])")
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docs:
+            value = node.value
+            if value in names or value.startswith("tracekit.plugins") or quoted.search(value):
+                uses.append((node.lineno, value))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "tracekit.plugins"):
+            uses.append((node.lineno, f"from {node.module} import"))
+        elif isinstance(node, ast.Import):
+            uses += [(node.lineno, f"import {a.name}") for a in node.names
+                     if a.name.startswith("tracekit.plugins")]
+    return sorted(uses)
+
+
+def test_the_name_check_finds_what_it_must(registry):
+    names = _builtin_names(registry)
+    code = ('"""Runs \'bottleneck\' by default."""\n'
+            'DEFAULT = ["bottleneck"]  # summary\n'
+            'HELP = "default: -a summary"\n'
+            'MSG = "try \'kineto\'"\n'
+            'OK = "No progress and no summary."\n'
+            'from tracekit.plugins.perf import parser\n')
+    assert name_uses(code, names) == [
+        (2, "bottleneck"), (3, "default: -a summary"), (4, "try 'kineto'"),
+        (6, "from tracekit.plugins.perf import")]
+
+
+def test_no_builtin_name_in_core(registry):
+    names = _builtin_names(registry)
+    assert {"bottleneck", "summary", "hotspots", "cpu", "kineto", "chrome_json"} <= names
+    found = {f"{path.name}:{line}: {text!r}"
+             for path in sorted((ROOT / "core").glob("*.py"))
+             for line, text in name_uses(path.read_text(), names)}
+    assert found == set(), "core depends on built-in components by name"
+
+
+def _without(*plugins: str) -> tracekit.Registry:
+    return load_registry(dists={"tracekit"},
+                         environ={"TRACEKIT_DISABLE_PLUGINS": ",".join(plugins)})
+
+
+@pytest.fixture(scope="module")
+def traces(registry) -> dict[str, tracekit.Trace]:
+    return {p.name: tracekit.read(p, registry=registry)
+            for p in (GPU_TRACE, HOST_TRACE, PERF_TRACE)}
+
+
+def test_trace_kinds(traces):
+    kinds = {name: trace_kind(t) for name, t in traces.items()}
+    assert kinds == {GPU_TRACE.name: "gpu-timeline", HOST_TRACE.name: "host-only",
+                     PERF_TRACE.name: "cpu-samples"}
+
+
+def test_trace_kind_of_aggregates():
+    path = shared_path("rocprof-v1", "gunrock_mi300_gfx942", "results.stats.csv")
+    assert trace_kind(tracekit.read(path, registry=_without())) == "gpu-aggregates"
+
+
+@pytest.mark.parametrize("disabled,expected", [
+    ((), {"gpu-timeline": ["bottleneck"], "cpu-samples": ["bottleneck", "cpu"],
+          "gpu-aggregates": ["bottleneck", "summary"], "host-only": ["bottleneck", "cpu"]}),
+    (("diagnosis",), {"gpu-timeline": ["summary"], "cpu-samples": ["cpu"],
+                      "gpu-aggregates": ["summary"], "host-only": ["cpu"]}),
+    (("cpu_profile",), {"gpu-timeline": ["bottleneck"],
+                        "cpu-samples": ["bottleneck", "hotspots", "summary"],
+                        "gpu-aggregates": ["bottleneck", "summary"],
+                        "host-only": ["bottleneck", "summary"]}),
+    (("diagnosis", "cpu_profile", "summary", "hotspots"), {
+        "gpu-timeline": [], "cpu-samples": [], "gpu-aggregates": [], "host-only": []}),
+])
+def test_defaults_follow_the_declarations_of_what_is_installed(disabled, expected):
+    registry = _without(*disabled) if disabled else _without()
+    chosen = {kind.value: default_analyzers(kind, registry) for kind in tracekit.TraceKind}
+    assert chosen == expected
+
+
+def test_plain_analyze_without_the_diagnosis_plugin(traces):
+    registry = _without("diagnosis")
+    gpu = tracekit.analyze(traces[GPU_TRACE.name], registry=registry)
+    assert [r.analyzer for r in gpu] == ["summary"]
+    _, events = load(GPU_TRACE)
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    assert len(kernels) == 100
+    table = gpu[0].tables["kernels"]
+    assert dict(zip(table["name"].to_pylist(), table["count"].to_pylist(), strict=True)) == {
+        kernels[0]["name"]: 100}
+    [cpu] = tracekit.analyze(traces[PERF_TRACE.name], registry=registry)
+    assert cpu.analyzer == "cpu" and cpu.findings[0].evidence["verdict"] == "cpu-profile"
+    assert cpu.findings[0].evidence["samples"] == 346
+
+
+def test_plain_analyze_with_nothing_to_run_says_so(traces):
+    registry = _without("diagnosis", "cpu_profile", "summary", "hotspots")
+    with pytest.raises(tracekit.UsageError, match=r"no installed analyzer is a default for "
+                       r"this trace \(host-only\); pass -a NAME"):
+        tracekit.analyze(traces[HOST_TRACE.name], registry=registry)
+
+
+def test_declared_sample_events_pick_the_rows(registry, tmp_path):
+    from tracekit.stacks import sample_events, sampled_events, weight_unit
+
+    path = tmp_path / "two.perf"
+    path.write_text("a 1 1.000001:     250000 cpu-clock:\n\t 1 f (/x)\n\n"
+                    "a 1 1.000002:       1000 instructions:\n\t 1 g (/x)\n\n"
+                    "a 1 1.000003:     250000 cpu-clock:\n\t 1 h (/x)\n")
+    trace = tracekit.read(path, registry=registry)
+    assert sampled_events(trace) == ["cpu-clock", "instructions"]
+    rows, _ = sample_events(trace, "instructions")
+    assert rows["name"].to_pylist() == ["g"]
+    rows, _ = sample_events(trace, None)
+    assert rows["name"].to_pylist() == ["f", "h"]
+    assert weight_unit(trace, rows, "cpu-clock") == "ns"
+    assert weight_unit(trace, rows, "instructions") == "instructions"
