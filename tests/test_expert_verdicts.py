@@ -34,6 +34,15 @@ CASES = [
      [*TORCH_ONLY, "pin the host buffers"]),
     ("rocprof-v3/jimw_llamacpp_rocm7", "llama.cpp (ggml) inference (HIP graphs)", "compute",
      ["rocprof-compute"], TORCH_ONLY),
+    # Kernel-only traces: no launching call, so the fix is to record the host side.
+    ("rocprof-v1/gunrock_mi300_gfx942", "plain HIP program (no ML framework)", "idle-other",
+     ["record the host side too", "--hip-trace"], TORCH_ONLY),
+    ("bonus/rocprofv3-json/tracelens_908_results.json.gz", "plain HIP program", "idle-other",
+     ["record the host side too"], [*TORCH_ONLY, "bucket_cap_mb"]),
+    # v1 folders whose CSVs are totals: their results.json is the timeline.
+    ("rocprof-v1/kokkos_2021_gfx906", "Kokkos program", "cpu", ["perf record -g"], TORCH_ONLY),
+    ("rocprof-v1/shashank_mi300a", "plain HIP program (no ML framework)", "transfer", [],
+     TORCH_ONLY),
     ("bonus/rocpd-sqlite/hgliu_15_results.db", "plain HIP program (no ML framework)", "cpu",
      [], TORCH_ONLY),
     ("torch-trace/hta/alexnet_a100_trace.json.gz", "PyTorch inference (eager)", "startup",
@@ -67,6 +76,10 @@ CASES = [
      ["TrainPipelineSparseDist", "with_stack=True"], ["bucket_cap_mb", "DataLoader"]),
     ("torch-trace/hta/sampled_rank-1.json.gz", "PyTorch training (eager, 128 ranks", "mixed",
      ["TrainPipelineSparseDist"], ["bucket_cap_mb", "DataLoader"]),
+    # torch.compile toy: one 1.76 µs kernel in 13.7 s of recorded time.
+    ("torch-trace/hta/triton_example_cuda12.json.gz", "PyTorch inference (compiled)",
+     "too-little-gpu-work", ["after warm-up", "compiles on its first calls"],
+     ["autocast", "blocks"]),
     # toy training: the first hipLaunchKernel loads the code object (6.5 ms of 8.9 ms).
     ("torch-trace/hta/amd_mi250_rocm6.2_kineto.json.gz", "PyTorch training (eager)", "startup",
      ["code object on its first launch", "CUDA graphs"], ["DataLoader"]),

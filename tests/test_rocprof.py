@@ -702,3 +702,20 @@ def test_v1_results_json_odd_values_are_read(tmp_path, registry):
          "pid": None}]
     log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
     assert log[("trace events (X)", "warning: args that are not an object (left out)")] == 1
+
+
+@pytest.mark.parametrize("folder,events,skipped", [
+    ("kokkos_2021_gfx906", 157, {"results.stats.csv": 8, "results.hip_stats.csv": 17,
+                                 "results.copy_stats.csv": 3, "results.db": 1}),
+    ("shashank_mi300a", 17, {"results.hip_stats.csv": 7, "output_vec_add_gpu.csv": 1}),
+    ("hgliu_mi300x_2025", 16, {"results.hip_stats.csv": 6, "results.copy_stats.csv": 2}),
+])
+def test_a_v1_folder_of_totals_reads_its_results_json(folder, events, skipped):
+    path = shared_path("rocprof-v1", folder)
+    trace = tracekit.read(path)
+    alone = tracekit.read(path / "results.json")
+    assert trace.events.num_rows == alone.events.num_rows == events
+    assert trace.events.drop_columns(["source"]).equals(alone.events.drop_columns(["source"]))
+    noted = {kind: n for (_, kind, outcome), n in trace.log.outcomes.items()
+             if outcome.startswith("skipped:") and kind in skipped}
+    assert noted == skipped

@@ -51,6 +51,9 @@ class Facts:
     copies_on_compute_stream_pct: float = 0.0
     # communication: kernel time per collective kind (``COLLECTIVE_KINDS``)
     collective_ns: dict[str, int] = field(default_factory=dict)
+    # idle-other: idle time whose launching call the trace does not hold, and all of it
+    unattributed_idle_ns: int = 0
+    other_idle_ns: int = 0
     # sync
     host_reads: int = 0
     sync_apis: dict[str, int] = field(default_factory=dict)  # name -> calls
@@ -349,6 +352,13 @@ def _communication(p: Program, f: Facts) -> list[Fix]:
 
 
 def _idle_other(p: Program, f: Facts) -> list[Fix]:
+    if f.unattributed_idle_ns * 2 > f.other_idle_ns:
+        record = ("rocprofv3 --kernel-trace --hip-trace (rocprof --hip-trace)" if p.api == "HIP"
+                  else "nsys --trace=cuda, or torch.profiler with CPU and CUDA activities")
+        return [Fix(f"record the host side too ({record}): without the launching calls no "
+                    "gap can be told apart as launch overhead, host work, sync or a queue",
+                    f"the launching call of {_pct(100 * f.unattributed_idle_ns / f.other_idle_ns)}"
+                    " of the idle time is not in the trace")]
     return [Fix("look at the largest gaps ('tracekit analyze -a gaps'): cross-stream waits "
                 "(cudaStreamWaitEvent) or a launch queue that drains",
                 "the GPU idles with work already queued, or the trace does not say who "

@@ -74,6 +74,10 @@ VERDICTS = {
     "startup": "start-up only (one-time initialization takes most of the trace)",
 }
 STARTUP_MIN_PCT = 1.0  # start-up under this share of the span is not told apart
+# Less GPU work than this, and under this share of the recorded time, is too little to judge:
+# the GPU span of one tiny kernel is "100% compute" but says nothing about the program.
+TOO_LITTLE_GPU_NS = 1_000_000
+TOO_LITTLE_GPU_PCT = 1.0
 STARTUP_ONLY_PCT = 50.0  # start-up over this share: the trace shows no steady state
 FIXES = {
     "compute": "the GPU is busy computing, so make the math cheaper: bf16/fp16 autocast, "
@@ -159,6 +163,10 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         verdict, ranked = decide(costs, span)
         if startup * 100 >= full_span * STARTUP_ONLY_PCT:
             verdict = "startup"
+        else:
+            too_little = _too_little_gpu_work(trace, per_device)
+            if too_little is not None:
+                return too_little
         title = f"Bottleneck: {VERDICTS.get(verdict, 'mixed')}" if verdict != "mixed" else \
             "Bottleneck: mixed (" + ", ".join(f"{c} {percent(n, span)}%" for c, n in ranked[:3]) \
             + ")"
@@ -175,6 +183,9 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         evidence = Evidence(trace, activity, per_device, self.options.tiny_us)
         program = classify(trace)
         facts = evidence.facts()
+        if verdict == "idle-other" and facts.unattributed_idle_ns * 2 > facts.other_idle_ns:
+            report.title = ("Bottleneck: GPU idle, why is not recorded (the trace holds no "
+                            "launching calls)")
         top_share = percent(startup, full_span) if verdict == "startup" else \
             percent(ranked[0][1], span)
         report.findings.append(Finding(
@@ -219,6 +230,39 @@ def _program_finding(program: Program) -> Finding:
     """The class of program the fixes were chosen for, and what it rests on."""
     return Finding(severity="info", title=f"program: {program.label()}",
                    evidence={k: v for k, v in program.evidence.items()})
+
+
+def _too_little_gpu_work(trace: Trace, per_device: list[Gaps]) -> Report | None:
+    """The report for a trace whose GPU work is too little to judge (``TOO_LITTLE_GPU_*``),
+    or None."""
+    busy = sum(iv.total(g.timeline.busy) for g in per_device)
+    ev = trace.events
+    timed = ev.filter(pc.and_(ev["ts_ns"].is_valid(), pc.invert(pc.equal(
+        ev["category"].cast(pa.string()), "host.profiler"))))
+    if busy >= TOO_LITTLE_GPU_NS or not timed.num_rows:
+        return None
+    start = pc.min(timed["ts_ns"]).as_py()
+    end = pc.max(pc.add(timed["ts_ns"], timed["dur_ns"].fill_null(0))).as_py()
+    recorded = end - start
+    if busy * 100 >= recorded * TOO_LITTLE_GPU_PCT:
+        return None
+    works = sum(len(g.timeline.work.start) for g in per_device)
+    program = classify(trace)
+    report = Report(analyzer="bottleneck", title="Bottleneck: too little GPU work to judge")
+    why = ("a compiled program compiles on its first calls (Dynamo, Inductor, Triton), and "
+           "the profiler records little of that; " if program.compiled else "")
+    report.findings.append(Finding(
+        severity="info",
+        title=f"verdict: too-little-gpu-work: {works:,} GPU operations, {format_ns(busy)} of "
+              f"GPU time in {format_ns(recorded)} of recorded time",
+        evidence={"verdict": "too-little-gpu-work", "gpu_busy_ns": busy,
+                  "recorded_ns": recorded, "gpu_operations": works,
+                  "gpu_busy_pct": percent(busy, recorded)},
+        suggestion=why + "record steps of the steady state, after warm-up, long enough to "
+                   "hold real GPU work (torch.profiler schedule(wait=1, warmup=2, active=3); "
+                   "nsys --capture-range=cudaProfilerApi)"))
+    report.findings.append(_program_finding(program))
+    return report
 
 
 def cause_costs(per_device: list[Gaps]) -> dict[str, int]:
@@ -371,6 +415,9 @@ class Evidence:
         self._gap_facts(f)
         self._transfer_facts(f)
         self._communication_facts(f)
+        idle = self._idle_other()
+        f.unattributed_idle_ns = idle["unattributed_ns"]
+        f.other_idle_ns = idle["queued_ns"] + idle["unattributed_ns"]
         calls = self.activity.calls
         api = calls.is_sync & ~calls.is_op
         if api.any():

@@ -82,6 +82,24 @@ class RocprofCsvReader(tracekit.Reader):
         if not source.is_dir and v1json.is_v1_json(source.head.removeprefix(b"\xef\xbb\xbf")):
             self._read_v1_json(source, out)
             return
+        timeline = _v1_timeline_in(source) if source.is_dir else None
+        if timeline is not None:
+            # A v1 output folder whose CSVs are only totals: its results.json is the run's
+            # timeline, and the totals would add nothing to it.
+            self._read_v1_json(Source(timeline), out)
+            for path in input_files(source):
+                with path.open("rb") as fh:
+                    rows = max(0, sum(1 for _ in fh) - 1)
+                out.note(path.name, "skipped: aggregate totals of the run results.json "
+                         "records" if _kind_of_file(path) == "stats" else "skipped: untimed "
+                         "rows (a counter run; read the file on its own for its counters)",
+                         rows)
+            for other in sorted(p for p in source.path.rglob("*") if p.is_file()
+                                and p.suffix.lower() != ".csv" and p != timeline):
+                out.note(other.name, "skipped: another view of the run results.json "
+                         "records" if other.name == "results.db" else
+                         "skipped: not read (the folder's results.json was)", 1)
+            return
         paths = input_files(source)
         files: list[CsvFile] = []
         for path in paths:
@@ -200,6 +218,29 @@ class RocprofCsvReader(tracekit.Reader):
         out.metadata.update({"format": "rocprof v1 results.json", "tool": "rocprof",
                              "clock": CLOCK, "other_data_keys": len(other)
                              if isinstance(other, dict) else 0})
+
+
+def _v1_timeline_in(source: Source) -> Path | None:
+    """A folder's v1 ``results.json`` when the folder's CSV files hold no timeline (only
+    totals, or none), else None."""
+    found = sorted(source.path.rglob("results.json"))
+    if len(found) != 1:
+        return None
+    with open(found[0], "rb") as fh:
+        if not v1json.is_v1_json(fh.read(4096).removeprefix(b"\xef\xbb\xbf")):
+            return None
+    return None if any(_is_timeline(p) for p in input_files(source)) else found[0]
+
+
+def _is_timeline(path: Path) -> bool:
+    """Whether a CSV file has timed rows (not totals, agents, or a counter-only run)."""
+    header = _header_of_file(path)
+    kind = kind_of(header)
+    if kind in (None, "stats", "v3_agents"):
+        return False
+    names = {re.sub(r"[^a-z]", "", h.lower()) for h in header}
+    pair = OPTIONAL_TIMES.get(kind)
+    return pair is None or all(re.sub(r"[^a-z]", "", p) in names for p in pair)
 
 
 def _header_of_file(path: Path) -> list[str]:
