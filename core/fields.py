@@ -1,0 +1,300 @@
+"""The one rule by which writers keep typed columns their output format has no field for.
+
+Every typed column of the event model reaches every writer. A writer maps a column to a field
+of its format where one exists (a Chrome JSON ``dur``, a Perfetto track); otherwise the value
+goes into the event's ``args`` (Perfetto: a debug annotation) under a key named exactly as the
+column (``grid_x``, ``registers``, ``copy_kind``, ``bytes``, ``correlation`` ...); where even
+that is impossible (a Chrome counter's args are its series) the writer counts the value in
+``WriteResult.skipped`` under :func:`field_skip`. An args key the event already has is never
+overwritten: if its value differs from the column's, that is counted as a collision.
+
+Readers of tracekit's own outputs restore the columns from those keys (:func:`restore` for
+JSON args). Everything here works on whole columns: values are turned into JSON text once per
+distinct value or with one Arrow cast, and only rows that have both args and something to add
+are looked at one by one (to splice the text and check for a key already there).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit.model import EVENTS_SCHEMA
+
+#: Every column of the events table except ``args``, in schema order.
+TYPED_COLUMNS: tuple[str, ...] = tuple(n for n in EVENTS_SCHEMA.names if n != "args")
+
+#: Prefix of ``WriteResult.skipped`` keys that count values of one column rather than rows.
+FIELD_PREFIX = "field "
+
+#: A per-row mask (True where a writer holds the column in a field of its own) or one bool.
+Mask = np.ndarray | bool
+
+
+def field_skip(column: str, why: str) -> str:
+    """The ``WriteResult.skipped`` key for values of ``column`` that were not written although
+    their events were: ``field <column>: <why>``."""
+    return f"{FIELD_PREFIX}{column}: {why}"
+
+
+def is_field_skip(key: str) -> bool:
+    """Whether a ``WriteResult.skipped`` key counts column values, not event rows."""
+    return key.startswith(FIELD_PREFIX)
+
+
+def json_values(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """The JSON text of each value of ``column`` and a mask of the rows that have one.
+
+    Integers and finite floats are written as Arrow prints them (shortest round-trip form),
+    strings and dictionary entries quoted by orjson once per distinct value. NaN and infinite
+    floats have no JSON form: they are null in the text and False in the mask.
+    """
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(col.type) or pa.types.is_string(col.type) \
+            or pa.types.is_large_string(col.type):
+        if not pa.types.is_dictionary(col.type):
+            col = col.dictionary_encode()
+        quoted = pa.array([orjson.dumps(v).decode() if v is not None else None
+                           for v in col.dictionary.to_pylist()], pa.string())
+        text = quoted.take(col.indices)
+    elif pa.types.is_floating(col.type):
+        finite = pc.fill_null(pc.is_finite(col), False)
+        text = pc.if_else(finite, pc.cast(col, pa.string()), pa.scalar(None, pa.string()))
+    else:
+        text = pc.cast(col, pa.string())
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    return text, text.is_valid().to_numpy(zero_copy_only=False)
+
+
+@dataclass
+class Carried:
+    """What :func:`carry` found: per args key the JSON value of each row (null where there is
+    nothing to add), and the values a writer could not place anywhere."""
+
+    keys: dict[str, pa.Array] = field(default_factory=dict)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def add(self, key: str, values: pa.Array) -> None:
+        """Add the JSON ``values`` of another key (a format's own name for a column)."""
+        self.keys[key] = values
+
+
+def carry(events: pa.Table, native: Mapping[str, Mask], *, allowed: Mask = True,
+          why_not: str = "no field for it on these events") -> Carried:
+    """Apply the rule to ``events`` (the rows a writer writes).
+
+    ``native`` says, per typed column, where the writer has a field of its own for it (a
+    column not listed has none). Every other non-null value becomes an args key named as the
+    column on the rows where ``allowed`` (rows whose args the format can extend); elsewhere
+    it is counted as ``field_skip(column, why_not)``.
+    """
+    n = events.num_rows
+    allowed_rows = _mask(allowed, n)
+    out = Carried()
+    for name in TYPED_COLUMNS:
+        column = events[name]
+        if column.null_count == n:
+            continue
+        where = ~_mask(native.get(name, False), n)
+        if not where.any():
+            continue
+        text, present = json_values(column)
+        want = present & where
+        odd = where & column.is_valid().to_numpy(zero_copy_only=False) & ~present
+        if odd.any():
+            out.skipped[field_skip(name, "NaN or infinite (JSON has no such number)")] += \
+                int(odd.sum())
+        lost = want & ~allowed_rows
+        if lost.any():
+            out.skipped[field_skip(name, why_not)] += int(lost.sum())
+        keep = want & allowed_rows
+        if keep.any():
+            out.keys[name] = pc.if_else(pa.array(keep), text, pa.scalar(None, pa.string()))
+    return out
+
+
+@dataclass
+class Merged:
+    """``args`` with the carried keys added, and the keys left out because the args already
+    had them with another value (``collisions[key]``)."""
+
+    args: pa.Array
+    collisions: Counter[str] = field(default_factory=Counter)
+    wrapped: int = 0  # args that were not a JSON object, now kept as {"args": text}
+
+
+def merge(args: pa.Array | pa.ChunkedArray, keys: Mapping[str, pa.Array], *,
+          validate: bool = False) -> Merged:
+    """Add ``keys`` (per key the JSON value text of each row, null for none) to ``args``.
+
+    Rows without args get an object of their keys; rows with args get the keys spliced into
+    the object's text, except keys it already has (a differing value counts as a collision).
+    Args text that is not a JSON object is kept as a string under ``"args"``. With
+    ``validate``, every args text is checked, also on rows with nothing to add, so that the
+    result holds JSON objects only.
+    """
+    col = args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args
+    n = len(col)
+    has_args = pc.fill_null(pc.greater(pc.utf8_length(col), 0), False) \
+        .to_numpy(zero_copy_only=False) if n else np.zeros(0, dtype=bool)
+    pieces: list[tuple[str, pa.Array, np.ndarray]] = []
+    for key, values in keys.items():
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        if valid.any():
+            prefix = orjson.dumps(key).decode() + ":"
+            pieces.append((key, pc.binary_join_element_wise(prefix, values, ""), valid))
+    extra = np.zeros(n, dtype=bool)
+    for _, _, valid in pieces:
+        extra |= valid
+    out = Merged(args=col)
+    if not extra.any() and not validate:
+        return out
+    fragment = _join_fragments(pieces, n)
+    # Rows without args: the object is just the fragment.
+    text = pc.if_else(pa.array(extra & ~has_args),
+                      pc.binary_join_element_wise("{", fragment, "}", ""), col)
+    slow = np.flatnonzero(has_args & (extra | validate))
+    if not len(slow):
+        out.args = text
+        return out
+    texts = col.take(pa.array(slow)).to_pylist()
+    frags = fragment.take(pa.array(slow)).to_pylist()
+    row_keys = [[] for _ in range(len(slow))]
+    for key, piece, valid in pieces:
+        sub = valid[slow]
+        values = piece.take(pa.array(slow[sub])).to_pylist()
+        for i, v in zip(np.flatnonzero(sub).tolist(), values, strict=True):
+            row_keys[i].append((key, v))
+    result = [_splice(t, f, ks, out) for t, f, ks in zip(texts, frags, row_keys, strict=True)]
+    # Scatter the per-row results back: take from [text, result] by position.
+    index = np.arange(n)
+    index[slow] = n + np.arange(len(slow))
+    combined = pa.concat_arrays([text.cast(pa.string()), pa.array(result, pa.string())])
+    out.args = combined.take(pa.array(index))
+    return out
+
+
+def _join_fragments(pieces: list[tuple[str, pa.Array, np.ndarray]], n: int) -> pa.Array:
+    """Per row the ``"key":value`` pieces joined by commas (null where there are none)."""
+    # Not null_handling="skip": pyarrow 26 drops trailing all-null rows with it.
+    fragment: pa.Array = pa.nulls(n, pa.string())
+    have = np.zeros(n, dtype=bool)
+    for _, piece, valid in pieces:
+        joined = pc.binary_join_element_wise(fragment, piece, ",")
+        fragment = pc.if_else(pa.array(have & valid), joined,
+                              pc.if_else(pa.array(valid), piece, fragment))
+        have |= valid
+    return fragment
+
+
+def _splice(text: str, fragment: str | None, keys: list[tuple[str, str]], out: Merged) -> str:
+    """One row's args with its pieces added (see :func:`merge`)."""
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        obj = None
+    if type(obj) is not dict:
+        out.wrapped += 1
+        obj = {"args": text}
+        text = orjson.dumps(obj).decode()
+    if not keys:
+        return text
+    if any(k in obj for k, _ in keys):
+        kept = []
+        for key, piece in keys:
+            if key in obj:
+                if orjson.loads(piece[len(orjson.dumps(key).decode()) + 1:]) != obj[key]:
+                    out.collisions[key] += 1
+            else:
+                kept.append(piece)
+        if not kept:
+            return text
+        fragment = ",".join(kept)
+    body = text.rstrip()
+    return body[:-1].rstrip() + ("," if obj else "") + fragment + "}"
+
+
+def _mask(value: Mask, n: int) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value.astype(bool, copy=False)
+    return np.full(n, bool(value))
+
+
+def restore(events: pa.Table, columns: Iterable[str]) -> tuple[pa.Table, Counter[str]]:
+    """Fill ``columns`` of ``events`` from the args keys named as them (the inverse of
+    :func:`carry`, for inputs a tracekit writer wrote). A key's value replaces the column's;
+    values that do not fit the column's type are left out and counted per column."""
+    columns = [c for c in columns if c in events.column_names]
+    bad: Counter[str] = Counter()
+    args = events["args"].combine_chunks()
+    if not columns or not len(args):
+        return events, bad
+    hit = np.zeros(len(args), dtype=bool)
+    for name in columns:
+        found = pc.fill_null(pc.match_substring(args, f'"{name}"'), False)
+        hit |= found.to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(hit)
+    if not len(rows):
+        return events, bad
+    values: dict[str, list[Any]] = {c: [None] * len(rows) for c in columns}
+    for i, text in enumerate(args.take(pa.array(rows)).to_pylist()):
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            continue
+        if type(obj) is not dict:
+            continue
+        for name in columns:
+            if name in obj:
+                values[name][i] = obj[name]
+    for name in columns:
+        found = values[name]
+        if all(v is None for v in found):
+            continue
+        type_ = events.schema.field(name).type
+        fitted, odd = _fit(found, type_)
+        if odd:
+            bad[name] += odd
+        got = np.zeros(len(args), dtype=bool)
+        got[rows] = fitted.is_valid().to_numpy(zero_copy_only=False)
+        position = np.zeros(len(args), dtype=np.int64)
+        position[rows] = np.arange(len(rows))
+        taken = fitted.take(pa.array(position))
+        current = events[name].combine_chunks()
+        if pa.types.is_dictionary(type_):
+            merged = pc.if_else(pa.array(got), taken.cast(pa.string()),
+                                current.cast(pa.string())).dictionary_encode()
+            merged = merged.cast(type_)
+        else:
+            merged = pc.if_else(pa.array(got), taken, current)
+        idx = events.schema.get_field_index(name)
+        events = events.set_column(idx, events.schema.field(idx), merged)
+    return events, bad
+
+
+def _fit(values: list[Any], type_: pa.DataType) -> tuple[pa.Array, int]:
+    """``values`` as an array of ``type_`` (dictionary columns as plain strings); values of
+    another JSON type or out of range are null and counted."""
+    if pa.types.is_dictionary(type_):
+        ok = [v if type(v) is str else None for v in values]
+        target: pa.DataType = pa.string()
+    elif pa.types.is_floating(type_):
+        ok = [float(v) if type(v) in (int, float) else None for v in values]
+        target = type_
+    else:
+        lo, hi = (-(2**31), 2**31 - 1) if type_ == pa.int32() else (-(2**63), 2**63 - 1)
+        ok = [v if type(v) is int and lo <= v <= hi else None for v in values]
+        target = type_
+    odd = sum(1 for v, k in zip(values, ok, strict=True) if v is not None and k is None)
+    return pa.array(ok, target), odd
+
+
+__all__ = ["FIELD_PREFIX", "TYPED_COLUMNS", "Carried", "Merged", "carry", "field_skip",
+           "is_field_skip", "json_values", "merge", "restore"]
