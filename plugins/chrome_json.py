@@ -1,50 +1,76 @@
 """Writer for Chrome trace JSON (``.json``, ``.json.gz``), the format chrome://tracing,
 Perfetto, and the PyTorch profiler's own tools open.
 
-Events follow the PyTorch profiler's conventions, so that tracekit's kineto reader (and HTA or
-TensorBoard) read the output back: Kineto category names, GPU work on pid = device and
-tid = stream, ``args.correlation`` plus ``ac2g`` flows from launches to device work, ``fwdbwd``
-flows for ``flow_id``, and timestamps in µs relative to ``baseTimeNanoseconds`` so that they
-keep their nanoseconds.
+The output is what the PyTorch profiler (Kineto) writes, so that HTA, TensorBoard and
+tracekit's kineto reader read it like a torch trace: Kineto's categories and its names for
+copies, memsets and syncs; GPU work on pid = device and tid = stream with ``args.device`` and
+``args.stream`` (not on ``gpu_user_annotation``, which HTA would count as GPU work); kernel
+launch geometry as ``grid``, ``block``, ``registers per thread``, ``shared memory``;
+``ac2g`` flows from launches to device work and ``fwdbwd`` flows for ``flow_id``;
+``deviceProperties`` and ``distributedInfo``; timestamps as µs text relative to
+``baseTimeNanoseconds``, exact to the ns. Typed columns Kineto has no field for go into
+``args`` by the rule of :mod:`tracekit.fields`.
+
+Lines are assembled column-wise with Arrow string kernels, a chunk of events at a time; only
+rows whose args get a key added are looked at one by one.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
+from tracekit import fields
 from tracekit.errors import EmptyOutputError
+from tracekit.factorize import factorize
 from tracekit.links import launch_links
 from tracekit.model import Trace
 
-# tracekit category -> Kineto cat; others are written as the tracekit category itself.
+# tracekit category -> Kineto cat; others are written as the tracekit category itself, which
+# the kineto reader keeps. host.memory is cpu_instant_event only for Kineto's "[memory]".
 KINETO_CATEGORY = {
     "gpu.kernel": "kernel", "gpu.memcpy": "gpu_memcpy", "gpu.memset": "gpu_memset",
     "gpu.sync": "cuda_sync", "gpu.annotation": "gpu_user_annotation",
     "api.runtime": "cuda_runtime", "api.driver": "cuda_driver", "host.op": "cpu_op",
     "host.annotation": "user_annotation", "host.python": "python_function",
     "host.profiler": "Trace", "host.overhead": "overhead", "host.instant": "cpu_instant_event",
-    "host.memory": "cpu_instant_event",
 }
+# Device rows the kineto reader places by pid = device and tid = stream.
+_DEVICE_CATEGORIES = ("gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.sync", "gpu.annotation")
+# Of those, the ones Kineto writes with args.device and args.stream.
+_DEVICE_WORK = ("gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.sync")
+# Sync labels of other tools (nsys) -> Kineto's (CUPTI synchronization types).
+_SYNC_NAMES = {"event sync": "Event Sync", "stream wait sync": "Stream Wait Event",
+               "stream sync": "Stream Sync", "context sync": "Context Sync",
+               "unknown": "Unknown Sync", "unknown sync": "Unknown Sync"}
+# How a copy's name reads back (the kineto reader's parse of Kineto's names).
+_MEMCPY = re.compile(r"Memcpy\s+(\w+)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
+_MEMSET = re.compile(r"Memset\s*\((\w+)\)", re.IGNORECASE)
+_COPY_COLUMNS = ("copy_kind", "src_kind", "dst_kind")
+_KERNEL_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                   "registers", "shared_mem_bytes")
+_SLICE, _INSTANT, _COUNTER = 0, 1, 2
 _CHUNK = 50_000
-
-
-def _us(ns: int) -> float:
-    # Relative µs below 2**43 survive the float: the reader recovers the exact ns.
-    return ns / 1000
+_NULL = pa.scalar(None, pa.string())
 
 
 class ChromeJsonWriter(tracekit.Writer):
-    """Chrome trace JSON: X, i, C, s/f and M events, Kineto-compatible."""
+    """Chrome trace JSON: X, i, C, s/f and M events, as Kineto writes them."""
 
     name = "chrome-json"
     description = "Chrome trace JSON, Kineto-compatible (chrome://tracing, Perfetto, HTA)"
     extensions = (".json", ".json.gz")
+    native_columns = frozenset({
+        "kind", "category", "name", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
+        "correlation", "flow_id", "bytes", "value", *_KERNEL_COLUMNS, *_COPY_COLUMNS,
+        "source"})
+    event_counts = ("X events", "i events", "C events")
 
     @dataclass(frozen=True)
     class Options:
@@ -53,100 +79,396 @@ class ChromeJsonWriter(tracekit.Writer):
 
     def write(self, trace: Trace, stream: IO[bytes]) -> tracekit.WriteResult:
         result = tracekit.WriteResult()
-        ev = trace.events
-        kind = ev["kind"].cast(pa.string())
-        is_counter = pc.equal(kind, "counter")
-        checks = [
-            (pc.invert(pc.is_in(kind, pa.array(["slice", "instant", "counter", "sample"]))),
-             "events of an unknown kind"),
-            (pc.is_null(ev["ts_ns"]), "untimed aggregate rows (no timestamp)"),
-            (pc.equal(kind, "sample"), "CPU samples (call stacks are not written yet)"),
-            (pc.and_(is_counter, pc.invert(pc.fill_null(pc.is_finite(ev["value"]), False))),
-             "counter rows without a finite value"),
-        ]
-        keep = pa.array(np.ones(ev.num_rows, dtype=bool))
-        for mask, reason in checks:
-            mask = pc.and_(pc.fill_null(mask, False), keep)
-            n = pc.sum(mask).as_py() or 0
-            if n:
-                result.skipped[reason] += n
-            keep = pc.and_(keep, pc.invert(mask))
-        ev = ev.filter(keep)
+        ev = _writable(trace.events, result)
         if not ev.num_rows:
             raise EmptyOutputError(_nothing_to_write(trace.events, result))
-        base = int(pc.min(ev["ts_ns"]).as_py())
-        device_pid = _device_pids(trace, ev)
-        stream.write(b'{"schemaVersion": 1, "displayTimeUnit": "ns", "baseTimeNanoseconds": '
-                     + str(base).encode() + b', "traceEvents": [\n')
-        first = True
-        for chunk in self._chunks(trace, ev, base, device_pid, result):
-            if chunk:
-                stream.write((b"" if first else b",\n") + b",\n".join(chunk))
-                first = False
+        base = _base_time(trace, int(pc.min(ev["ts_ns"]).as_py()))
+        plan = _Plan(trace, ev, self.options.flows)
+        stream.write(_header(trace, plan.device_pid, base))
+        meta = [json.dumps(m, ensure_ascii=False).encode()
+                for m in _metadata_events(trace, plan.device_pid)]
+        stream.write(b",\n".join(meta))
+        progress = getattr(self, "progress", None)
+        for lo in range(0, ev.num_rows, _CHUNK):
+            hi = min(lo + _CHUNK, ev.num_rows)
+            raw = _raw(self._chunk(plan, ev.slice(lo, hi - lo), lo, hi, base, result))
+            # Every line starts with ",\n"; the list's first one must not.
+            stream.write(raw if meta or lo else raw[2:])
+            if progress:
+                progress.update(hi, ev.num_rows)
         tail = {"tracekit": {"sources": list(trace.metadata.get("sources", {}))}}
-        stream.write(b"\n], " + orjson.dumps(tail)[1:] + b"\n")
+        stream.write(b"\n], " + json.dumps(tail, ensure_ascii=False)[1:].encode() + b"\n")
+        kinds = np.bincount(plan.kind, minlength=3)
+        for key, n in zip(self.event_counts, kinds.tolist(), strict=True):
+            if n:
+                result.written[key] += n
+        if plan.flows is not None:
+            result.written["flow events"] += plan.flows.count
         return result
 
-    def _chunks(self, trace: Trace, ev: pa.Table, base: int, device_pid: dict[Any, int],
-                result: tracekit.WriteResult) -> Any:
-        yield [orjson.dumps(m) for m in _metadata_events(trace, device_pid)]
-        flows = _Flows(ev) if self.options.flows else None
-        for lo in range(0, ev.num_rows, _CHUNK):
-            part = ev.slice(lo, _CHUNK)
-            out = []
-            for i, row in enumerate(part.to_pylist()):
-                ends = flows.at(lo + i) if flows is not None else ()
-                out.extend(self._event(row, base, device_pid, ends, result))
-            yield [orjson.dumps(e) for e in out]
-
-    def _event(self, row: dict[str, Any], base: int, device_pid: dict[Any, int],
-               flows: tuple[tuple[str, str, int], ...],
-               result: tracekit.WriteResult) -> list[dict[str, Any]]:
-        category = row["category"]
-        on_device = row["device"] is not None
-        pid = device_pid[(row["source"], row["device"])] if on_device else row["pid"]
-        tid = row["stream"] if on_device else row["tid"]
-        ts = _us(row["ts_ns"] - base)
-        e: dict[str, Any] = {"ph": "X", "cat": KINETO_CATEGORY.get(category, category),
-                             "name": row["name"], "pid": pid if pid is not None else "",
-                             "tid": tid if tid is not None else "", "ts": ts}
-        args = _args(row["args"]) if row["args"] and self.options.args else {}
-        for key in ("correlation", "bytes", "device", "stream"):
-            if row[key] is not None and key not in args:
-                args[key] = row[key]
-        kind = row["kind"]
-        if kind == "slice":
-            e["dur"] = _us(row["dur_ns"] or 0)
-            result.written["X events"] += 1
-        elif kind == "instant":
-            e["ph"], e["s"] = "i", "t"
-            if category == "host.memory" and "Bytes" not in args and row["bytes"] is not None:
-                args["Bytes"] = row["bytes"]
-            result.written["i events"] += 1
-        else:  # counter (the only kind left): process-scoped, Kineto writes a tid all the same
-            e["ph"], e["tid"] = "C", 0
-            args = {row["name"]: row["value"]}
-            result.written["C events"] += 1
-        if args:
-            e["args"] = args
-        out = [e]
-        for ph, cat, fid in flows:
-            f = {"ph": ph, "id": fid, "pid": e["pid"], "tid": e["tid"], "ts": ts, "cat": cat,
-                 "name": cat}
-            if ph == "f":
-                f["bp"] = "e"
-            out.append(f)
-            result.written["flow events"] += 1
-        return out
+    def _chunk(self, plan: _Plan, ev: pa.Table, lo: int, hi: int, base: int,
+               result: tracekit.WriteResult) -> pa.Array:
+        """The lines of events ``lo:hi``, each with its flow events after it."""
+        kind = plan.kind[lo:hi]
+        counter = kind == _COUNTER
+        native = {k: v[lo:hi] if isinstance(v, np.ndarray) else v
+                  for k, v in plan.native.items()}
+        carried = fields.carry(ev, native,
+                               allowed=~counter,
+                               why_not="a counter's args are its series in Chrome JSON")
+        stacks = ev["stack_id"].is_valid().to_numpy(zero_copy_only=False) & ~counter
+        if stacks.any():  # ids into a stacks table this format does not hold
+            carried.keys.pop("stack_id", None)
+            result.skipped[fields.field_skip("stack_id", "Chrome JSON has no call stacks")] \
+                += int(stacks.sum())
+        for key, values in plan.kineto_keys.items():
+            carried.add(key, values.slice(lo, hi - lo))
+        result.skipped.update(carried.skipped)
+        args = ev["args"] if self.options.args else pa.nulls(ev.num_rows, pa.string())
+        own = pc.fill_null(pc.greater(pc.utf8_length(args), 0), False) \
+            .to_numpy(zero_copy_only=False)
+        if (own & counter).any():
+            result.skipped[fields.field_skip("args", "a counter's args are its series in "
+                                                    "Chrome JSON")] += int((own & counter).sum())
+        args = pc.if_else(pa.array(counter), _NULL, args)
+        merged = fields.merge(args, carried.keys, validate=True)
+        for key, n in merged.collisions.items():
+            result.skipped[fields.field_skip(key, "args already has this key with another "
+                                                  "value (args kept)")] += n
+        series = pc.binary_join_element_wise("{", plan.name_text.slice(lo, hi - lo), ":",
+                                             plan.value_text.slice(lo, hi - lo), "}", "")
+        args_text = pc.if_else(pa.array(counter), series, merged.args)
+        rel = ev["ts_ns"].to_numpy() - base
+        dur = np.maximum(ev["dur_ns"].fill_null(0).to_numpy(), 0)
+        parts = [
+            _HEADS.take(pa.array(kind)), plan.cat_text.slice(lo, hi - lo), ',"name":',
+            plan.name_text.slice(lo, hi - lo), ',"pid":', plan.pid_text(lo, hi),
+            ',"tid":', plan.tid_text(lo, hi), ',"ts":', _micros(rel),
+            _optional(kind == _SLICE, ',"dur":', _micros(dur)),
+            pc.if_else(pa.array(kind == _INSTANT), ',"s":"t"', ""),
+            _optional(args_text.is_valid().to_numpy(zero_copy_only=False), ',"args":',
+                      pc.fill_null(args_text, "")),
+            "}",
+        ]
+        lines = pc.binary_join_element_wise(*parts, "")
+        if plan.flows is not None:
+            lines = plan.flows.interleave(lines, lo, hi, plan, rel)
+        return pc.binary_join_element_wise(",\n", lines, "")
 
 
-def _args(text: str) -> dict[str, Any]:
-    """An event's args as a dict; text that is not a JSON object is kept under "args"."""
-    try:
-        args = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return {"args": text}
-    return args if isinstance(args, dict) else {"args": args}
+_HEADS = pa.array(['{"ph":"X","cat":', '{"ph":"i","cat":', '{"ph":"C","cat":'])
+
+
+def _writable(events: pa.Table, result: tracekit.WriteResult) -> pa.Table:
+    """The rows the format can hold; the others counted by reason."""
+    kind = events["kind"].cast(pa.string())
+    is_counter = pc.equal(kind, "counter")
+    checks = [
+        (pc.invert(pc.is_in(kind, pa.array(["slice", "instant", "counter", "sample"]))),
+         "events of an unknown kind"),
+        (pc.is_null(events["ts_ns"]), "untimed aggregate rows (no timestamp)"),
+        (pc.equal(kind, "sample"), "CPU samples (call stacks are not written yet)"),
+        (pc.and_(is_counter, pc.invert(pc.fill_null(pc.is_finite(events["value"]), False))),
+         "counter rows without a finite value"),
+    ]
+    keep = pa.array(np.ones(events.num_rows, dtype=bool))
+    for mask, reason in checks:
+        mask = pc.and_(pc.fill_null(mask, False), keep)
+        n = pc.sum(mask).as_py() or 0
+        if n:
+            result.skipped[reason] += n
+        keep = pc.and_(keep, pc.invert(mask))
+    return events if pc.all(keep).as_py() else events.filter(keep)
+
+
+class _Plan:
+    """Per written row what goes into its line, computed once for the whole table."""
+
+    def __init__(self, trace: Trace, ev: pa.Table, flows: bool) -> None:
+        kind_text = ev["kind"].cast(pa.string())
+        self.kind = np.select([pc.equal(kind_text, "instant").to_numpy(zero_copy_only=False),
+                               pc.equal(kind_text, "counter").to_numpy(zero_copy_only=False)],
+                              [_INSTANT, _COUNTER], _SLICE).astype(np.int64)
+        slices, counter = self.kind == _SLICE, self.kind == _COUNTER
+        category = ev["category"].cast(pa.string())
+        on_device = ev["device"].is_valid().to_numpy(zero_copy_only=False)
+        placed = on_device & _isin(category, _DEVICE_CATEGORIES)
+        work = on_device & _isin(category, _DEVICE_WORK)
+        self.device_pid = _device_pids(trace, ev)
+        device = ev["device"].fill_null(0).to_numpy().astype(np.int64)
+        src = ev["source"].combine_chunks()
+        src_names = np.array(src.dictionary.to_pylist(), dtype=object)
+        src_idx = src.indices.to_numpy(zero_copy_only=False)
+        gpu_pid = np.array([self.device_pid.get((s, d), 0) for s, d in zip(
+            src_names[src_idx[on_device]].tolist(), device[on_device].tolist(), strict=True)],
+            dtype=np.int64)
+        self.pid, self.pid_ok = _values(ev["pid"])
+        self.pid[on_device], self.pid_ok[on_device] = gpu_pid, True
+        self.tid, self.tid_ok = _values(ev["tid"])
+        stream, stream_ok = _values(ev["stream"])
+        self.tid[on_device], self.tid_ok[on_device] = stream[on_device], stream_ok[on_device]
+        self.tid[counter], self.tid_ok[counter] = 0, True
+        names, copy_native = _kineto_names(ev, category)
+        self.name_text = names
+        self.cat_text = _categories(ev, category, self.kind)
+        self.value_text = fields.json_values(ev["value"])[0]
+        memory = pc.equal(category, "host.memory").to_numpy(zero_copy_only=False) \
+            & (self.kind == _INSTANT)
+        kernel = pc.equal(category, "gpu.kernel").to_numpy(zero_copy_only=False) & slices
+        self.native: dict[str, fields.Mask] = {
+            "kind": True, "category": True, "name": True, "ts_ns": True,
+            "dur_ns": slices, "device": placed, "stream": placed & ~counter,
+            # A device row's own pid is what the reader finds from its launch (correlation).
+            "pid": ~on_device | (placed & _launcher_matches(ev, category, placed)),
+            "tid": ~on_device, "value": counter, "bytes": memory,
+            "flow_id": slices if flows else False,
+            "source": len(src.dictionary) <= 1,
+            **{c: kernel for c in _KERNEL_COLUMNS}, **copy_native,
+        }
+        self.kineto_keys = _kineto_keys(ev, kernel, work, memory)
+        self.flows = _Flows(ev, self.kind) if flows else None
+
+    def pid_text(self, lo: int, hi: int) -> pa.Array:
+        return _ints(self.pid[lo:hi], self.pid_ok[lo:hi])
+
+    def tid_text(self, lo: int, hi: int) -> pa.Array:
+        return _ints(self.tid[lo:hi], self.tid_ok[lo:hi])
+
+
+def _values(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column as int64 values (0 where null) and its validity."""
+    return (column.cast(pa.int64()).fill_null(0).to_numpy().copy(),
+            column.is_valid().to_numpy(zero_copy_only=False).copy())
+
+
+def _base_time(trace: Trace, first: int) -> int:
+    """baseTimeNanoseconds: the input's own when it has one (the same µs text as the
+    original), else the first timestamp down to the µs. Tools round µs fractions (HTA: start
+    up, end down), so the fractions must stay those of the input clock."""
+    sources = trace.metadata.get("sources", {})
+    if isinstance(sources, dict) and len(sources) == 1:
+        own = next(iter(sources.values())).get("base_time_ns")
+        if type(own) is int and own <= first:
+            return own
+    return first - first % 1000
+
+
+def _isin(strings: pa.Array | pa.ChunkedArray, values: tuple[str, ...]) -> np.ndarray:
+    return pc.is_in(strings, pa.array(values)).to_numpy(zero_copy_only=False)
+
+
+def _quoted(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return fields.json_values(column)[0]
+
+
+def _categories(ev: pa.Table, category: pa.ChunkedArray, kind: np.ndarray) -> pa.Array:
+    """The quoted cat of each row: Kineto's where the reader maps it back to the category."""
+    col = ev["category"].combine_chunks()
+    entries = col.dictionary.to_pylist()
+    mapped = [json.dumps(KINETO_CATEGORY.get(c, c)) for c in entries]
+    text = pa.array(mapped, pa.string()).take(col.indices)
+    # Kineto's [memory] instants are cpu_instant_event; any other host.memory row keeps its
+    # category, or it would read back as host.instant.
+    memory = pc.equal(category, "host.memory").to_numpy(zero_copy_only=False) \
+        & (kind == _INSTANT) & pc.equal(ev["name"].cast(pa.string()), "[memory]") \
+        .to_numpy(zero_copy_only=False)
+    return pc.if_else(pa.array(memory), '"cpu_instant_event"', text)
+
+
+def _parse_copy(name: str) -> tuple[str | None, str | None, str | None]:
+    """A copy or memset name as the kineto reader parses it."""
+    m = _MEMCPY.search(name)
+    if m:
+        return m.group(1), m.group(2), m.group(3)
+    s = _MEMSET.search(name)
+    return None, None, s.group(1) if s else None
+
+
+def _copy_name(category: str, kinds: tuple[str | None, str | None, str | None]) -> str:
+    """Kineto's name for a copy (CUPTI kind strings) or a memset."""
+    copy_kind, src, dst = kinds
+    if category == "gpu.memset":
+        return f"Memset ({dst})" if dst else "Memset"
+    # Kineto writes both memory kinds or, where they are unknown, neither.
+    where = f" ({src} -> {dst})" if src and dst else ""
+    return f"Memcpy {copy_kind or '<unknown>'}{where}"
+
+
+def _kineto_names(ev: pa.Table, category: pa.ChunkedArray,
+                  ) -> tuple[pa.Array, dict[str, np.ndarray]]:
+    """Quoted names, with Kineto's for copies, memsets and syncs; and per copy column the rows
+    whose name carries it (the kineto reader parses it back from the name)."""
+    n = ev.num_rows
+    name = ev["name"].combine_chunks()
+    text = _quoted(name)
+    native = {c: np.zeros(n, dtype=bool) for c in _COPY_COLUMNS}
+    rows = np.flatnonzero(_isin(category, ("gpu.memcpy", "gpu.memset", "gpu.sync")))
+    if not len(rows):
+        return text, native
+    cats = ev["category"].combine_chunks()
+    cols = [cats.indices, name.indices] + [ev[c].combine_chunks().indices.fill_null(-1)
+                                           for c in _COPY_COLUMNS]
+    codes = [c.to_numpy(zero_copy_only=False)[rows].astype(np.int64) for c in cols]
+    inverse, distinct = factorize(*codes)
+    cat_names = cats.dictionary.to_pylist()
+    dictionaries = [name.dictionary.to_pylist()] + [
+        ev[c].combine_chunks().dictionary.to_pylist() for c in _COPY_COLUMNS]
+    new_names: list[str] = []
+    carried = np.zeros((len(distinct[0]), 3), dtype=bool)
+    for k, key in enumerate(zip(*(d.tolist() for d in distinct), strict=True)):
+        cat = cat_names[key[0]]
+        old = dictionaries[0][key[1]]
+        kinds = tuple(dictionaries[i + 1][code] if code >= 0 else None
+                      for i, code in enumerate(key[2:]))
+        if cat == "gpu.sync":
+            new_names.append(_SYNC_NAMES.get(old.lower(), old))
+            continue
+        new = old if _parse_copy(old) == kinds else _copy_name(cat, kinds)
+        new_names.append(new)
+        carried[k] = [a == b for a, b in zip(_parse_copy(new), kinds, strict=True)]
+    for i, column in enumerate(_COPY_COLUMNS):
+        native[column][rows] = carried[inverse, i]
+    quoted = pa.array([json.dumps(s, ensure_ascii=False) for s in new_names], pa.string())
+    position = np.arange(n)
+    position[rows] = n + inverse
+    return pa.concat_arrays([text, quoted]).take(pa.array(position)), native
+
+
+def _kineto_keys(ev: pa.Table, kernel: np.ndarray, work: np.ndarray,
+                 memory: np.ndarray) -> dict[str, pa.Array]:
+    """The args keys Kineto writes for typed columns, by its own names."""
+    out: dict[str, pa.Array] = {}
+    for key, axes in (("grid", ("grid_x", "grid_y", "grid_z")),
+                      ("block", ("block_x", "block_y", "block_z"))):
+        texts = [pc.fill_null(fields.json_values(ev[a])[0], "null") for a in axes]
+        some = np.zeros(ev.num_rows, dtype=bool)
+        for a in axes:
+            some |= ev[a].is_valid().to_numpy(zero_copy_only=False)
+        joined = pc.binary_join_element_wise("[", texts[0], ",", texts[1], ",", texts[2], "]",
+                                             "")
+        out[key] = pc.if_else(pa.array(some & kernel), joined, _NULL)
+    for key, column, rows in (("registers per thread", "registers", kernel),
+                              ("shared memory", "shared_mem_bytes", kernel),
+                              ("device", "device", work), ("stream", "stream", work),
+                              ("Bytes", "bytes", memory)):
+        text = fields.json_values(ev[column])[0]
+        out[key] = pc.if_else(pa.array(rows), text, _NULL)
+    return out
+
+
+def _launcher_matches(ev: pa.Table, category: pa.ChunkedArray, placed: np.ndarray,
+                      ) -> np.ndarray:
+    """Per row: whether its pid is the one the kineto reader gives a device row, that of the
+    first host API slice with the same correlation."""
+    corr = ev["correlation"]
+    valid = corr.is_valid().to_numpy(zero_copy_only=False)
+    c = corr.fill_null(0).to_numpy()
+    pid_valid = ev["pid"].is_valid().to_numpy(zero_copy_only=False)
+    pid = ev["pid"].fill_null(0).to_numpy()
+    api = pc.starts_with(category, "api.").to_numpy(zero_copy_only=False) & valid & \
+        pc.equal(ev["kind"].cast(pa.string()), "slice").to_numpy(zero_copy_only=False)
+    found = np.zeros(len(c), dtype=bool)
+    launcher = np.zeros(len(c), dtype=np.int64)
+    launcher_valid = np.zeros(len(c), dtype=bool)
+    if api.any():
+        api_c, first = np.unique(c[api], return_index=True)
+        api_pid, api_pid_valid = pid[api][first], pid_valid[api][first]
+        want = np.flatnonzero(placed & valid)
+        pos = np.clip(np.searchsorted(api_c, c[want]), 0, len(api_c) - 1)
+        hit = api_c[pos] == c[want]
+        found[want[hit]] = True
+        launcher[want[hit]] = api_pid[pos[hit]]
+        launcher_valid[want[hit]] = api_pid_valid[pos[hit]]
+    same_value = found & launcher_valid & pid_valid & (launcher == pid)
+    both_missing = ~pid_valid & ~(found & launcher_valid)
+    return same_value | both_missing
+
+
+def _ints(values: np.ndarray, ok: np.ndarray) -> pa.Array:
+    """Integers as text; a missing id as "" (as Kineto writes it)."""
+    return pc.fill_null(pa.array(values, mask=~ok).cast(pa.string()), '""')
+
+
+def _micros(ns: np.ndarray) -> pa.Array:
+    """ns as µs text with three decimals ("12.345"), Kineto's form: exact to the ns."""
+    us = pa.array(np.floor_divide(ns, 1000)).cast(pa.string())
+    frac = pc.utf8_lpad(pa.array(np.mod(ns, 1000)).cast(pa.string()), 3, "0")
+    return pc.binary_join_element_wise(us, frac, ".")
+
+
+def _optional(mask: np.ndarray, prefix: str, values: pa.Array) -> pa.Array:
+    """``prefix + value`` where ``mask``, "" elsewhere."""
+    return pc.if_else(pa.array(mask), pc.binary_join_element_wise(prefix, values, ""), "")
+
+
+def _raw(lines: pa.Array) -> memoryview:
+    """The bytes of a string array's values, back to back (each line starts with ",\\n")."""
+    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32,
+                            count=lines.offset + len(lines) + 1)
+    return memoryview(lines.buffers()[2])[offsets[lines.offset]:offsets[-1]]
+
+
+def _header(trace: Trace, device_pid: dict[Any, int], base: int) -> bytes:
+    """The top-level fields Kineto writes before ``traceEvents``, and the list's opening."""
+    top: dict[str, Any] = {"schemaVersion": 1}
+    props = _device_properties(trace, device_pid)
+    if props:
+        top["deviceProperties"] = props
+    dist = _distributed_info(trace)
+    if dist:
+        top["distributedInfo"] = dist
+    sources = trace.metadata.get("sources", {})
+    if isinstance(sources, dict) and len(sources) == 1:
+        run = next(iter(sources.values())).get("run", {})
+        if isinstance(run, dict):
+            top.update({k: v for k, v in run.items() if k not in _OWN_KEYS})
+    top.update({"displayTimeUnit": "ns", "baseTimeNanoseconds": base})
+    # json, not orjson: HTA finds the rank with the pattern '"rank":\s+(\d+)'.
+    text = json.dumps(top, ensure_ascii=False)
+    return text[:-1].encode() + b', "traceEvents": [\n'
+
+
+_OWN_KEYS = frozenset({"schemaVersion", "deviceProperties", "distributedInfo",
+                       "displayTimeUnit", "baseTimeNanoseconds", "traceEvents", "traceName",
+                       "tracekit"})
+
+
+def _device_properties(trace: Trace, device_pid: dict[Any, int]) -> list[dict[str, Any]]:
+    """Kineto's deviceProperties from the devices table, when device ids are unambiguous
+    (one input)."""
+    devices = {d for _, d in device_pid}
+    rows = [r for r in trace.devices.to_pylist() if r["device"] in devices or not device_pid]
+    if len({r["source"] for r in rows}) != 1:
+        return []
+    out = []
+    for r in sorted(rows, key=lambda r: r["device"]):
+        entry: dict[str, Any] = {"id": r["device"]}
+        if r["name"]:
+            entry["name"] = r["name"]
+        if r["memory_bytes"] is not None:
+            entry["totalGlobalMem"] = r["memory_bytes"]
+        cc = r["compute_capability"]
+        if cc and re.fullmatch(r"\d+\.\d+", cc):
+            major, minor = cc.split(".")
+            entry["computeMajor"], entry["computeMinor"] = int(major), int(minor)
+        elif cc:
+            entry["gcnArchName"] = cc
+        if r["sm_count"] is not None:
+            entry["numSms"] = r["sm_count"]
+        out.append(entry)
+    return out
+
+
+def _distributed_info(trace: Trace) -> dict[str, Any] | None:
+    """The input's distributedInfo, or {"rank": r} when every process has the one rank r."""
+    sources = trace.metadata.get("sources", {})
+    if isinstance(sources, dict) and len(sources) == 1:
+        dist = next(iter(sources.values())).get("distributed")
+        if isinstance(dist, dict):
+            return dist
+    ranks = set(trace.processes["rank"].drop_null().to_pylist())
+    return {"rank": ranks.pop()} if len(ranks) == 1 else None
 
 
 def _nothing_to_write(events: pa.Table, result: tracekit.WriteResult) -> str:
@@ -200,8 +522,8 @@ class _Flows:
     correlation, the host call unique for its key), and ``fwdbwd`` between rows sharing
     ``flow_id`` (the earliest one starts the flow)."""
 
-    def __init__(self, ev: pa.Table) -> None:
-        slices = pc.equal(ev["kind"].cast(pa.string()), "slice").to_numpy(zero_copy_only=False)
+    def __init__(self, ev: pa.Table, kind: np.ndarray) -> None:
+        slices = kind == _SLICE
         key, linked, on_device = launch_links(ev)
         host = linked & slices & ~on_device
         host_keys, counts = np.unique(key[host], return_counts=True)
@@ -221,16 +543,38 @@ class _Flows:
             group = np.stack([src[order], self.fwd_id[rows][order]])
             first = np.r_[True, np.any(group[:, 1:] != group[:, :-1], axis=0)]
             self.fwd_start[rows[order[first]]] = True
+        self.count = int(self.launch.sum() + self.fwd.sum())
 
-    def at(self, row: int) -> tuple[tuple[str, str, int], ...]:
-        """The flow endpoints to write after event ``row``."""
-        out = []
-        if self.launch[row]:
-            out.append(("f" if self.launch_end[row] else "s", "ac2g",
-                        int(self.launch_id[row])))
-        if self.fwd[row]:
-            out.append(("s" if self.fwd_start[row] else "f", "fwdbwd", int(self.fwd_id[row])))
-        return tuple(out)
+    def interleave(self, lines: pa.Array, lo: int, hi: int, plan: _Plan,
+                   rel: np.ndarray) -> pa.Array:
+        """``lines`` of rows ``lo:hi`` with each row's flow events right after it."""
+        launch, fwd = self.launch[lo:hi], self.fwd[lo:hi]
+        if not launch.any() and not fwd.any():
+            return lines
+        n = hi - lo
+        ts = _micros(rel)
+        pid, tid = plan.pid_text(lo, hi), plan.tid_text(lo, hi)
+        ph_launch = np.where(self.launch_end[lo:hi], "f", "s")
+        ph_fwd = np.where(self.fwd_start[lo:hi], "s", "f")
+        made = []
+        for mask, ph, ids, cat in ((launch, ph_launch, self.launch_id[lo:hi], "ac2g"),
+                                   (fwd, ph_fwd, self.fwd_id[lo:hi], "fwdbwd")):
+            rows = pa.array(np.flatnonzero(mask))
+            heads = pa.array(np.where(ph == "f", '{"ph":"f","id":', '{"ph":"s","id":'))
+            tails = pa.array(np.where(ph == "f", f',"cat":"{cat}","name":"{cat}","bp":"e"}}',
+                                      f',"cat":"{cat}","name":"{cat}"}}'))
+            made.append(pc.binary_join_element_wise(
+                heads.take(rows), pa.array(ids, pa.int64()).take(rows).cast(pa.string()),
+                ',"pid":', pid.take(rows), ',"tid":', tid.take(rows), ',"ts":', ts.take(rows),
+                tails.take(rows), ""))
+        count = 1 + launch.astype(np.int64) + fwd.astype(np.int64)
+        start = np.cumsum(count) - count
+        position = np.empty(int(count.sum()), dtype=np.int64)
+        position[start] = np.arange(n)
+        position[start[launch] + 1] = n + np.arange(int(launch.sum()))
+        position[start[fwd] + 1 + launch[fwd]] = n + int(launch.sum()) + \
+            np.arange(int(fwd.sum()))
+        return pa.concat_arrays([lines, *made]).take(pa.array(position))
 
 
 @tracekit.hookimpl

@@ -344,8 +344,8 @@ def test_chrome_json_writes_odd_values_or_counts_them(tmp_path, registry):
     assert xs["k\ufffd"]["args"]["args"] == "{"
     assert [e["args"] for e in written["traceEvents"] if e["ph"] == "C"] == [{"m": 2.5}]
     # Relative µs as a double: exact up to 2**53 ns of span, rounded beyond (as here).
-    assert written["baseTimeNanoseconds"] == 3
-    assert xs["a\x00b"]["ts"] == (2**63 - 1 - 10 - 3) / 1000
+    assert written["baseTimeNanoseconds"] == 0  # the first timestamp (3) down to the µs
+    assert xs["a\x00b"]["ts"] == (2**63 - 1 - 10) / 1000
 
 
 def test_folded_writes_odd_values_or_counts_them(tmp_path, registry):
