@@ -9,27 +9,20 @@ import time
 import traceback
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
 from tracekit import __version__
-from tracekit.defaults import default_candidates
 from tracekit.errors import TracekitError
-from tracekit.pipeline import (
-    analyze as run_analyzers,
-)
-from tracekit.pipeline import (
-    convert as run_convert,
-)
-from tracekit.pipeline import (
-    default_registry,
-    read,
-    route_options,
-    sniff,
-)
-from tracekit.progress import Progress
-from tracekit.report import render_text, reports_to_json
+
+if TYPE_CHECKING:
+    from tracekit.progress import Progress
+
+# The built-in commands. Anything else on the command line may be a plugin's command: only
+# then are the plugins loaded before parsing (see main), so --version and --help import
+# neither the plugins nor pyarrow.
+COMMANDS = ("convert", "analyze", "info", "formats", "plugins")
 
 
 class _Terminated(BaseException):
@@ -68,9 +61,11 @@ app = typer.Typer(
     cls=_Group,
     name="tracekit",
     help="Convert GPU/ML profiler traces to Perfetto and find what a workload is bound by.",
+    epilog="Plugins may add commands of their own: 'tracekit plugins' lists them.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rendering with rich would double the start-up time
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -101,6 +96,8 @@ ForceOpt = Annotated[bool, typer.Option("--force", "-f", help="Replace an existi
 
 
 def _progress(quiet: bool) -> Progress:
+    from tracekit.progress import Progress
+
     return Progress(enabled=False) if quiet else Progress()
 
 
@@ -125,6 +122,9 @@ def convert(
     quiet: QuietOpt = False,
 ) -> None:
     """Convert traces to another format (Perfetto by default for .pftrace)."""
+    from tracekit.pipeline import convert as run_convert
+    from tracekit.pipeline import default_registry
+
     started = time.monotonic()
     with _progress(quiet) as progress:
         trace, result = run_convert(inputs, output, from_=from_, to=to, options=option,
@@ -165,7 +165,11 @@ def analyze(
     quiet: QuietOpt = False,
 ) -> None:
     """Analyze traces and report what they show."""
+    from tracekit.defaults import default_candidates
     from tracekit.outputs import check_not_input, open_output, preflight
+    from tracekit.pipeline import analyze as run_analyzers
+    from tracekit.pipeline import default_registry, read, route_options
+    from tracekit.report import render_text, reports_to_json
 
     registry = default_registry()
     chosen = [registry.get("analyzer", n) for n in analyzer] if analyzer \
@@ -196,6 +200,7 @@ def info(inputs: Inputs, from_: FromOpt = None) -> None:
     """Show what an input holds: format, time span, events per category, devices, processes."""
     import pyarrow.compute as pc
     from tracekit.inputs import Source
+    from tracekit.pipeline import default_registry, read, sniff
 
     registry = default_registry()
     for path in inputs:
@@ -237,6 +242,7 @@ def info(inputs: Inputs, from_: FromOpt = None) -> None:
 def formats() -> None:
     """List the readers, writers and analyzers, with their options."""
     from tracekit.options import describe_options
+    from tracekit.pipeline import default_registry
 
     registry = default_registry()
     for kind, comps in registry.components.items():
@@ -254,19 +260,24 @@ def plugins(
 ) -> None:
     """List installed plugins, their components and any load errors."""
     import orjson
+    from tracekit.pipeline import default_registry
 
     registry = default_registry()
+    if not _commands_registered:  # learn the plugins' commands on an app of their own
+        registry.register_commands(typer.Typer())
     shown = [p for p in registry.plugins if all_ or not p.builtin]
     if json:
         doc = [{"name": p.name, "distribution": p.dist, "version": p.version, "value": p.value,
                 "status": p.status, "error": p.error,
-                "components": [f"{k} {n}" for k, n in p.components]} for p in shown]
+                "components": [f"{k} {n}" for k, n in p.components],
+                "commands": p.commands} for p in shown]
         typer.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         return
     if not shown:
         typer.echo("no third-party plugins installed (--all lists the built-in ones)")
     for p in shown:
-        comps = ", ".join(f"{k} {n}" for k, n in p.components) or "-"
+        comps = ", ".join([*(f"{k} {n}" for k, n in p.components),
+                           *(f"command {c}" for c in p.commands)]) or "-"
         typer.echo(f"{p.name:<16} {p.dist} {p.version:<8} {p.status:<8} {comps}")
         if p.error:
             typer.echo(f"{'':<16} error: {p.error}")
@@ -278,23 +289,32 @@ _commands_registered = False
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code."""
     global _commands_registered
-    try:
-        registry = default_registry()
-    except TracekitError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        return exc.exit_code
-    if not _commands_registered:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not _commands_registered and _may_be_plugin_command(args):
+        from tracekit.pipeline import default_registry
+
+        try:
+            registry = default_registry()
+        except TracekitError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            return exc.exit_code
         for error in registry.register_commands(app):
             typer.echo(f"warning: {error}", err=True)
         _commands_registered = True
     previous = _on_sigterm(_terminate)
     try:
-        app(args=argv, prog_name="tracekit")
+        app(args=args, prog_name="tracekit")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         _on_sigterm(previous)
     return 0
+
+
+def _may_be_plugin_command(args: list[str]) -> bool:
+    """Whether the command named in ``args`` is not a built-in one (options come first)."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    return command is not None and command not in COMMANDS
 
 
 def _on_sigterm(handler: Any) -> Any:

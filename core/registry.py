@@ -46,6 +46,8 @@ class PluginInfo:
     error: str | None = None
     disabled: bool = False
     components: list[tuple[str, str]] = field(default_factory=list)
+    #: Commands the plugin added to the command line (once they were registered).
+    commands: list[str] = field(default_factory=list)
 
     @property
     def builtin(self) -> bool:
@@ -154,14 +156,25 @@ class Registry:
         info.components.clear()
 
     def register_commands(self, app: Any) -> list[str]:
-        """Let plugins add CLI commands; return errors of plugins that failed."""
+        """Let plugins add CLI commands to the typer ``app``; return errors of plugins that
+        failed. Each plugin's ``PluginInfo.commands`` names the commands it added."""
         errors = []
+        infos = {info.name: info for info in self.plugins}
         for impl in self.pm.hook.register_commands.get_hookimpls():
+            before = len(app.registered_commands)
             try:
                 impl.function(app=app)
             except Exception as exc:
                 errors.append(f"plugin '{impl.plugin_name}': register_commands failed: {exc}")
+            info = infos.get(impl.plugin_name)
+            if info is not None:
+                info.commands = [_command_name(c) for c in app.registered_commands[before:]]
         return errors
+
+
+def _command_name(command: Any) -> str:
+    """The name typer gives a registered command (its function's, in kebab-case)."""
+    return command.name or command.callback.__name__.lower().replace("_", "-")
 
 
 def _hookimpl_names(obj: object) -> list[str]:

@@ -117,12 +117,52 @@ def test_pip_installed_plugin_is_listed_and_works(plugin_site, tmp_path):
     status = {p["name"]: p for p in listing}
     assert status["csvtrace"]["status"] == "ok"
     assert status["csvtrace"]["components"] == ["reader csvtrace"]
+    assert status["csvtrace"]["commands"] == ["csvtrace-total"]
+    text = _tracekit(plugin_site, "plugins").stdout
+    assert "reader csvtrace, command csvtrace-total" in text
     assert status["broken"]["status"] == "broken"
     assert "this plugin is broken on purpose" in status["broken"]["error"]
     out = tmp_path / "spans.pftrace"
     proc = _tracekit(plugin_site, "convert", str(EXAMPLE / "spans.csv"), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "2 slices" in proc.stderr
+
+
+def test_plugin_command_runs(plugin_site):
+    proc = _tracekit(plugin_site, "csvtrace-total", str(EXAMPLE / "spans.csv"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "2 spans, 112.5 us\n"
+    unknown = _tracekit(plugin_site, "no-such-command")
+    assert unknown.returncode == 2 and "No such command 'no-such-command'" in unknown.stderr
+
+
+@pytest.mark.parametrize("args,out", [(["--version"], "tracekit 0.1.0\n"),
+                                      (["--help"], "Usage: tracekit [OPTIONS] COMMAND"),
+                                      (["convert", "--help"], "Usage: tracekit convert")])
+def test_start_imports_neither_pyarrow_nor_plugins(plugin_site, args, out):
+    environ = {**os.environ, "PYTHONPATH": str(plugin_site)}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "tracekit", *args],
+                          capture_output=True, text=True, env=environ, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(out)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "tracekit.cli" in imported
+    heavy = {m for m in imported if m.split(".")[0] in ("pyarrow", "numpy", "pluggy",
+                                                        "tracekit_csvtrace", "tracekit_broken")
+             or m.startswith(("tracekit.plugins", "tracekit.pipeline", "tracekit.registry"))}
+    assert heavy == set()
+
+
+def test_import_tracekit_loads_the_model_on_first_use():
+    code = ("import sys, tracekit; assert 'pyarrow' not in sys.modules; "
+            "from tracekit import Trace, read; assert 'pyarrow' in sys.modules; "
+            "assert Trace is tracekit.model.Trace and 'Trace' in dir(tracekit); "
+            "print(tracekit.__version__)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "0.1.0\n"
 
 
 def test_disabled_third_party_plugin(plugin_site, tmp_path):

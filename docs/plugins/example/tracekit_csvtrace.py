@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import tracekit
@@ -50,3 +51,13 @@ class CsvTraceReader(tracekit.Reader):
 @tracekit.hookimpl
 def register_readers(register: Any) -> None:
     register(CsvTraceReader)
+
+
+@tracekit.hookimpl
+def register_commands(app: Any) -> None:
+    @app.command("csvtrace-total")
+    def csvtrace_total(path: Path) -> None:
+        """Print how many spans a CSV trace holds and their total duration."""
+        trace = tracekit.read(path, format="csvtrace")
+        total_us = sum(trace.events["dur_ns"].to_pylist()) / 1000
+        print(f"{trace.events.num_rows} spans, {total_us:g} us")
