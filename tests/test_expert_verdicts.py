@@ -76,6 +76,10 @@ CASES = [
      ["TrainPipelineSparseDist", "with_stack=True"], ["bucket_cap_mb", "DataLoader"]),
     ("torch-trace/hta/sampled_rank-1.json.gz", "PyTorch training (eager, 128 ranks", "mixed",
      ["TrainPipelineSparseDist"], ["bucket_cap_mb", "DataLoader"]),
+    # DDP training over 4 ranks in one merged file: rank 3 arrives last at every collective.
+    ("torch-trace/hpcte-tracelens-fused/merged_4rank_rocm_cifar100.json.gz",
+     "PyTorch training (eager, 4 processes", "straggler", ["make rank 3 as fast as the others"],
+     ["DataLoader"]),
     # torch.compile toy: one 1.76 µs kernel in 13.7 s of recorded time.
     ("torch-trace/hta/triton_example_cuda12.json.gz", "PyTorch inference (compiled)",
      "too-little-gpu-work", ["after warm-up", "compiles on its first calls"],
@@ -87,6 +91,7 @@ CASES = [
      "cpu", [], ["DataLoader"]),
 ]
 SLOW = {"torch-trace/hta/ns_resolution_rank0_v100.pt.trace.json.gz",
+        "torch-trace/hpcte-tracelens-fused/merged_4rank_rocm_cifar100.json.gz",
         "torch-trace/hta/sampled_rank-0.json.gz", "torch-trace/hta/sampled_rank-1.json.gz",
         "torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz",
         "torch-trace/hta/trace_diff_control_rank3_a100.json.gz"}

@@ -13,10 +13,11 @@ from tracekit.plugins.diagnosis.gaps import GapsAnalyzer
 from tracekit.plugins.diagnosis.kernels import KernelsAnalyzer
 from tracekit.plugins.diagnosis.launch import LaunchAnalyzer
 from tracekit.plugins.diagnosis.overlap import OverlapAnalyzer
+from tracekit.plugins.diagnosis.ranks import RanksAnalyzer
 from tracekit.plugins.diagnosis.sync import SyncAnalyzer
 
 ANALYZERS = (BottleneckAnalyzer, BreakdownAnalyzer, GapsAnalyzer, SyncAnalyzer, LaunchAnalyzer,
-             OverlapAnalyzer, DiffAnalyzer, KernelsAnalyzer)
+             OverlapAnalyzer, DiffAnalyzer, KernelsAnalyzer, RanksAnalyzer)
 
 
 @tracekit.hookimpl

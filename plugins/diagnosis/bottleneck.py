@@ -50,6 +50,12 @@ from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps, gap_context, host_co
 from tracekit.plugins.diagnosis.kernels import kernel_findings
 from tracekit.plugins.diagnosis.launch import launch_stats
 from tracekit.plugins.diagnosis.program import Program, classify
+from tracekit.plugins.diagnosis.ranks import (
+    collective_skew,
+    ranks_of,
+    straggler,
+    straggler_finding,
+)
 from tracekit.plugins.diagnosis.window import restrict
 from tracekit.report import (
     Finding,
@@ -72,6 +78,7 @@ VERDICTS = {
     "cpu": "CPU-bound (host work between launches starves the GPU)",
     "idle-other": "idle with work queued (stream dependencies or launch latency)",
     "startup": "start-up only (one-time initialization takes most of the trace)",
+    "straggler": "load imbalance: one rank is late and the others wait for it in collectives",
 }
 STARTUP_MIN_PCT = 1.0  # start-up under this share of the span is not told apart
 # Less GPU work than this, and under this share of the recorded time, is too little to judge:
@@ -167,6 +174,10 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             too_little = _too_little_gpu_work(trace, per_device)
             if too_little is not None:
                 return too_little
+        lagging = _straggler(trace)
+        if lagging is not None and verdict in ("mixed", "communication"):
+            # The communication time is the other ranks waiting for one: imbalance.
+            verdict = "straggler"
         title = f"Bottleneck: {VERDICTS.get(verdict, 'mixed')}" if verdict != "mixed" else \
             "Bottleneck: mixed (" + ", ".join(f"{c} {percent(n, span)}%" for c, n in ranked[:3]) \
             + ")"
@@ -188,20 +199,30 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                             "launching calls)")
         top_share = percent(startup, full_span) if verdict == "startup" else \
             percent(ranked[0][1], span)
+        headline = f"verdict: {verdict}" + (
+            "" if verdict == "mixed" else
+            f", {top_share}% of the span" if verdict == "startup" else
+            f", rank {lagging['rank']}" if verdict == "straggler" and lagging else
+            f", {top_share}% of GPU time")
+        if verdict == "straggler" and lagging:
+            suggestion = straggler_finding(lagging).suggestion
+        elif verdict == "startup":
+            suggestion = STARTUP_FIX
+        else:
+            suggestion = render(fixes_for(verdict, program, facts)) or MIXED_FIX
         report.findings.append(Finding(
             severity="info" if verdict == "compute" else
             ("critical" if top_share >= 50 else "warning"),
-            title=f"verdict: {verdict}" + ("" if verdict == "mixed" else
-                                           f", {top_share}% of the span" if verdict == "startup"
-                                           else f", {top_share}% of GPU time"),
+            title=headline,
             evidence={"verdict": verdict, "devices": len(per_device), "span_ns": span,
                       **({"startup_ns": startup} if startup else {}),
                       "gpu_busy_pct": percent(sum(iv.total(g.timeline.busy) for g in per_device),
                                           span),
                       **{f"{c}_pct": percent(n, span) for c, n in ranked if n}},
-            suggestion=STARTUP_FIX if verdict == "startup" else
-            (render(fixes_for(verdict, program, facts)) or MIXED_FIX)))
+            suggestion=suggestion))
         report.findings.append(_program_finding(program))
+        if lagging is not None:
+            report.findings.append(straggler_finding(lagging))
         if startup:
             report.findings.append(Finding(
                 severity="warning" if percent(startup, full_span) >= 20 else "info",
@@ -230,6 +251,13 @@ def _program_finding(program: Program) -> Finding:
     """The class of program the fixes were chosen for, and what it rests on."""
     return Finding(severity="info", title=f"program: {program.label()}",
                    evidence={k: v for k, v in program.evidence.items()})
+
+
+def _straggler(trace: Trace) -> dict[str, Any] | None:
+    """The straggler rank's evidence when the trace holds several ranks (see ``ranks``)."""
+    ranks = ranks_of(trace)
+    skew = collective_skew(ranks) if len(ranks) > 1 else None
+    return straggler(ranks, skew) if skew is not None else None
 
 
 def _too_little_gpu_work(trace: Trace, per_device: list[Gaps]) -> Report | None:

@@ -1,0 +1,239 @@
+"""The ``ranks`` analyzer: a distributed run seen across its ranks.
+
+A rank is one GPU's timeline (one device of one input). Its rank number comes from the trace:
+the launching process's ``rank`` (Kineto ``distributedInfo``), else a ``RANK n`` / ``rank-n``
+in the device's or process's name (TraceLens' merged traces), else in the input's file name,
+else the input order; the report says which rule gave it.
+
+Per rank: span, compute, exposed communication, memory and idle (the ``breakdown`` split),
+and the time its communication kernels run. Collectives are matched across ranks by their
+order: the i-th communication kernel of each rank is the same collective (NCCL and RCCL issue
+collectives in the same order on every rank of a communicator). For each matched collective
+the *arrival spread* is the latest start minus the earliest, and each rank's *lateness* its
+start minus the earliest. The rank that arrives last at most collectives is a **straggler**
+when its total lateness is a robust outlier among the ranks (more than ``STRAGGLER_Z`` median
+absolute deviations above the median of the other ranks, with MAD scaled by 1.4826 to estimate
+a standard deviation; three ranks at least) and at least ``STRAGGLER_MIN_PCT`` % of its span; the *wait it causes* is what the
+other ranks spend, summed over the collectives, between their own start and its start.
+
+Start times of ranks recorded on different hosts are compared as recorded: their clocks may
+be offset (Kineto writes the system clock; nsys and rocprof their own), so the spread of
+inputs from different files is only as good as the hosts' clock sync.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import tracekit
+from tracekit import intervals as iv
+from tracekit.model import Trace
+from tracekit.plugins.diagnosis.activity import COMMUNICATION, NO_GPU, Activity
+from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
+from tracekit.plugins.diagnosis.window import restrict
+from tracekit.report import Finding, Report, format_ns, percent, report_table
+
+RANK_IN_NAME = re.compile(r"(?i)\brank[ _-]?(\d+)")
+STRAGGLER_Z = 3.0
+STRAGGLER_MIN_RANKS = 3  # with two, neither is an outlier of the other
+STRAGGLER_MIN_PCT = 1.0
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass
+class Rank:
+    """One rank's timeline and where its rank number came from."""
+
+    number: int
+    rule: str
+    timeline: DeviceTimeline
+    comm_start: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+@dataclass
+class Skew:
+    """Collectives matched across ranks by order."""
+
+    matched: int
+    spread: np.ndarray  # per collective: latest start - earliest start
+    lateness: np.ndarray  # [rank, collective]: start - earliest start
+    counts: list[int]  # communication kernels per rank
+
+
+def ranks_of(trace: Trace) -> list[Rank]:
+    """Every GPU timeline of ``trace`` as a rank, numbered by the first rule that applies."""
+    activity = Activity.of(trace)
+    timelines = device_timelines(trace)
+    proc = trace.processes.to_pylist()
+    rank_of_pid = {(p["source"], p["pid"]): p["rank"] for p in proc if p["rank"] is not None}
+    name_of_pid = {(p["source"], p["pid"]): p["name"] or "" for p in proc}
+    name_of_device = {(d["source"], d["device"]): d["name"] or ""
+                      for d in trace.devices.to_pylist()}
+    out: list[Rank] = []
+    for order, tl in enumerate(timelines):
+        work = tl.work
+        api = work.api[work.api >= 0]
+        pids = np.unique(activity.calls.pid[api]).tolist() if len(api) else []
+        number, rule = None, "input order"
+        ranked = [rank_of_pid[(work.source, p)] for p in pids if (work.source, p) in rank_of_pid]
+        if len(set(ranked)) == 1:
+            number, rule = int(ranked[0]), "the trace's distributed info"
+        if number is None:
+            for text, what in ([(name_of_device.get((work.source, work.device), ""),
+                                 "the device name")]
+                               + [(name_of_pid.get((work.source, p), ""), "the process name")
+                                  for p in pids]
+                               + [(PurePath(work.source).name, "the file name")]):
+                m = RANK_IN_NAME.search(text)
+                if m:
+                    number, rule = int(m.group(1)), what
+                    break
+        out.append(Rank(order if number is None else number, rule, tl,
+                        work.start[work.cls == COMMUNICATION]))
+    numbers = [r.number for r in out]
+    if len(set(numbers)) != len(numbers):  # the rule did not tell them apart
+        for order, r in enumerate(out):
+            r.number, r.rule = order, "input order"
+    return sorted(out, key=lambda r: r.number)
+
+
+def collective_skew(ranks: list[Rank]) -> Skew | None:
+    """Match the communication kernels of the ranks by order (up to the fewest)."""
+    counts = [len(r.comm_start) for r in ranks]
+    matched = min(counts) if counts else 0
+    if len(ranks) < 2 or matched == 0:
+        return None
+    starts = np.stack([r.comm_start[:matched] for r in ranks])
+    earliest = starts.min(axis=0)
+    return Skew(matched, starts.max(axis=0) - earliest, starts - earliest, counts)
+
+
+def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
+    """The straggler's evidence, or None when no rank's lateness stands out."""
+    if len(ranks) < STRAGGLER_MIN_RANKS:
+        return None
+    late = skew.lateness.sum(axis=1)
+    worst = int(np.argmax(late))
+    others = np.delete(late, worst)
+    median = float(np.median(others))
+    mad = float(np.median(np.abs(others - median))) * MAD_TO_SIGMA
+    span = ranks[worst].timeline.span
+    stands_out = late[worst] > median + STRAGGLER_Z * max(mad, 1.0) and \
+        late[worst] * 100 >= span * STRAGGLER_MIN_PCT
+    if not stands_out:
+        return None
+    last = skew.lateness.argmax(axis=0) == worst
+    mine = skew.lateness[worst]
+    caused = np.clip(mine[None, :] - skew.lateness, 0, None)
+    caused[worst] = 0
+    rank = ranks[worst]
+    return {"rank": rank.number, "last_at": int(last.sum()), "collectives": skew.matched,
+            "median_lateness_ns": int(np.median(mine)), "lateness_ns": int(late[worst]),
+            "others_median_lateness_ns": int(median),
+            "wait_caused_ns": int(caused.sum()),
+            "idle_pct": percent(rank.timeline.idle, rank.timeline.span),
+            "others_idle_pct": round(float(np.median(
+                [percent(r.timeline.idle, r.timeline.span)
+                 for i, r in enumerate(ranks) if i != worst])), 1)}
+
+
+def straggler_finding(info: dict[str, Any]) -> Finding:
+    """The straggler as a finding, with the wait it causes as its cost."""
+    slow_host = info["idle_pct"] > info["others_idle_pct"] + 10
+    because = (f"its GPU is idle {info['idle_pct']}% of its span against "
+               f"{info['others_idle_pct']}% on the others: its host is slower (see its cpu "
+               "gaps: '-a gaps')" if slow_host else
+               "its GPU work takes longer than the others' (compare the per-rank compute)")
+    return Finding(
+        severity="critical" if info["last_at"] * 2 >= info["collectives"] else "warning",
+        title=f"straggler: rank {info['rank']} arrives last at {info['last_at']} of "
+              f"{info['collectives']} collectives; the other ranks wait "
+              f"{format_ns(info['wait_caused_ns'])} for it",
+        evidence=dict(info),
+        suggestion=f"make rank {info['rank']} as fast as the others: {because}; balance its "
+                   "input (data shards, sequence lengths, embedding tables) and check its "
+                   "host (CPU affinity, other processes, a slower node)",
+        cost_ns=info["wait_caused_ns"])
+
+
+class RanksAnalyzer(tracekit.Analyzer):
+    """Per-rank breakdown, collective skew and stragglers of a distributed run."""
+
+    name = "ranks"
+    description = "across ranks: per-rank breakdown, collective arrival skew, stragglers"
+
+    @dataclass(frozen=True)
+    class Options:
+        window: str = field(default="", metadata={
+            "help": "analyze only START:END (times since the first event: 2s:5s, :500ms)"})
+        steps: str = field(default="", metadata={
+            "help": "analyze only ProfilerStep#A..B (A:B, or N)"})
+
+    def analyze(self, trace: Trace) -> Report:
+        trace = restrict(trace, self.options.window, self.options.steps)
+        report = Report(analyzer=self.name, title="Across ranks")
+        ranks = ranks_of(trace)
+        if not ranks:
+            report.notes.append(NO_GPU)
+            return report
+        report.tables["ranks"] = _ranks_table(ranks)
+        report.table_titles["ranks"] = "Per rank (one GPU each), first to last GPU activity"
+        rules = sorted({r.rule for r in ranks})
+        report.notes.append(f"rank numbers from {', '.join(rules)}")
+        skew = collective_skew(ranks)
+        if len(ranks) < 2:
+            report.notes.append("one rank: nothing to compare")
+            return report
+        if skew is None:
+            report.notes.append("no communication kernels to match across ranks")
+            return report
+        if len(set(skew.counts)) > 1:
+            report.notes.append(f"ranks ran different numbers of communication kernels "
+                                f"({', '.join(map(str, skew.counts))}): the first "
+                                f"{skew.matched} of each are matched")
+        report.tables["skew"] = report_table([
+            ("rank", "int", None, [r.number for r in ranks]),
+            ("last_at", "int", None,
+             [int((skew.lateness.argmax(axis=0) == i).sum()) for i in range(len(ranks))]),
+            ("lateness", "int", "ns", skew.lateness.sum(axis=1).tolist()),
+            ("median_lateness", "int", "ns",
+             [int(v) for v in np.median(skew.lateness, axis=1)])])
+        report.table_titles["skew"] = (f"Arrival at {skew.matched} matched collectives "
+                                       "(lateness: start minus the earliest rank's start)")
+        info = straggler(ranks, skew)
+        spread = skew.spread
+        report.findings.append(Finding(
+            severity="info", title=f"collective arrival spread: median "
+            f"{format_ns(int(np.median(spread)))}, largest {format_ns(int(spread.max()))} over "
+            f"{skew.matched} collectives",
+            evidence={"collectives": skew.matched, "median_spread_ns": int(np.median(spread)),
+                      "max_spread_ns": int(spread.max()), "ranks": len(ranks)}))
+        if info is not None:
+            report.findings.insert(0, straggler_finding(info))
+        return report
+
+
+def _ranks_table(ranks: list[Rank]) -> pa.Table:
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "rank", "device", "span", "compute", "communication", "memory", "idle", "comm_kernels")}
+    for r in ranks:
+        shares = r.timeline.shares()
+        cols["rank"].append(r.number)
+        cols["device"].append(r.timeline.work.label)
+        cols["span"].append(r.timeline.span)
+        for part in ("compute", "communication", "memory", "idle"):
+            cols[part].append(shares[part])
+        cols["comm_kernels"].append(iv.total(r.timeline.communication))
+    spec: list[tuple[str, str, str | None, Any]] = [
+        ("rank", "int", None, cols["rank"]), ("device", "str", None, cols["device"]),
+        ("span", "int", "ns", cols["span"])]
+    for part in ("compute", "communication", "memory", "idle"):
+        spec.append((f"{part}_pct", "float", "%", [percent(v, s) for v, s in
+                                                    zip(cols[part], cols["span"], strict=True)]))
+    spec.append(("comm_kernel_time", "int", "ns", cols["comm_kernels"]))
+    return report_table(spec)
