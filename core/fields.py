@@ -30,6 +30,12 @@ from tracekit.model import EVENTS_SCHEMA
 #: Every column of the events table except ``args``, in schema order.
 TYPED_COLUMNS: tuple[str, ...] = tuple(n for n in EVENTS_SCHEMA.names if n != "args")
 
+#: The columns :func:`restore` fills from args keys: all but the event's own identity (kind,
+#: category, name, start, input) and ``stack_id``, an id into a table args cannot carry.
+RESTORED_COLUMNS: tuple[str, ...] = tuple(
+    c for c in TYPED_COLUMNS if c not in ("kind", "category", "name", "ts_ns", "source",
+                                          "stack_id"))
+
 #: Prefix of ``WriteResult.skipped`` keys that count values of one column rather than rows.
 FIELD_PREFIX = "field "
 
@@ -227,11 +233,13 @@ def _mask(value: Mask, n: int) -> np.ndarray:
     return np.full(n, bool(value))
 
 
-def restore(events: pa.Table, columns: Iterable[str]) -> tuple[pa.Table, Counter[str]]:
+def restore(events: pa.Table, columns: Iterable[str] = RESTORED_COLUMNS,
+            ) -> tuple[pa.Table, Counter[str]]:
     """Fill ``columns`` of ``events`` from the args keys named as them (the inverse of
-    :func:`carry`, for inputs a tracekit writer wrote). A key's value replaces the column's;
-    values that do not fit the column's type are left out and counted per column."""
-    columns = [c for c in columns if c in events.column_names]
+    :func:`carry`, for inputs a tracekit writer wrote). A key's value replaces the column's
+    (a column ``events`` lacks is added); values that do not fit the column's type are left
+    out and counted per column. The keys stay in args."""
+    columns = list(columns)
     bad: Counter[str] = Counter()
     args = events["args"].combine_chunks()
     if not columns or not len(args):
@@ -258,6 +266,9 @@ def restore(events: pa.Table, columns: Iterable[str]) -> tuple[pa.Table, Counter
         found = values[name]
         if all(v is None for v in found):
             continue
+        if name not in events.column_names:
+            events = events.append_column(EVENTS_SCHEMA.field(name),
+                                          pa.nulls(len(args), EVENTS_SCHEMA.field(name).type))
         type_ = events.schema.field(name).type
         fitted, odd = _fit(found, type_)
         if odd:
@@ -296,5 +307,5 @@ def _fit(values: list[Any], type_: pa.DataType) -> tuple[pa.Array, int]:
     return pa.array(ok, target), odd
 
 
-__all__ = ["FIELD_PREFIX", "TYPED_COLUMNS", "Carried", "Merged", "carry", "field_skip",
-           "is_field_skip", "json_values", "merge", "restore"]
+__all__ = ["FIELD_PREFIX", "RESTORED_COLUMNS", "TYPED_COLUMNS", "Carried", "Merged", "carry",
+           "field_skip", "is_field_skip", "json_values", "merge", "restore"]
