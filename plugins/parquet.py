@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 import tracekit
 from tracekit.builder import TraceBuilder
 from tracekit.errors import EmptyOutputError, TraceReadError
+from tracekit.fields import TYPED_COLUMNS
 from tracekit.inputs import Source
 from tracekit.model import SCHEMA_VERSION, SCHEMAS, TABLE_NAMES, ReadLog, Trace
 
@@ -65,6 +66,8 @@ class ParquetWriter(tracekit.DirectoryWriter):
     name = "parquet"
     description = "tracekit dataset: the events as Parquet, the other tables in its footer"
     extensions = (".parquet",)
+    native_columns = frozenset(TYPED_COLUMNS)  # the events table as it is
+    event_counts = ("events rows",)
 
     @dataclass(frozen=True)
     class Options:
