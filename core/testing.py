@@ -7,7 +7,7 @@ from typing import Any
 
 from tracekit.builder import TraceBuilder
 from tracekit.inputs import Source
-from tracekit.interfaces import Reader, Writer, WriteResult
+from tracekit.interfaces import DirectoryWriter, Reader, Writer, WriteResult
 from tracekit.model import EVENTS_SCHEMA, Trace
 
 
@@ -55,17 +55,115 @@ def sample_trace() -> Trace:
     return b.build()
 
 
+def full_trace() -> Trace:
+    """A trace in which every typed column of the event model holds values: host ops with a
+    forward/backward flow, launches with their kernel, copy, memset and sync, a GPU
+    annotation, instants, counters on a process and on a device, a CPU sample with its call
+    stack, an untimed aggregate row, and a host row that carries every column no format has
+    a field for. For checking that a writer writes or counts every column."""
+    b = TraceBuilder("full.json", "sample")
+    rows: list[dict[str, Any]] = [
+        dict(kind="slice", category="host.op", name="aten::mm", ts_ns=1_000, dur_ns=3_000,
+             pid=10, tid=11, flow_id=1, args='{"External id": 7}'),
+        dict(kind="slice", category="api.runtime", name="cudaLaunchKernel", ts_ns=1_100,
+             dur_ns=200, pid=10, tid=11, correlation=42, args='{"cbid": 211}'),
+        dict(kind="slice", category="gpu.kernel", name="gemm", ts_ns=2_000, dur_ns=2_500,
+             pid=10, device=0, stream=7, correlation=42, grid_x=4, grid_y=2, grid_z=1,
+             block_x=128, block_y=1, block_z=1, registers=32, shared_mem_bytes=1024,
+             args='{"External id": 7}'),
+        dict(kind="slice", category="api.runtime", name="cudaMemcpyAsync", ts_ns=1_400,
+             dur_ns=100, pid=10, tid=11, correlation=43),
+        dict(kind="slice", category="gpu.memcpy", name="[CUDA memcpy Host-to-Device]",
+             ts_ns=5_000, dur_ns=1_000, pid=10, device=0, stream=7, correlation=43,
+             bytes=4096, copy_kind="HtoD", src_kind="Pageable", dst_kind="Device"),
+        dict(kind="slice", category="api.runtime", name="cudaMemsetAsync", ts_ns=1_600,
+             dur_ns=100, pid=10, tid=11, correlation=44),
+        dict(kind="slice", category="gpu.memset", name="[CUDA memset]", ts_ns=6_500,
+             dur_ns=100, pid=10, device=0, stream=7, correlation=44, bytes=512,
+             dst_kind="Device"),
+        dict(kind="slice", category="gpu.sync", name="Stream sync", ts_ns=7_000, dur_ns=50,
+             pid=10, device=0, stream=7),
+        dict(kind="slice", category="gpu.annotation", name="ProfilerStep#1", ts_ns=1_900,
+             dur_ns=5_300, device=0, stream=7),
+        dict(kind="slice", category="host.op", name="aten::mm_backward", ts_ns=8_000,
+             dur_ns=500, pid=10, tid=11, flow_id=1),
+        dict(kind="instant", category="host.instant", name="step", ts_ns=9_000, pid=10,
+             tid=11, correlation=45, flow_id=2, bytes=8, value=1.5, count=3),
+        dict(kind="instant", category="host.memory", name="[memory]", ts_ns=1_200, pid=10,
+             tid=11, bytes=4096, args='{"Addr": 1}'),
+        dict(kind="counter", category="counter.memory", name="GPU 0 memory allocated",
+             ts_ns=9_000, pid=10, value=4096.0),
+        dict(kind="counter", category="counter.utilization", name="GPU 0 utilization",
+             ts_ns=9_000, pid=10, device=0, value=0.5),
+        dict(kind="sample", category="cpu.sample", name="cycles", ts_ns=9_500, pid=10,
+             tid=11, stack_id=1, value=1000.0),
+        dict(kind="slice", category="host.os", name="read", ts_ns=9_600, dur_ns=100,
+             pid=10, tid=11, correlation=46, bytes=100, value=0.25, count=2, stack_id=1,
+             grid_x=3, grid_y=1, grid_z=1, block_x=64, block_y=1, block_z=1, registers=16,
+             shared_mem_bytes=0, copy_kind="DtoH", src_kind="Device", dst_kind="Pinned",
+             args='{"fd": 3}'),
+        dict(kind="slice", category="gpu.kernel", name="gemm", ts_ns=None, dur_ns=12_000,
+             device=0, count=5),
+    ]
+    b.add_events({name: [r.get(name) for r in rows] for name in EVENTS_SCHEMA.names
+                  if name != "source"})
+    b.add_process(10, name="python", host="node0", rank=0)
+    b.add_thread(10, 11, name="main")
+    b.add_device(0, name="Sample GPU", vendor="nvidia", kind="gpu", sm_count=108,
+                 memory_bytes=40 * 2**30, compute_capability="8.0")
+    b.add_frame(0, "main", module="app")
+    b.add_frame(1, "leaf", module="app", file="app.c", line=12)
+    b.add_stack(0, 0, None)
+    b.add_stack(1, 1, 0)
+    b.note("sample", "events", len(rows))
+    return b.build()
+
+
 def check_writer(writer_cls: type[Writer], trace: Trace | None = None,
                  options: Any = None) -> tuple[bytes, WriteResult]:
-    """Write ``trace`` (default: :func:`sample_trace`) to memory; return the bytes and the
-    result, after checking that every event is either written or counted as skipped."""
+    """Write ``trace`` (default: :func:`full_trace`) and return the output's bytes (for a
+    directory writer, its files' bytes one after the other) and the result.
+
+    Checks the writer's accounting: the ``written`` counts named in ``event_counts`` plus the
+    rows counted as skipped add up to the trace's events; and that every typed column that
+    holds values is in ``native_columns``, appears in the output under its own name (the
+    rule of ``tracekit.fields``), or is counted as ``field <column>: ...`` in ``skipped``.
+    """
     import io
+    import tempfile
+    from pathlib import Path
 
-    trace = trace or sample_trace()
-    buffer = io.BytesIO()
-    result = writer_cls(options).write(trace, buffer)
+    from tracekit.fields import FIELD_PREFIX, TYPED_COLUMNS, is_field_skip
+
+    trace = trace or full_trace()
+    writer = writer_cls(options)
+    if isinstance(writer, DirectoryWriter):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = writer.write(trace, Path(tmp))
+            data = b"".join(p.read_bytes() for p in sorted(Path(tmp).rglob("*"))
+                            if p.is_file())
+    else:
+        buffer = io.BytesIO()
+        result = writer.write(trace, buffer)
+        data = buffer.getvalue()
+    name = writer_cls.name
     assert isinstance(result, WriteResult), "write() must return a WriteResult"
-    return buffer.getvalue(), result
+    assert writer_cls.event_counts, f"{name}: declare event_counts (the written keys of rows)"
+    rows = sum(result.written.get(k, 0) for k in writer_cls.event_counts)
+    skipped = sum(n for k, n in result.skipped.items() if not is_field_skip(k))
+    assert rows + skipped == trace.events.num_rows, (
+        f"{name}: {rows} rows written and {skipped} skipped, but the trace has "
+        f"{trace.events.num_rows} events")
+    unknown = set(writer_cls.native_columns) - set(TYPED_COLUMNS)
+    assert not unknown, f"{name}: native_columns names no typed column: {sorted(unknown)}"
+    for column in TYPED_COLUMNS:
+        if trace.events[column].null_count == trace.events.num_rows:
+            continue
+        counted = any(k.startswith(f"{FIELD_PREFIX}{column}:") for k in result.skipped)
+        assert column in writer_cls.native_columns or column.encode() in data or counted, (
+            f"{name}: column {column!r} is neither in native_columns, nor written under its "
+            f"own name, nor counted as skipped")
+    return data, result
 
 
-__all__ = ["check_reader", "check_writer", "sample_trace"]
+__all__ = ["check_reader", "check_writer", "full_trace", "sample_trace"]
