@@ -123,8 +123,13 @@ def test_untimed_rows_and_samples_are_counted_not_dropped(tmp_path, registry):
 
 def test_options_turn_off_args_and_flows(tmp_path, registry):
     path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
-    _, _, decoded = _convert(path, tmp_path, registry, options=["args=false", "flows=false"])
-    assert all(not s.args and not s.flows for s in decoded.slices)
+    trace, _, decoded = _convert(path, tmp_path, registry,
+                                 options=["args=false", "flows=false"])
+    # The events' own args are left out; typed columns still travel as annotations: the
+    # flow ids, and the ids of the profiler's "Spans" process, which its track shows by name.
+    assert all(not s.flows for s in decoded.slices)
+    keys = Counter(k for s in decoded.slices for k in s.args)
+    assert keys == {"flow_id": len(trace.events["flow_id"].drop_null()), "pid": 1, "tid": 1}
 
 
 def test_deterministic_output(tmp_path, registry):
@@ -319,5 +324,7 @@ def test_odd_values_are_written_or_counted(tmp_path, registry):
     assert sorted(v for _, _, v in decoded.counters) == [-1e308, 0.5]
     assert len(decoded.arrows) == 1  # the huge correlation still links the pair
     args = {s.name: s.args for s in decoded.slices}
-    assert args["a\x00b"] == {"args": '{"x": 1e400}'}
-    assert args["k\ufffd"] == {"args": "{"}
+    # Args that are not JSON objects are kept as text; typed columns no track holds (the
+    # correlation, a kernel's launching pid) are annotations named as the column.
+    assert args["a\x00b"] == {"args": '{"x": 1e400}', "correlation": big}
+    assert args["k\ufffd"] == {"args": "{", "pid": big, "correlation": big}

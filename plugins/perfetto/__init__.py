@@ -12,7 +12,11 @@ import tracekit
 from tracekit.errors import EmptyOutputError
 from tracekit.links import launch_links, mix64
 from tracekit.model import Trace
-from tracekit.plugins.perfetto.annotations import AnnotationEncoder
+from tracekit.plugins.perfetto.annotations import (
+    AnnotationEncoder,
+    annotated_args,
+    sample_native,
+)
 from tracekit.plugins.perfetto.lanes import nest_slices
 from tracekit.plugins.perfetto.samples import sample_packets
 from tracekit.plugins.perfetto.tracks import plan_tracks
@@ -48,6 +52,11 @@ class PerfettoWriter(tracekit.Writer):
     name = "perfetto"
     description = "Perfetto trace (protobuf TrackEvent) for ui.perfetto.dev"
     extensions = (".pftrace", ".perfetto-trace", ".perfetto")
+    # Tracks hold pid, tid, device and stream; flows link by correlation and flow_id, but
+    # their values travel as annotations (tracekit.fields), like the other typed columns.
+    native_columns = frozenset({"kind", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
+                                "device", "stream", "value", "stack_id", "source"})
+    event_counts = ("slices", "instants", "counter values", "CPU samples")
 
     @dataclass(frozen=True)
     class Options:
@@ -60,15 +69,15 @@ class PerfettoWriter(tracekit.Writer):
         if not events.num_rows:
             raise EmptyOutputError(_nothing_to_draw(trace.events, result))
         plan = plan_tracks(trace, events)
+        args = annotated_args(events, _native(events, plan), self.options.args, result.skipped)
         packets = self._packets(events, plan, result)
         flows = _flow_lists(events) if self.options.flows else None
-        progress = getattr(self, "progress", None)
+        progress = self.progress
         annotations = AnnotationEncoder()
         first_ts = int(packets.ts[0]) if len(packets.ts) else 0
         stream.write(_intern_packets(events, first_ts))
         for desc in plan.descriptors:
             stream.write(_packet((8, first_ts), (60, desc)))
-        args = events["args"] if self.options.args else None
         for lo in range(0, len(packets.ts), _CHUNK):
             hi = min(lo + _CHUNK, len(packets.ts))
             stream.write(_encode_chunk(packets, lo, hi, args, flows, annotations))
@@ -151,6 +160,22 @@ class PerfettoWriter(tracekit.Writer):
                         uuid=cat[2][order].astype(np.uint64), row=row,
                         with_fields=cat[4][order].astype(bool), value=value[row],
                         name_iid=names[row] + 1, cat_iid=cats[row] + 1)
+
+
+def _native(events: pa.Table, plan: Any) -> dict[str, Any]:
+    """Per typed column the rows whose Perfetto event or track holds it (tracekit.fields)."""
+    kind = events["kind"].cast(pa.string())
+    slices, counters, samples = (pc.equal(kind, k).to_numpy(zero_copy_only=False)
+                                 for k in ("slice", "counter", "sample"))
+    return {
+        "kind": True, "ts_ns": True, "name": ~samples,
+        "category": ~samples | sample_native(events), "dur_ns": slices,
+        # PerfSample packets name their pid and tid; tracks those of the other rows.
+        "pid": plan.native["pid"] | samples, "tid": plan.native["tid"] | samples,
+        "device": plan.native["device"], "stream": plan.native["stream"],
+        "value": counters, "stack_id": samples,
+        "source": len(events["source"].combine_chunks().dictionary) <= 1,
+    }
 
 
 def _nothing_to_draw(events: pa.Table, result: tracekit.WriteResult) -> str:
@@ -243,9 +268,10 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
     te = MessageColumns(n)
     te.varint(9, p.type[lo:hi])
     te.varint(11, p.uuid[lo:hi].view(np.int64))
-    te.varint(3, p.cat_iid[lo:hi], present=fields)
-    te.varint(10, p.name_iid[lo:hi], present=fields)
     is_counter = p.type[lo:hi] == _COUNTER
+    # Counters carry their category and annotations too: the track only names them.
+    te.varint(3, p.cat_iid[lo:hi], present=fields | is_counter)
+    te.varint(10, p.name_iid[lo:hi], present=fields)
     te.double(44, p.value[lo:hi], present=is_counter)
     if flows is not None:
         counts = np.where(fields, flows.counts[rows], 0)
@@ -253,20 +279,19 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
         take = np.repeat(flows.start[rows] - first, counts) + np.arange(int(counts.sum()))
         te.repeated_fixed64(47, counts, flows.ids[take])
     prefix = b""
-    if args is not None:
-        blobs = [b""] * n
-        arg_rows = np.flatnonzero(fields)
-        texts = args.take(pa.array(rows[arg_rows])).to_pylist()
-        for i, text in zip(arg_rows.tolist(), texts, strict=True):
-            if text:
-                blobs[i] = annotations.encode(text)
-        te.raw(Blob.from_list(blobs))
-        fresh = annotations.new_names()
-        if fresh:
-            interned = encode_message(*[(3, encode_message((1, iid), (2, nm)))
-                                        for iid, nm in fresh])
-            prefix = _packet((8, int(p.ts[lo])), (10, SEQUENCE_ID), (13, _NEEDS_STATE),
-                             (12, interned))
+    blobs = [b""] * n
+    arg_rows = np.flatnonzero(fields | is_counter)
+    texts = args.take(pa.array(rows[arg_rows])).to_pylist()
+    for i, text in zip(arg_rows.tolist(), texts, strict=True):
+        if text:
+            blobs[i] = annotations.encode(text)
+    te.raw(Blob.from_list(blobs))
+    fresh = annotations.new_names()
+    if fresh:
+        interned = encode_message(*[(3, encode_message((1, iid), (2, nm)))
+                                    for iid, nm in fresh])
+        prefix = _packet((8, int(p.ts[lo])), (10, SEQUENCE_ID), (13, _NEEDS_STATE),
+                         (12, interned))
     packet = MessageColumns(n)
     packet.varint(8, p.ts[lo:hi])
     packet.message(11, te.encode())

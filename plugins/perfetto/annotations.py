@@ -9,9 +9,14 @@ across millions of events).
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from typing import Any
 
+import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit import fields
 from tracekit.plugins.perfetto.wire import encode_message, encode_varint
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -102,3 +107,42 @@ def _value(v: Any) -> bytes:
 def _string(s: str) -> bytes:
     data = s.encode("utf-8", "surrogatepass")
     return _STRING + _varint(len(data)) + data
+
+
+def annotated_args(events: pa.Table, native: dict[str, Any], keep_args: bool,
+                   skipped: Counter[str]) -> pa.Array:
+    """Each row's args with the typed columns its track and event do not hold added by the
+    rule of ``tracekit.fields``; what cannot be written is counted in ``skipped``.
+
+    ``native`` maps columns to the rows where the Perfetto event holds them. CPU samples are
+    PerfSample packets, which carry no annotations: their other values are counted.
+    """
+    sample = pc.equal(events["kind"].cast(pa.string()), "sample").to_numpy(
+        zero_copy_only=False)
+    carried = fields.carry(events, native, allowed=~sample,
+                           why_not="a CPU sample carries no annotations in Perfetto")
+    stacks = events["stack_id"].is_valid().to_numpy(zero_copy_only=False) & ~sample
+    if stacks.any():  # ids into the stacks table, which only samples' callstacks carry
+        carried.keys.pop("stack_id", None)
+        skipped[fields.field_skip("stack_id", "only CPU samples carry a call stack in "
+                                              "Perfetto")] += int(stacks.sum())
+    skipped.update(carried.skipped)
+    args = events["args"].combine_chunks() if keep_args else pa.nulls(events.num_rows,
+                                                                        pa.string())
+    own = pc.fill_null(pc.greater(pc.utf8_length(args), 0), False).to_numpy(
+        zero_copy_only=False) & sample
+    if own.any():
+        skipped[fields.field_skip("args", "a CPU sample carries no annotations in "
+                                          "Perfetto")] += int(own.sum())
+        args = pc.if_else(pa.array(sample), pa.scalar(None, pa.string()), args)
+    merged = fields.merge(args, carried.keys)
+    for key, n in merged.collisions.items():
+        skipped[fields.field_skip(key, "args already has this key with another value "
+                                       "(args kept)")] += n
+    return merged.args
+
+
+def sample_native(events: pa.Table) -> np.ndarray:
+    """Rows whose category a PerfSample tells as it is (samples are cpu.sample)."""
+    return pc.equal(events["category"].cast(pa.string()), "cpu.sample").to_numpy(
+        zero_copy_only=False)

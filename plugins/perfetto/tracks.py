@@ -41,6 +41,8 @@ class TrackPlan:
 
     row_track: np.ndarray
     uuids: list[int]
+    #: Per typed column, the rows whose track holds its value (see ``tracekit.fields``).
+    native: dict[str, np.ndarray] = field(default_factory=dict)
     descriptors: list[bytes] = field(default_factory=list)
     _keys: list[tuple[int, ...]] = field(default_factory=list)
     _names: list[str] = field(default_factory=list)
@@ -100,7 +102,8 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
     row_track, key_columns = factorize(cls.astype(np.int64), src.astype(np.int64), a, b)
     unique = np.stack(key_columns, axis=1) if n else np.empty((0, 4), dtype=np.int64)
     names = _Names(trace, source_names)
-    plan = TrackPlan(row_track=row_track.reshape(-1), uuids=[])
+    plan = TrackPlan(row_track=row_track.reshape(-1), uuids=[],
+                     native=_native(cls, pid, tid, names))
     declared: set[int] = set()
 
     def declare(uuid: int, *fields: tuple[int, Any]) -> int:
@@ -161,6 +164,21 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
         plan._names.append(label)
         plan._parents.append(parent)
     return plan
+
+
+def _native(cls: np.ndarray, pid: np.ndarray, tid: np.ndarray,
+            names: _Names) -> dict[str, np.ndarray]:
+    """Where a row's track tells its pid, tid, device and stream as they are: a process or
+    thread track with the real ids (not a synthetic id shown by name, nor a pid moved apart
+    because two inputs share it), a device track, a stream track."""
+    on_host = (cls == THREAD) | (cls == PROCESS) | (cls == COUNTER)
+    moved = np.zeros(len(cls), dtype=bool)
+    if names.clash:
+        moved = np.isin(pid, np.array(sorted(names.clash), dtype=np.int64))
+    real_pid = on_host & (pid > _SYNTHETIC) & ~moved
+    on_device = (cls == STREAM) | (cls == DEVICE_COUNTER) | (cls == DEVICE_ANALYSIS)
+    return {"pid": real_pid, "tid": real_pid & (cls == THREAD) & (tid > _SYNTHETIC),
+            "device": on_device, "stream": cls == STREAM}
 
 
 def _ints(col: pa.ChunkedArray) -> np.ndarray:
