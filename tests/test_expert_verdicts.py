@@ -35,16 +35,17 @@ CASES = [
     ("rocprof-v3/jimw_llamacpp_rocm7", "llama.cpp (ggml) inference (HIP graphs)", "compute",
      ["rocprof-compute"], TORCH_ONLY),
     # Kernel-only traces: no launching call, so the fix is to record the host side.
-    ("rocprof-v1/gunrock_mi300_gfx942", "plain HIP program (no ML framework)", "idle-other",
-     ["record the host side too", "--hip-trace"], TORCH_ONLY),
+    ("rocprof-v1/gunrock_mi300_gfx942", "plain HIP program (no ML framework)", "startup",
+     ["rocprofv3 --collection-period", "record the host side too", "--hip-trace"], TORCH_ONLY),
     ("bonus/rocprofv3-json/tracelens_908_results.json.gz", "plain HIP program", "idle-other",
      ["record the host side too"], [*TORCH_ONLY, "bucket_cap_mb"]),
     # v1 folders whose CSVs are totals: their results.json is the timeline.
     ("rocprof-v1/kokkos_2021_gfx906", "Kokkos program", "cpu", ["perf record -g"], TORCH_ONLY),
     ("rocprof-v1/shashank_mi300a", "plain HIP program (no ML framework)", "transfer", [],
      TORCH_ONLY),
-    ("bonus/rocpd-sqlite/hgliu_15_results.db", "plain HIP program (no ML framework)", "cpu",
-     [], TORCH_ONLY),
+    # Set-up (a 12.5 ms hipMemcpy before the first GEMM), then the GEMM loop.
+    ("bonus/rocpd-sqlite/hgliu_15_results.db", "plain HIP program (no ML framework)", "startup",
+     ["rocprofv3 --collection-period"], TORCH_ONLY),
     ("torch-trace/hta/alexnet_a100_trace.json.gz", "PyTorch inference (eager)", "startup",
      ["warm-up"], ["DataLoader"]),
     ("torch-trace/tracelens/vllm_hipgraph_capture_rank0_rocm7.pt.trace.json.gz",

@@ -37,7 +37,9 @@ COMM_KERNEL = (r"(?i)nccl|rccl|^hccl|multimem_|one_?shot_all_?reduce|two_?shot_a
                r"|lamport")
 # Host ranges of a collective: device work launched inside one is communication.
 COLLECTIVE_RANGE = r"^record_param_comms$|^c10d::|^nccl:|^c10d_functional::|^_c10d_functional::"
-MEMORY_KERNEL = r"(?i)^(hip)?memcpy|^(hip)?memset|^dma"
+# ROCm's runtime implements copies and fills with its own blit kernels (__amd_rocclr_*).
+MEMORY_KERNEL = (r"(?i)^(hip)?memcpy|^(hip)?memset|^dma"
+                 r"|^__amd_rocclr_(fill|copy)(Buffer|Image)")
 # Calls that return only when the device has caught up (nsys' cuda_api_sync and
 # cuda_memcpy_sync rules, their HIP twins, and the synchronous copies and memsets).
 SYNC_API = (r"^(cuda|hip)(Device|Stream|Event|Ctx|Thread)Synchronize"
@@ -92,13 +94,20 @@ class Activity:
     calls: HostCalls
     cache: dict[str, Any] = field(default_factory=dict)  # what analyzers derive and share
 
+    @property
+    def has_steps(self) -> bool:
+        """Whether the trace marks steps (``ProfilerStep#N`` ranges)."""
+        if "has_steps" not in self.cache:
+            self.cache["has_steps"] = steps(Trace(self.events)).num_rows > 0
+        return self.cache["has_steps"]
+
     @classmethod
     def of(cls, trace: Trace) -> Activity:
         """The activity of ``trace``, computed on first use and kept on the trace."""
-        cached = trace.__dict__.get("_diagnosis_activity")
+        cached = trace.cache.get("diagnosis.activity")
         if cached is None or cached.events is not trace.events:
             cached = _build(trace)
-            trace.__dict__["_diagnosis_activity"] = cached
+            trace.cache["diagnosis.activity"] = cached
         return cached
 
     def name(self, row: int) -> str:

@@ -109,10 +109,15 @@ FIXES = {
     "idle-other": "look at the largest gaps ('tracekit analyze -a gaps'): cross-stream "
                   "waits (cudaStreamWaitEvent) or a launch queue that drains",
 }
-STARTUP_FIX = ("profile the steady state: start recording after warm-up (torch.profiler "
-               "schedule(wait=, warmup=, active=), nsys --capture-range=cudaProfilerApi or "
-               "--delay) or cut this trace with -O window=START:END; the causes below are of "
-               "what remains")
+def startup_fix(program: Program) -> str:
+    """How to keep start-up out of a profile of this program."""
+    how = ("torch.profiler schedule(wait=, warmup=, active=), nsys "
+           "--capture-range=cudaProfilerApi or --delay" if program.pytorch else
+           "rocprofv3 --collection-period with a start delay past the set-up"
+           if program.api == "HIP" else "nsys --capture-range=cudaProfilerApi with "
+           "cudaProfilerStart/Stop around the loop, or --delay")
+    return (f"profile the steady state: start recording after warm-up ({how}) or cut this "
+            "trace with -O window=START:END; the causes below are of what remains")
 MIXED_FIX = "several causes share the time; the findings below are ordered by what they cost"
 
 
@@ -207,7 +212,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         if verdict == "straggler" and lagging:
             suggestion = straggler_finding(lagging).suggestion
         elif verdict == "startup":
-            suggestion = STARTUP_FIX
+            suggestion = startup_fix(program)
         else:
             suggestion = render(fixes_for(verdict, program, facts)) or MIXED_FIX
         report.findings.append(Finding(

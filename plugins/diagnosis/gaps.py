@@ -20,8 +20,9 @@ refined):
   loading, library handles, JIT compilation, and memory allocation calls that are the first
   of their process or last ``STARTUP_ALLOC_MS`` or more), and a kernel's first launch call
   when it lasts ``FIRST_LAUNCH_MS`` or more and ``FIRST_LAUNCH_RATIO`` times the median launch
-  call (its code object loaded lazily). The verdict is given on the steady state, without
-  these gaps.
+  call (its code object loaded lazily); and, in a trace without ``ProfilerStep`` ranges, every
+  gap before the device's first compute kernel (set-up: allocating, reading and uploading the
+  input). The verdict is given on the steady state, without these gaps.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import intervals as iv
 from tracekit.model import Trace
-from tracekit.plugins.diagnosis.activity import NO_GPU, Activity
+from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.diagnosis.window import restrict
 from tracekit.report import Finding, Report, format_ns, percent, report_table
@@ -123,6 +124,12 @@ def device_gaps(activity: Activity, timeline: DeviceTimeline, launch_gap_ns: int
         if sel.any():
             covered = iv.covered_within(lo, hi, iv.union(init[2][sel], init[3][sel]))
             cause[covered * 2 >= hi - lo] = STARTUP
+    if not activity.has_steps:
+        # Without steps, what comes before a device's first compute kernel is set-up:
+        # allocating, reading and uploading the input (a steady state runs kernels).
+        kernels = np.flatnonzero(work.cls != MEMORY)
+        if len(kernels):
+            cause[hi <= work.start[kernels[0]]] = STARTUP
     rows = work.row[first] if len(first) else np.empty(0, np.int64)
     return Gaps(timeline, lo, hi, cause, np.where(known, call, -1), rows)
 

@@ -13,8 +13,9 @@ the *arrival spread* is the latest start minus the earliest, and each rank's *la
 start minus the earliest. The rank that arrives last at most collectives is a **straggler**
 when its total lateness is a robust outlier among the ranks (more than ``STRAGGLER_Z`` median
 absolute deviations above the median of the other ranks, with MAD scaled by 1.4826 to estimate
-a standard deviation; three ranks at least) and at least ``STRAGGLER_MIN_PCT`` % of its span; the *wait it causes* is what the
-other ranks spend, summed over the collectives, between their own start and its start.
+a standard deviation; three ranks at least) and at least ``STRAGGLER_MIN_PCT`` % of its span;
+the *wait it causes* is what the other ranks spend, summed over the collectives, between their
+own start and its start.
 
 Start times of ranks recorded on different hosts are compared as recorded: their clocks may
 be offset (Kineto writes the system clock; nsys and rocprof their own), so the spread of
