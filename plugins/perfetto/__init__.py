@@ -303,3 +303,11 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
 @tracekit.hookimpl
 def register_writers(register: Any) -> None:
     register(PerfettoWriter)
+
+
+@tracekit.hookimpl
+def register_readers(register: Any) -> None:
+    # Imported here: the reader needs the protobuf runtime, which writing does not.
+    from tracekit.plugins.perfetto.reader import PerfettoReader
+
+    register(PerfettoReader)
