@@ -69,3 +69,5 @@ def test_two_inputs_are_two_ranks_and_two_ranks_name_no_straggler(registry):
     assert report.tables["ranks"].to_pydict()["rank"] == [0, 1]
     assert report.tables["skew"].to_pydict()["last_at"] == [2, 8]
     assert not [f for f in report.findings if f.title.startswith("straggler")]
+    assert ("the run has 128 ranks (distributedInfo.world_size); 2 are in these inputs, so "
+            "what is said of stragglers and arrival is of these only") in report.notes

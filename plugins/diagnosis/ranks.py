@@ -103,6 +103,17 @@ def ranks_of(trace: Trace) -> list[Rank]:
     return sorted(out, key=lambda r: r.number)
 
 
+def world_sizes(trace: Trace) -> set[int]:
+    """The world sizes the inputs declare (Kineto ``distributedInfo.world_size``)."""
+    sizes = set()
+    for meta in trace.metadata.get("sources", {}).values():
+        info = meta.get("distributed") if isinstance(meta, dict) else None
+        size = info.get("world_size") if isinstance(info, dict) else None
+        if isinstance(size, int) and size > 0:
+            sizes.add(size)
+    return sizes
+
+
 def collective_skew(ranks: list[Rank]) -> Skew | None:
     """Match the communication kernels of the ranks by order (up to the fewest)."""
     counts = [len(r.comm_start) for r in ranks]
@@ -186,6 +197,11 @@ class RanksAnalyzer(tracekit.Analyzer):
         report.table_titles["ranks"] = "Per rank (one GPU each), first to last GPU activity"
         rules = sorted({r.rule for r in ranks})
         report.notes.append(f"rank numbers from {', '.join(rules)}")
+        world = world_sizes(trace)
+        if world and max(world) != len(ranks):
+            report.notes.append(f"the run has {max(world)} ranks (distributedInfo.world_size); "
+                                f"{len(ranks)} are in these inputs, so what is said of "
+                                "stragglers and arrival is of these only")
         skew = collective_skew(ranks)
         if len(ranks) < 2:
             report.notes.append("one rank: nothing to compare")
