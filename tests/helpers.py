@@ -22,6 +22,13 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+def sweep(values: list, *fast: object) -> list:
+    """``values`` as test parameters, all but those in ``fast`` marked slow: a sweep over every
+    fixture runs whole without ``-m "not slow"`` and on a small representative with it."""
+    return [pytest.param(*(v if isinstance(v, tuple) else (v,)),
+                         marks=() if v in fast else pytest.mark.slow) for v in values]
+
+
 def torch_traces() -> list[str]:
     """Relative paths of every PyTorch trace under ../shared/fixtures/torch-trace."""
     base = SHARED / "torch-trace"

@@ -62,6 +62,7 @@ def test_existing_file_is_replaced_only_with_force_and_keeps_its_mode(tmp_path, 
     _no_temporaries(tmp_path)
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_cli_refuses_an_existing_output_before_reading(tmp_path):
     out = tmp_path / "a.pftrace"
     out.write_bytes(b"precious")
@@ -162,6 +163,7 @@ def test_tracekit_dataset_is_replaced_only_with_force(tmp_path, trace, registry)
     _no_temporaries(tmp_path)
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_output_that_is_an_input_is_refused(tmp_path):
     source = tmp_path / "in.json"
     source.write_bytes(TRACE.read_bytes())
@@ -181,6 +183,7 @@ def test_stdout_output_needs_a_format(tmp_path, trace, registry):
         tracekit.convert(TRACE, "-", registry=registry)
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_dash_writes_standard_output(tmp_path, trace, registry):
     proc = _cli("convert", str(TRACE), "-o", "-", "--to", "chrome-json", "-q")
     expected = tmp_path / "e.json"
@@ -189,6 +192,7 @@ def test_dash_writes_standard_output(tmp_path, trace, registry):
     assert not (tmp_path / "-").exists() and not Path("-").exists()
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_closed_pipe_on_stdout_ends_quietly(tmp_path):
     proc = subprocess.run(
         f"{sys.executable} -m tracekit convert {TRACE} -o - --to chrome-json -q | head -c 10",
@@ -223,6 +227,7 @@ _SLOW_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 @pytest.mark.parametrize("sig,code,message", [(signal.SIGTERM, 143, "error: terminated"),
                                               (signal.SIGINT, 130, "error: interrupted")])
 def test_signals_leave_no_temporary_file(tmp_path, sig, code, message):

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import FIXTURES, shared_path, torch_traces
+from helpers import FIXTURES, shared_path, sweep, torch_traces
 from independent import load
 from tracekit.builder import TraceBuilder
 from tracekit.errors import EmptyOutputError, TraceReadError
@@ -64,7 +64,8 @@ def test_chrome_json_of_alexnet_loads_with_json(tmp_path, registry):
     assert all(e["pid"] == e["args"]["device"] for e in gpu)
 
 
-@pytest.mark.parametrize("rel", torch_traces())
+@pytest.mark.parametrize("rel", sweep(torch_traces(),
+                                      "torch-trace/tracelens/h100_bert-small.json.gz"))
 def test_torch_to_chrome_json_and_back_keeps_every_event(rel, tmp_path, registry):
     path = shared_path(*rel.split("/"))
     original = tracekit.read(path, registry=registry)
@@ -89,10 +90,12 @@ def test_recorded_trace_to_chrome_json_and_back(tmp_path, registry):
 
 @pytest.mark.parametrize("path", [
     FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz",
-    "torch-trace/hta/nccl_data_rank0_a100.json.gz",
-    "torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz",
+    pytest.param("torch-trace/hta/nccl_data_rank0_a100.json.gz", marks=pytest.mark.slow),
+    pytest.param("torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz",
+                 marks=pytest.mark.slow),
     "nsys-sqlite/pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
-    "nsys-sqlite/nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite",
+    pytest.param("nsys-sqlite/nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite",
+                 marks=pytest.mark.slow),
     FIXTURES / "perf-recorded" / "burn_pid_ns.perf",
     "perf-script/speedscope/system-wide.linux-perf.txt",
     "vtune-csv/inferno/vtune-topdown.csv",

@@ -387,6 +387,7 @@ def _perf_usable() -> str | None:
     return None
 
 
+@pytest.mark.slow  # compiles and records a program
 def test_live_recording_matches_perf_script(registry, tmp_path):
     reason = _perf_usable()
     if reason:

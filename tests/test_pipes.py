@@ -29,7 +29,9 @@ def _events_without_source(trace: tracekit.Trace) -> pa.Table:
     return trace.events.drop_columns(["source"])
 
 
-@pytest.mark.parametrize("path,compressed", [(TORCH, True), (TORCH, False), (PERF, False)])
+@pytest.mark.parametrize("path,compressed", [
+    (TORCH, True), pytest.param(TORCH, False, marks=pytest.mark.slow),
+    pytest.param(PERF, False, marks=pytest.mark.slow)])
 def test_stdin_reads_like_the_file(tmp_path, registry, path, compressed):
     data = path.read_bytes()
     if path.suffix == ".gz" and not compressed:
@@ -43,6 +45,7 @@ def test_stdin_reads_like_the_file(tmp_path, registry, path, compressed):
     assert _events_without_source(piped).equals(_events_without_source(direct))
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_perf_script_piped_to_folded_on_stdout(registry, tmp_path):
     proc = _cli("convert", "-", "-o", "-", "--to", "folded", "-q", stdin=PERF.read_bytes())
     assert proc.returncode == 0, proc.stderr
@@ -51,6 +54,7 @@ def test_perf_script_piped_to_folded_on_stdout(registry, tmp_path):
     assert proc.stdout == expected.read_bytes() and proc.stdout.count(b"\n") == 3
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_process_substitution_input(tmp_path, registry):
     out = tmp_path / "out.parquet"
     proc = subprocess.run(["bash", "-c", f"{sys.executable} -m tracekit convert "
@@ -75,6 +79,7 @@ def test_fifo_input(tmp_path, registry):
     assert _events_without_source(trace).equals(_events_without_source(direct))
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_stream_into_a_reader_that_needs_a_file():
     proc = _cli("analyze", "-", "--from", "nsys", stdin=b"SQLite format 3\0" + bytes(100))
     assert proc.returncode == 2
@@ -83,6 +88,7 @@ def test_stream_into_a_reader_that_needs_a_file():
         "a file first (readers of streams: ")
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_stream_that_no_reader_recognises():
     proc = _cli("analyze", "-", stdin=b"SQLite format 3\0" + bytes(100))
     assert proc.returncode == 1
@@ -92,6 +98,7 @@ def test_stream_that_no_reader_recognises():
     assert "kineto" in line and "perf" in line and "\n" not in line
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_empty_stdin():
     proc = _cli("analyze", "-", stdin=b"")
     assert proc.returncode == 1
@@ -103,6 +110,7 @@ def test_dash_twice_is_refused(registry):
         tracekit.read(["-", "-"], registry=registry)
 
 
+@pytest.mark.slow  # runs the CLI in a new process
 def test_rocprofv3_json_from_stdin(tmp_path, registry):
     from helpers import shared_path
 

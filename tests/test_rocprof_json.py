@@ -21,6 +21,7 @@ def load(path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))
 
 
+@pytest.mark.slow  # parses a 40 MB JSON; the synthetic tests below run in the fast set
 def test_real_file_kernel_dispatches_names_and_totals(registry, tmp_path):
     path = shared_path(*REAL)
     tool = load(path)["rocprofiler-sdk-tool"][0]
