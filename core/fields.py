@@ -88,8 +88,9 @@ class Carried:
     skipped: Counter[str] = field(default_factory=Counter)
 
     def add(self, key: str, values: pa.Array) -> None:
-        """Add the JSON ``values`` of another key (a format's own name for a column)."""
-        self.keys[key] = values
+        """Add the JSON ``values`` of another key (a format's own name for a column); where
+        the key already has a value, that one stays."""
+        self.keys[key] = pc.coalesce(self.keys[key], values) if key in self.keys else values
 
 
 def carry(events: pa.Table, native: Mapping[str, Mask], *, allowed: Mask = True,
@@ -236,9 +237,10 @@ def _mask(value: Mask, n: int) -> np.ndarray:
 def restore(events: pa.Table, columns: Iterable[str] = RESTORED_COLUMNS,
             ) -> tuple[pa.Table, Counter[str]]:
     """Fill ``columns`` of ``events`` from the args keys named as them (the inverse of
-    :func:`carry`, for inputs a tracekit writer wrote). A key's value replaces the column's
-    (a column ``events`` lacks is added); values that do not fit the column's type are left
-    out and counted per column. The keys stay in args."""
+    :func:`carry`, for inputs a tracekit writer wrote; pass the columns it says it carried).
+    A key's value replaces the column's, a JSON null makes it null (a column ``events``
+    lacks is added); values that do not fit the column's type are left out and counted per
+    column. The keys stay in args."""
     columns = list(columns)
     bad: Counter[str] = Counter()
     args = events["args"].combine_chunks()
@@ -252,6 +254,7 @@ def restore(events: pa.Table, columns: Iterable[str] = RESTORED_COLUMNS,
     if not len(rows):
         return events, bad
     values: dict[str, list[Any]] = {c: [None] * len(rows) for c in columns}
+    present = {c: np.zeros(len(rows), dtype=bool) for c in columns}
     for i, text in enumerate(args.take(pa.array(rows)).to_pylist()):
         try:
             obj = orjson.loads(text)
@@ -262,19 +265,20 @@ def restore(events: pa.Table, columns: Iterable[str] = RESTORED_COLUMNS,
         for name in columns:
             if name in obj:
                 values[name][i] = obj[name]
+                present[name][i] = True
     for name in columns:
-        found = values[name]
-        if all(v is None for v in found):
+        if not present[name].any():
             continue
         if name not in events.column_names:
             events = events.append_column(EVENTS_SCHEMA.field(name),
                                           pa.nulls(len(args), EVENTS_SCHEMA.field(name).type))
         type_ = events.schema.field(name).type
-        fitted, odd = _fit(found, type_)
-        if odd:
-            bad[name] += odd
+        fitted, fits = _fit(values[name], type_)
+        odd = present[name] & ~fits
+        if odd.any():
+            bad[name] += int(odd.sum())
         got = np.zeros(len(args), dtype=bool)
-        got[rows] = fitted.is_valid().to_numpy(zero_copy_only=False)
+        got[rows] = present[name] & fits
         position = np.zeros(len(args), dtype=np.int64)
         position[rows] = np.arange(len(rows))
         taken = fitted.take(pa.array(position))
@@ -290,9 +294,9 @@ def restore(events: pa.Table, columns: Iterable[str] = RESTORED_COLUMNS,
     return events, bad
 
 
-def _fit(values: list[Any], type_: pa.DataType) -> tuple[pa.Array, int]:
-    """``values`` as an array of ``type_`` (dictionary columns as plain strings); values of
-    another JSON type or out of range are null and counted."""
+def _fit(values: list[Any], type_: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+    """``values`` as an array of ``type_`` (dictionary columns as plain strings), and which
+    fit it: None (JSON null) does, values of another JSON type or out of range do not."""
     if pa.types.is_dictionary(type_):
         ok = [v if type(v) is str else None for v in values]
         target: pa.DataType = pa.string()
@@ -303,8 +307,9 @@ def _fit(values: list[Any], type_: pa.DataType) -> tuple[pa.Array, int]:
         lo, hi = (-(2**31), 2**31 - 1) if type_ == pa.int32() else (-(2**63), 2**63 - 1)
         ok = [v if type(v) is int and lo <= v <= hi else None for v in values]
         target = type_
-    odd = sum(1 for v, k in zip(values, ok, strict=True) if v is not None and k is None)
-    return pa.array(ok, target), odd
+    fits = np.array([v is None or k is not None for v, k in zip(values, ok, strict=True)],
+                    dtype=bool)
+    return pa.array(ok, target), fits
 
 
 __all__ = ["FIELD_PREFIX", "RESTORED_COLUMNS", "TYPED_COLUMNS", "Carried", "Merged", "carry",

@@ -89,14 +89,19 @@ class ChromeJsonWriter(tracekit.Writer):
                 for m in _metadata_events(trace, plan.device_pid)]
         stream.write(b",\n".join(meta))
         progress = getattr(self, "progress", None)
+        carried: set[str] = set()
         for lo in range(0, ev.num_rows, _CHUNK):
             hi = min(lo + _CHUNK, ev.num_rows)
-            raw = _raw(self._chunk(plan, ev.slice(lo, hi - lo), lo, hi, base, result))
+            raw = _raw(self._chunk(plan, ev.slice(lo, hi - lo), lo, hi, base, result,
+                                   carried))
             # Every line starts with ",\n"; the list's first one must not.
             stream.write(raw if meta or lo else raw[2:])
             if progress:
                 progress.update(hi, ev.num_rows)
-        tail = {"tracekit": {"sources": list(trace.metadata.get("sources", {}))}}
+        # Which args keys are typed columns, for tracekit's kineto reader: a tool's own key
+        # of the same name elsewhere in the file (an nsys memset's "value") is left alone.
+        tail = {"tracekit": {"sources": list(trace.metadata.get("sources", {})),
+                             "args_columns": sorted(carried)}}
         stream.write(b"\n], " + json.dumps(tail, ensure_ascii=False)[1:].encode() + b"\n")
         kinds = np.bincount(plan.kind, minlength=3)
         for key, n in zip(self.event_counts, kinds.tolist(), strict=True):
@@ -107,7 +112,7 @@ class ChromeJsonWriter(tracekit.Writer):
         return result
 
     def _chunk(self, plan: _Plan, ev: pa.Table, lo: int, hi: int, base: int,
-               result: tracekit.WriteResult) -> pa.Array:
+               result: tracekit.WriteResult, carried_names: set[str]) -> pa.Array:
         """The lines of events ``lo:hi``, each with its flow events after it."""
         kind = plan.kind[lo:hi]
         counter = kind == _COUNTER
@@ -121,6 +126,9 @@ class ChromeJsonWriter(tracekit.Writer):
             carried.keys.pop("stack_id", None)
             result.skipped[fields.field_skip("stack_id", "Chrome JSON has no call stacks")] \
                 += int(stacks.sum())
+        for key, mask in plan.null_keys.items():
+            carried.add(key, pc.if_else(pa.array(mask[lo:hi]), "null", _NULL))
+        carried_names.update(k for k, v in carried.keys.items() if v.null_count < len(v))
         for key, values in plan.kineto_keys.items():
             carried.add(key, values.slice(lo, hi - lo))
         result.skipped.update(carried.skipped)
@@ -220,12 +228,16 @@ class _Plan:
             "dur_ns": slices, "device": placed, "stream": placed & ~counter,
             # A device row's own pid is what the reader finds from its launch (correlation).
             "pid": ~on_device | (placed & _launcher_matches(ev, category, placed)),
-            "tid": ~on_device, "value": counter, "bytes": memory,
+            "tid": ~on_device & ~counter, "value": counter, "bytes": memory,
             "flow_id": slices if flows else False,
             "source": len(src.dictionary) <= 1,
             **{c: kernel for c in _KERNEL_COLUMNS}, **copy_native,
         }
         self.kineto_keys = _kineto_keys(ev, kernel, work, memory)
+        # An empty pid, tid or stream reads back as a named id: say null outright.
+        host = ~on_device & ~counter
+        self.null_keys = {"pid": host & ~self.pid_ok, "tid": host & ~self.tid_ok,
+                          "stream": placed & ~stream_ok}
         self.flows = _Flows(ev, self.kind) if flows else None
 
     def pid_text(self, lo: int, hi: int) -> pa.Array:
@@ -250,7 +262,9 @@ def _base_time(trace: Trace, first: int) -> int:
         own = next(iter(sources.values())).get("base_time_ns")
         if type(own) is int and own <= first:
             return own
-    return first - first % 1000
+    # The kineto reader takes no negative base (nsys times before the session start): those
+    # times are written as negative µs from 0.
+    return max(first - first % 1000, 0)
 
 
 def _isin(strings: pa.Array | pa.ChunkedArray, values: tuple[str, ...]) -> np.ndarray:
@@ -323,7 +337,10 @@ def _kineto_names(ev: pa.Table, category: pa.ChunkedArray,
         if cat == "gpu.sync":
             new_names.append(_SYNC_NAMES.get(old.lower(), old))
             continue
-        new = old if _parse_copy(old) == kinds else _copy_name(cat, kinds)
+        # HTA tells copies and memsets by these leading words; the rest must read back.
+        word = "Memset" if cat == "gpu.memset" else "Memcpy"
+        keep = old.startswith(word) and _parse_copy(old) == kinds
+        new = old if keep else _copy_name(cat, kinds)
         new_names.append(new)
         carried[k] = [a == b for a, b in zip(_parse_copy(new), kinds, strict=True)]
     for i, column in enumerate(_COPY_COLUMNS):
@@ -390,10 +407,13 @@ def _ints(values: np.ndarray, ok: np.ndarray) -> pa.Array:
 
 
 def _micros(ns: np.ndarray) -> pa.Array:
-    """ns as µs text with three decimals ("12.345"), Kineto's form: exact to the ns."""
-    us = pa.array(np.floor_divide(ns, 1000)).cast(pa.string())
-    frac = pc.utf8_lpad(pa.array(np.mod(ns, 1000)).cast(pa.string()), 3, "0")
-    return pc.binary_join_element_wise(us, frac, ".")
+    """ns as µs text with three decimals ("12.345", "-0.005"), Kineto's form: exact to the
+    ns."""
+    size = np.abs(ns)
+    us = pa.array(size // 1000).cast(pa.string())
+    frac = pc.utf8_lpad(pa.array(size % 1000).cast(pa.string()), 3, "0")
+    sign = pc.if_else(pa.array(ns < 0), "-", "")
+    return pc.binary_join_element_wise(sign, us, ".", frac, "")
 
 
 def _optional(mask: np.ndarray, prefix: str, values: pa.Array) -> pa.Array:
@@ -418,6 +438,9 @@ def _header(trace: Trace, device_pid: dict[Any, int], base: int) -> bytes:
     dist = _distributed_info(trace)
     if dist:
         top["distributedInfo"] = dist
+    hosts = set(trace.processes["host"].drop_null().to_pylist())
+    if len(hosts) == 1:
+        top["host_name"] = hosts.pop()
     sources = trace.metadata.get("sources", {})
     if isinstance(sources, dict) and len(sources) == 1:
         run = next(iter(sources.values())).get("run", {})
@@ -429,17 +452,16 @@ def _header(trace: Trace, device_pid: dict[Any, int], base: int) -> bytes:
     return text[:-1].encode() + b', "traceEvents": [\n'
 
 
-_OWN_KEYS = frozenset({"schemaVersion", "deviceProperties", "distributedInfo",
+_OWN_KEYS = frozenset({"schemaVersion", "deviceProperties", "distributedInfo", "host_name",
                        "displayTimeUnit", "baseTimeNanoseconds", "traceEvents", "traceName",
                        "tracekit"})
 
 
 def _device_properties(trace: Trace, device_pid: dict[Any, int]) -> list[dict[str, Any]]:
     """Kineto's deviceProperties from the devices table, when device ids are unambiguous
-    (one input)."""
-    devices = {d for _, d in device_pid}
-    rows = [r for r in trace.devices.to_pylist() if r["device"] in devices or not device_pid]
-    if len({r["source"] for r in rows}) != 1:
+    (devices and device rows of one input)."""
+    rows = trace.devices.to_pylist()
+    if len({r["source"] for r in rows} | {s for s, _ in device_pid}) != 1:
         return []
     out = []
     for r in sorted(rows, key=lambda r: r["device"]):

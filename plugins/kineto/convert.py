@@ -74,11 +74,12 @@ def convert(top: dict[str, Any], raw_events: list[Any], out: TraceBuilder, sourc
     table = bind_flows(ctx, table, flows)
     table = device_columns(ctx, table)
     if isinstance(top.get("tracekit"), dict):
-        # Written by tracekit: columns Kineto has no field for are args keys named as the
-        # column (tracekit.fields).
-        table, bad = restore(table)
+        # Written by tracekit: the typed columns Kineto has no field for are args keys named
+        # as the column (tracekit.fields); the file lists which.
+        table, bad = restore(table, top["tracekit"].get("args_columns") or ())
         for column, n in bad.items():
-            out.note(f"args.{column}", "warning: not a value of the column (left in args)", n)
+            out.note(f"args.{column}", "kept in args: the tool's own key, not a value of "
+                     "the column", n)
     devices_and_processes(ctx, table)
     out.add_events({name: table[name] for name in table.column_names
                     if not name.startswith("_")})
