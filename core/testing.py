@@ -160,10 +160,17 @@ def check_writer(writer_cls: type[Writer], trace: Trace | None = None,
         if trace.events[column].null_count == trace.events.num_rows:
             continue
         counted = any(k.startswith(f"{FIELD_PREFIX}{column}:") for k in result.skipped)
-        assert column in writer_cls.native_columns or column.encode() in data or counted, (
+        assert column in writer_cls.native_columns or _named(data, column) or counted, (
             f"{name}: column {column!r} is neither in native_columns, nor written under its "
             f"own name, nor counted as skipped")
     return data, result
+
+
+def _named(data: bytes, name: str) -> bool:
+    """Whether ``data`` holds ``name`` as a key: quoted (JSON) or length-prefixed (protobuf,
+    Thrift), not merely inside a longer word."""
+    raw = name.encode()
+    return b'"' + raw + b'"' in data or bytes([len(raw)]) + raw in data
 
 
 __all__ = ["check_reader", "check_writer", "full_trace", "sample_trace"]
