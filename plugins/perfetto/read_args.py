@@ -1,17 +1,16 @@
 """Debug annotations of a Perfetto TrackEvent to an event's ``args`` and typed columns.
 
 The rule tracekit's writers share (``tracekit.fields``): a typed column of the event model
-that a format has no field for is written as an annotation named exactly as the column
+that a format has no place for is written as an annotation named exactly as the column
 (``grid_x``, ``bytes``, ``copy_kind`` ...). Reading it back, an annotation with such a name
-fills the column when its value fits the column's type, except where Perfetto has a field of
-its own for the column: pid, tid, device and stream come from the event's track (only device
-rows, whose tracks carry no process or thread, take pid and tid from annotations), and a
-slice has no value. Everything else goes into ``args`` as a JSON object, nested dictionaries
-and arrays as JSON objects and lists.
+fills the column when its value fits the column's type, except where the event's track holds
+the column (pid, tid and stream come from the track wherever it tells them) and a slice's
+``value`` (slices have none in the model; an args key "value", such as a memset's, stays).
+Everything else goes into ``args`` as a JSON object, nested dictionaries and arrays as JSON
+objects and lists.
 
 Each annotation arrives as its encoded bytes; the same bytes on one packet sequence always
-mean the same (name, value), so each distinct one is decoded once.
-"""
+mean the same (name, value), so each distinct one is decoded once."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 from google.protobuf.message import DecodeError
-from tracekit.model import EVENTS_SCHEMA
+from tracekit.model import EVENTS_SCHEMA, SYNTHETIC_ID_MAX
 from tracekit.schemas import perfetto_subset_pb2 as pb
 
 # Columns an annotation never fills: they come from the event itself (its type, name,
@@ -47,15 +46,16 @@ TYPED_COLUMNS: dict[str, Callable[[Any], bool]] = {
     f.name: _accepts(f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
     for f in EVENTS_SCHEMA if f.name not in _NOT_FROM_ANNOTATIONS}
 
-_IDENTITY = {"pid", "tid", "device", "stream"}
-_ALWAYS = frozenset(TYPED_COLUMNS) - _IDENTITY - {"value"}
-#: The columns annotations may fill, by (row is a slice, row is on a device track).
-ALLOWED: dict[tuple[bool, bool], frozenset[str]] = {
-    (False, False): _ALWAYS | {"value"},
-    (False, True): _ALWAYS | {"value", "pid", "tid"},
-    (True, False): _ALWAYS,
-    (True, True): _ALWAYS | {"pid", "tid"},
-}
+#: Columns annotations fill on any row; identity columns are decided per track (see
+#: ``PacketReader._permits``), and ``value`` is left in args on slices.
+ANY_ROW = frozenset(TYPED_COLUMNS) - {"pid", "tid", "device", "stream", "value"}
+NOT_SLICES = ANY_ROW | {"value"}
+
+
+def text(value: str | bytes) -> str:
+    """A string field's value: proto2 string fields that are not valid UTF-8 arrive as bytes
+    (a damaged trace); those are decoded with replacement characters."""
+    return value if type(value) is str else value.decode("utf-8", "replace")
 
 
 class Interned:
@@ -78,13 +78,16 @@ class AnnotationReader:
         self.unknown_strings = 0
         self.proto_values = 0
         self.damaged = 0
+        self.renumbered = 0
         self._unresolved = False
 
     def read(self, annotations: Any, interned: Interned, allowed: frozenset[str],
+             renumbered: frozenset[str] = frozenset(),
              ) -> tuple[str | None, list[tuple[str, Any]]]:
         """Return the ``args`` JSON of ``annotations`` (encoded DebugAnnotations; None if
         there is nothing left for args) and the (column, value) pairs that fill typed
-        columns instead, of those ``allowed``."""
+        columns instead, of those ``allowed``. Synthetic ids of the ``renumbered`` columns
+        are the track's own, which the reader numbers itself: they are only counted."""
         cache = interned.cache
         fragments: list[str] = []
         keys: list[str] = []
@@ -99,12 +102,16 @@ class AnnotationReader:
                         cache.clear()
                     cache[raw] = hit
             key, fragment, value, column = hit
-            if column is not None and column in allowed:
-                typed.append((column, value))
-            else:
-                fragments.append(fragment)
-                keys.append(key)
-                values.append(value)
+            if column is not None:
+                if column in allowed:
+                    typed.append((column, value))
+                    continue
+                if column in renumbered and value <= SYNTHETIC_ID_MAX:
+                    self.renumbered += 1
+                    continue
+            fragments.append(fragment)
+            keys.append(key)
+            values.append(value)
         if not fragments:
             return None, typed
         if len(keys) > 1 and len(set(keys)) < len(keys):  # a name twice: the last one wins
@@ -136,7 +143,7 @@ class AnnotationReader:
                 self._unresolved = True
                 return f"(unknown name iid {iid})"
             return name
-        return a.name
+        return text(a.name)
 
     def _value(self, a: Any, interned: Interned) -> Any:
         kind = a.WhichOneof("value")
@@ -148,7 +155,7 @@ class AnnotationReader:
                 return [self._value(e, interned) for e in a.array_values]
             if a.HasField("proto_value"):
                 self.proto_values += 1
-                type_name = a.proto_type_name or f"iid {a.proto_type_name_iid}"
+                type_name = text(a.proto_type_name) or f"iid {a.proto_type_name_iid}"
                 return f"(protobuf message {type_name}, {len(a.proto_value)} bytes)"
             return None
         if kind == "string_value_iid":
@@ -166,21 +173,23 @@ class AnnotationReader:
             try:
                 return orjson.loads(a.legacy_json_value)
             except orjson.JSONDecodeError:
-                return a.legacy_json_value
+                return text(a.legacy_json_value)
         value = getattr(a, kind)
         if type(value) is float and not math.isfinite(value):  # JSON has no such number
             return str(value)
-        return value
+        return text(value) if type(value) is bytes else value
 
 
 def _nested(v: Any) -> Any:
     """A legacy NestedValue as a JSON value."""
     if v.nested_type == 1:
-        return {k: _nested(x) for k, x in zip(v.dict_keys, v.dict_values, strict=False)}
+        return {text(k): _nested(x) for k, x in zip(v.dict_keys, v.dict_values, strict=False)}
     if v.nested_type == 2:
         return [_nested(x) for x in v.array_values]
     for field in ("int_value", "double_value", "bool_value", "string_value"):
         if v.HasField(field):
             value = getattr(v, field)
-            return str(value) if type(value) is float and not math.isfinite(value) else value
+            if type(value) is float and not math.isfinite(value):
+                return str(value)
+            return text(value) if type(value) is bytes else value
     return None

@@ -21,13 +21,13 @@ def build(reader: PacketReader, out: TraceBuilder) -> None:
     """Add the events, stacks, frames, processes, threads and devices read to ``out``."""
     cols = reader.cols
     n = len(cols.kind)
-    ts = np.array(cols.ts, dtype=np.int64)
-    dur = np.array(cols.dur, dtype=np.int64)
-    track = np.array(cols.track, dtype=np.uint64)
-    kind = np.array(cols.kind, dtype=np.int8)
+    ts = np.frombuffer(cols.ts, dtype=np.int64)
+    dur = np.array(cols.dur, dtype=np.int64)  # copies: durations are set below
+    track = np.frombuffer(cols.track, dtype=np.uint64)
+    kind = np.frombuffer(cols.kind, dtype=np.int8)
     name = np.array(cols.name, dtype=np.int64)
     cat = np.array(cols.cat, dtype=np.int64)
-    value = np.array([np.nan if v is None else v for v in cols.value], dtype=np.float64)
+    value = np.array(cols.value, dtype=np.float64)
     _join_slices(reader, ts, dur)
     _counters(reader, kind, track, ts, name, cat, value)
     stack = _samples(reader, out, kind, name, n)
@@ -72,10 +72,10 @@ def _join_slices(reader: PacketReader, ts: np.ndarray, dur: np.ndarray) -> None:
     m = len(cols.se_ts)
     if not m:
         return
-    track = np.array(cols.se_track, dtype=np.uint64)
-    when = np.array(cols.se_ts, dtype=np.int64)
-    begin = np.array(cols.se_begin, dtype=bool)
-    ref = np.array(cols.se_ref, dtype=np.int64)
+    track = np.frombuffer(cols.se_track, dtype=np.uint64)
+    when = np.frombuffer(cols.se_ts, dtype=np.int64)
+    begin = np.frombuffer(cols.se_begin, dtype=np.int8).astype(bool)
+    ref = np.frombuffer(cols.se_ref, dtype=np.int64)
     order = np.lexsort((np.arange(m), when, track))
     t, b = track[order], begin[order]
     step = np.where(b, 1, -1)

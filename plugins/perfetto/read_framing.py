@@ -65,40 +65,16 @@ def packet_blocks(stream: IO[bytes], tail: Tail,
         if progress is not None:
             progress()
         pos, n = 0, len(buf)
+        error = None
         while pos < n:
             start = pos
             try:
-                head = _varint(buf, pos, n)
-            except ValueError:
-                raise FramingError(base + pos, "a field tag longer than 10 bytes") from None
-            if head is None:
+                field, wire, pos = _field_end(buf, pos, n)
+            except FramingError as exc:
+                error = FramingError(base + exc.offset, exc.reason)
+                pos = start
                 break
-            tag, pos = head
-            field, wire = tag >> 3, tag & 7
-            if field == 0 or wire in (3, 4, 6, 7):
-                raise FramingError(base + start, f"not a packet (field {field}, wire type "
-                                                 f"{wire})")
-            if wire == 0:
-                try:
-                    skipped = _varint(buf, pos, n)
-                except ValueError:
-                    raise FramingError(base + pos, "a varint longer than 10 bytes") from None
-                if skipped is None:
-                    pos = start
-                    break
-                pos = skipped[1]
-            elif wire in (1, 5):
-                pos += 8 if wire == 1 else 4
-            else:
-                try:
-                    size = _varint(buf, pos, n)
-                except ValueError:
-                    raise FramingError(base + pos, "a length longer than 10 bytes") from None
-                if size is None:
-                    pos = start
-                    break
-                pos = size[1] + size[0]
-            if pos > n:
+            if pos < 0 or pos > n:  # the rest of this field is not read yet
                 pos = start
                 break
             if field != 1 or wire != 2:
@@ -110,8 +86,35 @@ def packet_blocks(stream: IO[bytes], tail: Tail,
         if pos:
             yield base, buf[:pos]
             buf, base = buf[pos:], base + pos
+        if error is not None:
+            raise error
     if buf:
         tail.offset, tail.truncated = base, len(buf)
+
+
+def _field_end(buf: bytes, pos: int, n: int) -> tuple[int, int, int]:
+    """(field number, wire type, end) of the field at ``pos``; end -1 when it runs past ``n``.
+
+    Raises FramingError (with ``pos``-relative offset) for bytes that are not a field."""
+    try:
+        head = _varint(buf, pos, n)
+    except ValueError:
+        raise FramingError(pos, "a field tag longer than 10 bytes") from None
+    if head is None:
+        return 0, 0, -1
+    tag, at = head
+    field, wire = tag >> 3, tag & 7
+    if field == 0 or wire in (3, 4, 6, 7):
+        raise FramingError(pos, f"not a packet (field {field}, wire type {wire})")
+    if wire in (1, 5):
+        return field, wire, at + (8 if wire == 1 else 4)
+    try:
+        value = _varint(buf, at, n)
+    except ValueError:
+        raise FramingError(at, "a varint longer than 10 bytes") from None
+    if value is None:
+        return field, wire, -1
+    return field, wire, value[1] + (value[0] if wire == 2 else 0)
 
 
 def split_packets(block: bytes) -> Iterator[tuple[int, int]]:

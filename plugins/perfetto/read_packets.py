@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import struct
 import zlib
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.unknown_fields import UnknownFieldSet
-from tracekit.plugins.perfetto.read_args import ALLOWED, AnnotationReader, Interned
+from tracekit.model import SYNTHETIC_ID_MAX
+from tracekit.plugins.perfetto.read_args import (
+    ANY_ROW,
+    NOT_SLICES,
+    AnnotationReader,
+    Interned,
+    text,
+)
 from tracekit.plugins.perfetto.read_tracks import Descriptor, TrackMap
 
 SLICE, INSTANT, COUNTER, SAMPLE = 0, 1, 2, 3
@@ -28,6 +36,7 @@ _INT64_MAX = 2**63 - 1
 # Legacy (Chrome JSON style) phases carried in TrackEvent.legacy_event.
 _PHASE_COMPLETE, _PHASE_BEGIN, _PHASE_END = ord("X"), ord("B"), ord("E")
 _PHASE_INSTANT = {ord("I"), ord("i"), ord("n"), ord("R")}
+_NAN = float("nan")
 _V1_FLOW = 0x5F1F_0000_0000_0000  # keeps legacy bind ids apart from flow ids
 # TrackEvent fields read from its unknown fields (see schemas/perfetto_subset.proto), with
 # the wire encoding of their numbers: "v" varint, "d" fixed64 (flow ids), "f" double.
@@ -117,28 +126,29 @@ def _numbers(wire: int, data: Any, encoding: str) -> list[Any]:
     return out
 
 
-@dataclass
 class Columns:
-    """What the packet loop collected, as parallel lists."""
+    """What the packet loop collected: numbers in typed arrays (no Python int per value, and
+    numpy takes them without a copy), the rest in lists."""
 
-    kind: list[int] = field(default_factory=list)
-    ts: list[int] = field(default_factory=list)
-    dur: list[int] = field(default_factory=list)     # -1: not known (yet)
-    track: list[int] = field(default_factory=list)   # track uuid, 0: none
-    name: list[int] = field(default_factory=list)    # string code, -1: the counter track's name
-    cat: list[int] = field(default_factory=list)     # string code, -1: the counter default
-    args: list[str | None] = field(default_factory=list)
-    value: list[float | None] = field(default_factory=list)
-    typed: dict[str, tuple[list[int], list[Any]]] = field(default_factory=dict)
-    flow_rows: list[int] = field(default_factory=list)
-    flow_ids: list[int] = field(default_factory=list)
-    # Slice begin/end events in file order: track, ts, begin?, row (begin) or end extra index.
-    se_track: list[int] = field(default_factory=list)
-    se_ts: list[int] = field(default_factory=list)
-    se_begin: list[bool] = field(default_factory=list)
-    se_ref: list[int] = field(default_factory=list)
-    end_extras: list[tuple[str | None, list[tuple[str, Any]], list[int]]] = field(
-        default_factory=list)
+    def __init__(self) -> None:
+        self.kind = array("b")
+        self.ts = array("q")
+        self.dur = array("q")     # -1: not known (yet)
+        self.track = array("Q")   # track uuid, 0: none
+        self.name = array("q")    # string code, -1: the counter track's name
+        self.cat = array("q")     # string code, -1: the counter default
+        self.value = array("d")   # NaN: none
+        self.args: list[str | None] = []
+        self.typed: dict[str, tuple[list[int], list[Any]]] = {}
+        self.flow_rows: list[int] = []
+        self.flow_ids: list[int] = []
+        # Slice begins and ends in file order: track, ts, begin?, row (of a begin) or the
+        # index of what an end carries (-1: nothing).
+        self.se_track = array("Q")
+        self.se_ts = array("q")
+        self.se_begin = array("b")
+        self.se_ref = array("q")
+        self.end_extras: list[tuple[str | None, list[tuple[str, Any]], list[int]]] = []
 
     def set(self, column: str, row: int, value: Any) -> None:
         rows, values = self.typed.setdefault(column, ([], []))
@@ -166,6 +176,7 @@ class PacketReader:
         self.stack_rows: list[int] = []
         self.stack_ids: list[int] = []
         self.packets = 0
+        self._permit_cache: dict[tuple[int, bool], tuple[frozenset[str], frozenset[str]]] = {}
 
     # -- strings ------------------------------------------------------------------------
     def code(self, text: str) -> int:
@@ -227,7 +238,7 @@ class PacketReader:
             self.counts["process and thread names"] += 1
         elif kind == "process_descriptor":
             d = p.process_descriptor
-            name = d.process_name or (d.cmdline[0] if d.cmdline else "")
+            name = text(d.process_name or (d.cmdline[0] if d.cmdline else ""))
             if name:
                 self.tracks.process_names.setdefault(d.pid, name)
             self.counts["process and thread names"] += 1
@@ -236,7 +247,7 @@ class PacketReader:
             seq.thread_track = self.tracks.implicit_thread(d.pid, d.tid)
             seq.ref_us = d.reference_timestamp_us
             if d.thread_name:
-                self.tracks.thread_names.setdefault((d.pid, d.tid), d.thread_name)
+                self.tracks.thread_names.setdefault((d.pid, d.tid), text(d.thread_name))
             self.counts["process and thread names"] += 1
         elif kind is not None:
             self.counts[f"skipped: {kind} packets (not read)"] += 1
@@ -258,11 +269,11 @@ class PacketReader:
     def _intern(self, seq: _Sequence, d: Any) -> None:
         code = self.code
         for e in d.event_names:
-            seq.names[e.iid] = code(e.name)
+            seq.names[e.iid] = code(text(e.name))
         for e in d.event_categories:
-            seq.cats[e.iid] = code(e.name)
+            seq.cats[e.iid] = code(text(e.name))
         for e in d.debug_annotation_names:
-            seq.annotations.names[e.iid] = e.name
+            seq.annotations.names[e.iid] = text(e.name)
         for e in d.debug_annotation_string_values:
             seq.annotations.strings[e.iid] = e.str
         for e in d.function_names:
@@ -335,8 +346,8 @@ class PacketReader:
             anns = te.debug_annotations
             extra = -1
             if anns or (rare is not None and rare.flows):
-                args, typed = self.annotations.read(
-                    anns, seq.annotations, ALLOWED[True, self.tracks.on_device(track)]) \
+                args, typed = self.annotations.read(anns, seq.annotations,
+                                                    *self._permits(track, True)) \
                     if anns else (None, [])
                 extra = len(cols.end_extras)
                 cols.end_extras.append((args, typed, rare.flows if rare else []))
@@ -393,18 +404,18 @@ class PacketReader:
                               "sequence (named '(unknown name iid N)')"] += 1
                 name = self.code(f"(unknown name iid {iid})")
         else:
-            name = self.code(te.name)
+            name = self.code(text(te.name))
         cols.kind.append(kind)
         cols.ts.append(ts)
         cols.dur.append(dur)
         cols.track.append(track)
         cols.name.append(name)
         cols.cat.append(self._category(te, seq))
-        cols.value.append(None)
+        cols.value.append(_NAN)
         anns = te.debug_annotations
         if anns:
-            args, typed = self.annotations.read(
-                anns, seq.annotations, ALLOWED[kind == SLICE, self.tracks.on_device(track)])
+            args, typed = self.annotations.read(anns, seq.annotations,
+                                                *self._permits(track, kind == SLICE))
             for column, value in typed:
                 cols.set(column, row, value)
             cols.args.append(args)
@@ -422,6 +433,33 @@ class PacketReader:
                     self.stack_rows.append(row)
                     self.stack_ids.append(stack)
         self.counts["events"] += 1
+
+    def _permits(self, track: int, is_slice: bool) -> tuple[frozenset[str], frozenset[str]]:
+        """Which typed columns annotations of rows on ``track`` fill, and which synthetic ids
+        they name that the track already stands for (see read_args.AnnotationReader.read).
+
+        Identity columns come from the track wherever it tells them as they are: an
+        annotation fills pid or tid only where the track has none (device rows), stream
+        only on a device track that names no stream."""
+        key = (track, is_slice)
+        found = self._permit_cache.get(key)
+        if found is not None:
+            return found
+        base = ANY_ROW if is_slice else NOT_SLICES
+        ident = self.tracks.peek(track) if track else None
+        if ident is None:  # no track, or one not (fully) described yet
+            return base | {"pid", "tid"}, frozenset()
+        extra, renumbered = set(), set()
+        for column in ("pid", "tid"):
+            value = getattr(ident, column)
+            if value is None:
+                extra.add(column)
+            elif value <= SYNTHETIC_ID_MAX:
+                renumbered.add(column)
+        if ident.device is not None and ident.stream is None:
+            extra.add("stream")
+        found = self._permit_cache[key] = (base | extra, frozenset(renumbered))
+        return found
 
     def _category(self, te: Any, seq: _Sequence) -> int:
         iids = te.category_iids
@@ -441,7 +479,7 @@ class PacketReader:
                     names.append(self.string_list[code])
             return self.code(",".join(names))
         cats = te.categories
-        return self.code(",".join(cats)) if cats else self.code("")
+        return self.code(",".join(map(text, cats))) if cats else self.code("")
 
     def _counter(self, te: Any, ts: int, track: int, seq: _Sequence) -> None:
         which = te.WhichOneof("counter_value_field")
@@ -541,7 +579,7 @@ class PacketReader:
         cols.name.append(-1)
         cols.cat.append(self.code("cpu.sample"))
         cols.args.append(None)
-        cols.value.append(None)
+        cols.value.append(_NAN)
         cols.set("pid", row, s.pid)
         cols.set("tid", row, s.tid)
         stack = self._stack(seq, s.callstack_iid) if s.callstack_iid else None
@@ -580,19 +618,20 @@ class PacketReader:
     def _descriptor(self, d: Any) -> None:
         which = d.WhichOneof("static_or_dynamic_name")
         desc = Descriptor(uuid=d.uuid, parent=d.parent_uuid,
-                          name=getattr(d, which) if which else None)
+                          name=text(getattr(d, which)) if which else None)
         if d.HasField("thread"):
             t = d.thread
             desc.is_thread, desc.pid, desc.tid = True, t.pid, t.tid
-            desc.name = desc.name or t.thread_name or None
+            desc.name = desc.name or text(t.thread_name) or None
         elif d.HasField("process"):
             pr = d.process
             desc.is_process, desc.pid = True, pr.pid
-            desc.name = desc.name or pr.process_name or (pr.cmdline[0] if pr.cmdline else None)
+            desc.name = desc.name or text(pr.process_name or (pr.cmdline[0] if pr.cmdline
+                                                              else "")) or None
         if d.HasField("counter"):
             c = d.counter
             desc.is_counter = True
-            desc.counter_categories = tuple(c.categories)
+            desc.counter_categories = tuple(map(text, c.categories))
             desc.unit_multiplier = c.unit_multiplier or 1
             desc.incremental = c.is_incremental
         self.tracks.add(desc)
@@ -600,10 +639,10 @@ class PacketReader:
     def _process_tree(self, tree: Any) -> None:
         for pr in tree.processes:
             if pr.cmdline:
-                self.tracks.process_names.setdefault(pr.pid, pr.cmdline[0])
+                self.tracks.process_names.setdefault(pr.pid, text(pr.cmdline[0]))
         for t in tree.threads:
             if t.name:
-                self.tracks.thread_names.setdefault((t.tgid, t.tid), t.name)
+                self.tracks.thread_names.setdefault((t.tgid, t.tid), text(t.name))
 
 
 def _unknown_field(p: Any) -> int | None:

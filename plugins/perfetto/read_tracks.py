@@ -18,7 +18,9 @@ from tracekit.builder import TraceBuilder
 from tracekit.model import SYNTHETIC_ID_MAX
 from tracekit.plugins.perfetto.tracks import PROCESS, THREAD, stable_uuid
 
-_DEVICE = re.compile(r"(?:(?:rank \d+|.+) )?GPU (\d+)(?:: (.+))?", re.S)
+# "GPU 2: GPU 2" is device 2 named "GPU 2": a prefix ("rank r ", an input's name) only
+# where the name does not start with "GPU n".
+_DEVICE = re.compile(r"(?:(?:rank \d+|.+?) )??GPU (\d+)(?:: (.+))?", re.S)
 _LANE = re.compile(r"(.*) \(overlap \d+\)", re.S)
 _RANKED = re.compile(r"(.*) \(rank (\d+)\)", re.S)
 _STREAM = re.compile(r"Stream (-?\d+)")
@@ -78,7 +80,6 @@ class TrackMap:
     conflicting: int = 0
     ambiguous_lanes: int = 0
     _memo: dict[int, Identity] = field(default_factory=dict)
-    _on_device: dict[int, bool] = field(default_factory=dict)
     _synthetic: dict[tuple[object, ...], int] = field(default_factory=dict)
     _implicit: dict[tuple[int, int], int] = field(default_factory=dict)
     _children: dict[int, list[int]] | None = None
@@ -112,24 +113,13 @@ class TrackMap:
             found = self._memo[uuid] = self._resolve(uuid, 0)
         return found
 
-    def on_device(self, uuid: int) -> bool:
-        """Whether rows on track ``uuid`` are device rows (under a "GPU n" track), as far as
-        the tracks declared so far tell."""
-        found = self._on_device.get(uuid)
-        if found is not None:
-            return found
-        d = self.tracks.get(uuid)
-        depth = 0
-        while d is not None and depth < 64:
-            if self._is_device(d):
-                self._on_device[uuid] = True
-                return True
-            if not d.parent:
-                self._on_device[uuid] = False
-                return False
-            d = self.tracks.get(d.parent)
-            depth += 1
-        return False  # not (fully) declared yet: not remembered
+    def peek(self, uuid: int) -> Identity | None:
+        """The identity of track ``uuid`` if it and its ancestors are declared, else None
+        (and nothing remembered, so that a later look sees later descriptors)."""
+        d, depth = self.tracks.get(uuid), 0
+        while d is not None and d.parent and depth < 64:
+            d, depth = self.tracks.get(d.parent), depth + 1
+        return self.resolve(uuid) if d is not None else None
 
     def counter(self, uuid: int) -> Descriptor | None:
         """The descriptor of ``uuid`` if it is a counter track."""

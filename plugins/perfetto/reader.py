@@ -151,6 +151,8 @@ def _account(reader: PacketReader, tail: Tail, damaged: _Damage, out: TraceBuild
              "the same name (the first taken)", reader.tracks.ambiguous_lanes)
     out.note("debug annotations", "warning: damaged annotations (kept as hex)",
              a.damaged)
+    out.note("debug annotations", "synthetic ids the track stands for (ids renumbered, the "
+             "names kept)", a.renumbered)
     out.note("packets", "skipped: damaged packets that do not decode (first: "
              f"{damaged.first})", damaged.count)
     out.note("packets", f"skipped: the last packet, cut off at byte {tail.offset} (a "
@@ -166,32 +168,34 @@ def _clock_name(clock: int) -> str:
 
 
 def _looks_like_packets(head: bytes) -> bool:
-    """Whether ``head`` starts with TracePackets: the first few parse (or, for a first
-    packet longer than the head, its first fields are TracePacket fields)."""
+    """Whether ``head`` starts with TracePackets: the first few parse, and one of them has a
+    field the reader knows (or, for a first packet longer than the head, its first fields
+    are TracePacket fields with the right wire types)."""
     if len(head) < 2 or head[0] != 0x0A:
         return False
-    pos, seen = 0, 0
+    pos, seen, known = 0, 0, False
     while pos < len(head) and seen < 4:
         if head[pos] != 0x0A:
-            return seen > 0
+            break
         length = _varint(head, pos + 1)
         if length is None:
-            return seen > 0
+            break
         size, start = length
         if size > _MAX_PACKET:
             return False
         end = start + size
         if end > len(head):
-            return _fields_look_right(head[start:])
+            if not seen:
+                return _fields_look_right(head[start:])
+            break
         try:
             packet = pb.TracePacket.FromString(head[start:end])
         except DecodeError:
             return False
-        if not packet.ListFields():
-            return False
+        known = known or bool(packet.ListFields())
         seen += 1
         pos = end
-    return seen > 0
+    return known
 
 
 def _fields_look_right(body: bytes) -> bool:
