@@ -91,7 +91,6 @@ class AnnotationReader:
         cache = interned.cache
         fragments: list[str] = []
         keys: list[str] = []
-        values: list[Any] = []
         typed: list[tuple[str, Any]] = []
         for raw in annotations:
             hit = cache.get(raw)
@@ -111,12 +110,12 @@ class AnnotationReader:
                     continue
             fragments.append(fragment)
             keys.append(key)
-            values.append(value)
         if not fragments:
             return None, typed
+        args = "{" + ",".join(fragments) + "}"
         if len(keys) > 1 and len(set(keys)) < len(keys):  # a name twice: the last one wins
-            return orjson.dumps(dict(zip(keys, values, strict=True))).decode(), typed
-        return "{" + ",".join(fragments) + "}", typed
+            args = orjson.dumps(orjson.loads(args)).decode()
+        return args, typed
 
     def _decode(self, raw: bytes, interned: Interned) -> tuple[str, str, Any, str | None]:
         """(name, ``"name":value`` JSON text, value, the typed column it may fill)."""
