@@ -2,16 +2,23 @@
 
 Each measurement runs in a fresh process, so peak RSS (ru_maxrss) is that step's alone. The
 baseline is a bare ``orjson.loads`` of the same file in the same run: tracekit's figures are
-reported as ratios to it, which stay comparable across machines.
+reported as ratios to it, which stay comparable across machines. With ``--repeat N`` the steps
+run in turn N times and the median of each is kept, so that a busy machine slows every step
+alike.
 
-    python bench/run.py                       # 1M events from the nccl trace in ../shared
+    python bench/run.py                       # ~1M events from the nccl trace in ../shared
+    python bench/run.py --events 973000 --repeat 3 --steps "orjson|msgspec|read|pftrace"
     python bench/run.py --events 200000 --source fixtures/torch-cpu/mlp_cpu.pt.trace.json.gz
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import importlib.util
 import json
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,13 +29,42 @@ ROOT = HERE.parent
 DEFAULT_SOURCE = ROOT.parent / "shared" / "fixtures" / "torch-trace" / "hta" / \
     "nccl_data_rank0_a100.json.gz"
 
+# The typed decode that issue 14 measured: a Struct per event, args kept as raw JSON.
+_MSGSPEC = """
+import msgspec, sys
+class E(msgspec.Struct, gc=False):
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: int | float | None = None
+    dur: int | float | None = None
+    id: int | None = None
+    args: msgspec.Raw = msgspec.Raw()
+class D(msgspec.Struct, gc=False):
+    traceEvents: list[E]
+msgspec.json.decode(open(sys.argv[1], 'rb').read(), type=D)
+"""
+_HTA = """
+import os, sys, tempfile
+from hta.trace_analysis import TraceAnalysis
+with tempfile.TemporaryDirectory() as d:
+    os.symlink(sys.argv[1], os.path.join(d, 'rank0.json'))
+    TraceAnalysis(trace_dir=d)
+"""
+
 STEPS = {
     "orjson.loads (baseline)":
         "import orjson,sys; orjson.loads(open(sys.argv[1],'rb').read())",
+    "orjson.loads, GC paused":
+        "import gc,orjson,sys; gc.disable(); orjson.loads(open(sys.argv[1],'rb').read())",
+    "msgspec typed decode": _MSGSPEC,
+    "HTA TraceAnalysis parse": _HTA,
     "tracekit read":
         "import sys,tracekit; tracekit.read(sys.argv[1])",
     "tracekit convert -> .pftrace":
-        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2])",
+        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2], force=True)",
     "tracekit analyze -a summary":
         "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[1]), 'summary')",
     "tracekit analyze (bottleneck)":
@@ -39,7 +75,7 @@ STEPS = {
     "tracekit analyze, from .parquet":
         "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[3]), 'summary')",
     "tracekit convert -> .json.gz":
-        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[4])",
+        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[4], force=True)",
 }
 
 
@@ -69,27 +105,47 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=1, help="runs per step; the best is kept")
+    ap.add_argument("--layout", choices=("kineto", "compact"), default="kineto",
+                    help="the scaled file's text layout (see scale_torch.py)")
+    ap.add_argument("--gzip", action="store_true", help="measure a gzipped copy of the input")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of all steps, run in turn; the median of each is kept")
+    ap.add_argument("--steps", default="", help="a regex: run only the steps it matches "
+                    "(the baseline always runs)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
     from scale_torch import scale
 
+    baseline = "orjson.loads (baseline)"
+    steps = {k: v for k, v in STEPS.items() if k == baseline or re.search(a.steps, k)}
+    if importlib.util.find_spec("hta") is None:
+        steps.pop("HTA TraceAnalysis parse", None)  # an optional bench dependency
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "scaled.json"
-        n = scale(a.source, trace, a.events)
+        n = scale(a.source, trace, a.events, a.layout)
         size_mb = trace.stat().st_size / 2**20
-        print(f"input: {n:,} events ({size_mb:,.0f} MiB JSON), scaled from {a.source.name}")
+        print(f"input: {n:,} events ({size_mb:,.0f} MiB JSON, {a.layout} layout), scaled "
+              f"from {a.source.name}")
+        if a.gzip:
+            gz = Path(tmp) / "scaled.json.gz"
+            gz.write_bytes(gzip.compress(trace.read_bytes(), compresslevel=6))
+            print(f"measured on the gzipped copy ({gz.stat().st_size / 2**20:,.0f} MiB)")
+            trace = gz
         dataset = Path(tmp) / "scaled.parquet"  # made once, untimed, for the Parquet step
-        measure("import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2])",
-                str(trace), str(dataset))
-        results = {}
-        for label, code in STEPS.items():
-            best = min((measure(code, str(trace), str(Path(tmp) / "out.pftrace"), str(dataset),
-                                str(Path(tmp) / "out.json.gz"))
-                        for _ in range(a.repeat)), key=lambda r: r[0])
-            results[label] = best
-        print_results(results, "orjson.loads (baseline)", n, "events/s")
+        if any("parquet" in k for k in steps):
+            measure("import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), "
+                    "sys.argv[2])", str(trace), str(dataset))
+        runs: dict[str, list[tuple[float, float]]] = {k: [] for k in steps}
+        for _ in range(a.repeat):
+            for label, code in steps.items():
+                runs[label].append(measure(code, str(trace), str(Path(tmp) / "out.pftrace"),
+                                           str(dataset), str(Path(tmp) / "out.json.gz")))
+        results = {k: (statistics.median(s for s, _ in r), statistics.median(m for _, m in r))
+                   for k, r in runs.items()}
+        print_results(results, baseline, n, "events/s")
+        print(f"peak RSS / uncompressed input ({size_mb:,.0f} MiB): " + ", ".join(
+            f"{k} {m / size_mb:.2f}x" for k, (_, m) in results.items()))
         if a.json:
             a.json.write_text(json.dumps({"events": n, "input_mib": size_mb, "results": {
                 k: {"seconds": s, "peak_rss_mib": r} for k, (s, r) in results.items()}},

@@ -568,3 +568,131 @@ def test_fifo_input(tmp_path, registry):
         feeder.join(10)
     direct = tracekit.read(shared_path(*TRITON), registry=registry)
     assert trace.events.drop_columns(["source"]).equals(direct.events.drop_columns(["source"]))
+
+
+# -- the typed decode (plugins/kineto/decode.py) and the forgiving path ----------------------
+
+NCCL = ("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+
+
+def _forgiving(monkeypatch, path, registry):
+    """Read ``path`` through the forgiving path only (as a document with odd values is)."""
+    import tracekit.plugins.kineto.reader as reader
+
+    with monkeypatch.context() as m:
+        m.setattr(reader, "decode", lambda blocks: None)
+        return tracekit.read(path, registry=registry)
+
+
+def test_typed_decode_reads_like_the_forgiving_path(monkeypatch, registry):
+    from tracekit.inputs import Source
+    from tracekit.plugins.kineto.reader import _decode_file
+
+    path = shared_path(*NCCL)
+    assert _decode_file(Source(path), None) is not None  # the typed decode takes this file
+    fast, slow = tracekit.read(path, registry=registry), _forgiving(monkeypatch, path, registry)
+    assert fast.events.num_rows == slow.events.num_rows == 26935
+    for column in fast.events.column_names:
+        if column != "args":
+            assert fast.events[column].to_pylist() == slow.events[column].to_pylist(), column
+    # args: the tool's own JSON text, the same JSON as the forgiving path's re-encoding.
+    fast_args, slow_args = fast.events["args"].to_pylist(), slow.events["args"].to_pylist()
+    assert [json.loads(a) if a else None for a in fast_args] == \
+        [json.loads(a) if a else None for a in slow_args]
+    _, events = load(path)
+    assert sum(a is not None for a in fast_args) == sum(
+        1 for e in events if e.get("ph") in ("X", "i", "I") and e.get("args")) == 26933
+    for table in ("processes", "threads", "devices"):
+        assert getattr(fast, table).equals(getattr(slow, table)), table
+    assert fast.log.outcomes == slow.log.outcomes
+    assert fast.metadata == slow.metadata
+
+
+def _decode_in_blocks(data: bytes, size: int):
+    from tracekit.plugins.kineto.decode import decode, memory_blocks
+
+    return decode(memory_blocks(data, size))
+
+
+def test_typed_decode_splits_blocks_between_events_only():
+    """Blocks end anywhere; a split point inside a string or inside a later top-level field
+    (objects in a list after the events) must not cut an event."""
+    events = [_x("cpu_op", f"op {i}", i, 1, **{"External id": i}) for i in range(300)]
+    events[100]["name"] = 'tricky}, {"name": "x"'
+    events[200]["args"] = {"shapes": [{"a": 1}, {"b": 2}]}
+    doc = {"schemaVersion": 1, "traceEvents": events,
+           "deviceProperties": [{"id": 0, "name": "A"}, {"id": 1, "name": "B"}],
+           "baseTimeNanoseconds": 5}
+    data = json.dumps(doc, indent=2).encode()
+    whole = _decode_in_blocks(data, len(data))
+    assert whole is not None
+    for size in (97, 1000, 4096):
+        top, ev, notes = _decode_in_blocks(data, size)
+        assert top == {"schemaVersion": 1, "deviceProperties": doc["deviceProperties"],
+                       "baseTimeNanoseconds": 5}
+        assert ev.n == 300 and notes == []
+        assert ev.field("name").to_pylist() == [e["name"] for e in events]
+        assert ev.times("ts").ns.tolist() == [i * 1000 for i in range(300)]
+        assert [json.loads(a) for a in ev.text.to_pylist()] == [e["args"] for e in events]
+
+
+def test_typed_decode_leaves_odd_documents_to_the_forgiving_path(tmp_path, registry):
+    events = [_x("kernel", f"k{i}", i, 1, correlation=i, stream=7, device=0) for i in range(2000)]
+    good = json.dumps({"traceEvents": events}).encode()
+    assert _decode_in_blocks(good, 4096) is not None
+    events[1900]["args"]["correlation"] = "1900"  # integer text, far past the first block
+    odd = json.dumps({"traceEvents": events}).encode()
+    assert _decode_in_blocks(odd, 4096) is None
+    trace = tracekit.read(_write(tmp_path, odd), registry=registry)
+    assert trace.events["correlation"].to_pylist() == list(range(2000))  # coerced, as before
+    for doc in ([{"ph": "X", "ts": True}], [{"ph": "X", "args": [1]}], [3, {"ph": "i"}],
+                {"traceEvents": [{"ph": "i", "ts": 1.7e15 + 0.5}]}):  # epoch µs: decimals
+        assert _decode_in_blocks(json.dumps(doc).encode(), 64) is None, doc
+    surrogate = b'{"traceEvents": [{"ph": "i", "ts": 1, "args": {"k": "\\ud800"}}]}'
+    assert _decode_in_blocks(surrogate, 64) is None
+    error = _read_error(_write(tmp_path, surrogate, name="s.json"), registry)
+    assert "surrogate" in str(error)  # refused, as the forgiving path always did
+
+
+def test_args_keep_the_tools_json_text(tmp_path, registry):
+    data = (b'{"traceEvents": [\n'
+            b'  {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1,'
+            b' "dur": 1, "args": {\n    "big": 12345678901234567890, "f": 1e5\n  }},\n'
+            b'  {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2,'
+            b' "dur": 1, "args": { }},\n'
+            b'  {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 3,'
+            b' "dur": 1, "args": null}\n]}')
+    trace = tracekit.read(_write(tmp_path, data), registry=registry)
+    assert trace.events["args"].to_pylist() == [
+        '{\n    "big": 12345678901234567890, "f": 1e5\n  }', None, None]
+
+
+class _Progress:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float, float]] = []
+
+    def phase(self, label: str, total: float = 0) -> None:
+        self.calls.append(("phase", label, total))
+
+    def update(self, done: float, total: float | None = None) -> None:
+        self.calls.append(("update", done, total))
+
+
+def test_progress_counts_the_bytes_read_of_a_gzip_file(tmp_path, monkeypatch):
+    from tracekit.builder import TraceBuilder
+    from tracekit.inputs import Source
+    from tracekit.plugins.kineto import KinetoReader, decode
+
+    monkeypatch.setattr(decode, "BLOCK", 1 << 20)  # the 9.8 MB of text in 1 MiB blocks
+    path = _write(tmp_path, gzip.decompress(shared_path(*NCCL).read_bytes()), gz=True)
+    size = path.stat().st_size
+    progress = _Progress()
+    out = TraceBuilder(path.name, "kineto")
+    out.progress = progress
+    KinetoReader().read(Source(path), out)
+    assert out.build().events.num_rows == 26935
+    assert progress.calls[0] == ("phase", f"reading {path.name}", size)
+    done = [c[1] for c in progress.calls if c[0] == "update"]
+    assert len(done) >= 9 and done == sorted(done) and done[-1] == size
+    assert all(c[2] == size for c in progress.calls if c[0] == "update")
+    assert progress.calls[-1] == ("phase", f"converting {path.name}", 0)

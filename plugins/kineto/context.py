@@ -10,12 +10,16 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from tracekit.builder import TraceBuilder
 from tracekit.inputs import Source
 from tracekit.model import SYNTHETIC_ID_MAX
-from tracekit.plugins.kineto.fields import INT64, as_int, dumps, dumps_all, ints, names, texts
+from tracekit.plugins.kineto.events import ColumnArgs, ColumnEvents, DictArgs, DictEvents
+from tracekit.plugins.kineto.fields import INT64, as_int, dumps, ints, names, texts
 from tracekit.plugins.kineto.timestamps import INT64_MAX, us_to_ns
 
+Events = DictEvents | ColumnEvents
+Args = DictArgs | ColumnArgs
 NO_TS = "skipped: no usable ts (missing, not a number, or out of range)"
 
 
@@ -60,13 +64,16 @@ class Context:
         return n
 
     # -- identities ------------------------------------------------------------------------
-    def ids(self, values: list[Any], what: str = "pid", kind: str = "") -> np.ndarray:
+    def ids(self, values: list[Any] | pa.Array, what: str = "pid", kind: str = ""
+            ) -> np.ndarray:
         """pid/tid values to int64; names get stable negative ids (named in ``labels``).
 
         Integer text is an id; other text ("Spans", "stream 7") a name; a missing id is the
         name "" (shown as "(no pid)"). Other values (lists, objects, fractions, integers
         beyond int64) are named by their JSON text and counted under ``kind``.
         """
+        if isinstance(values, pa.Array):
+            return self._column_ids(values)
         if set(map(type, values)) <= {int}:
             try:
                 return np.array(values, dtype=np.int64)
@@ -84,14 +91,34 @@ class Context:
             else:
                 bad += 1
                 key = (dumps([v]) or "[?]")[1:-1][:40]
-            if key not in self.synthetic:
-                self.synthetic[key] = SYNTHETIC_ID_MAX - len(self.synthetic)
-                self.labels[self.synthetic[key]] = key or "(no pid)"
-            out[i] = self.synthetic[key]
+            out[i] = self._synthetic(key)
         if bad and kind:
             self.warn(kind, f"{what} is neither an integer nor a name (named by its JSON "
                       "text)", bad)
         return out
+
+    def _synthetic(self, key: str) -> int:
+        if key not in self.synthetic:
+            self.synthetic[key] = SYNTHETIC_ID_MAX - len(self.synthetic)
+            self.labels[self.synthetic[key]] = key or "(no pid)"
+        return self.synthetic[key]
+
+    def _column_ids(self, values: pa.Array) -> np.ndarray:
+        """``ids`` of a typed column: int64 (null where missing) or text."""
+        if pa.types.is_integer(values.type) and not values.null_count:
+            return values.to_numpy()
+        codes = values.cast(pa.string()).dictionary_encode()
+        index = codes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+        distinct = codes.dictionary.to_pylist()
+        # Names get their ids in order of first appearance, as the per-value loop gives them.
+        seen, first = np.unique(index, return_index=True)
+        ids = np.empty(len(distinct) + 1, dtype=np.int64)  # the last entry: no pid (null)
+        for code in seen[np.argsort(first)].tolist():
+            text = "" if code < 0 else distinct[code]
+            n = as_int(text)
+            ids[code] = n if n is not None and INT64[0] <= n <= INT64[1] \
+                else self._synthetic(text)
+        return ids[index]
 
     def times(self, values: list[Any], base: int) -> tuple[np.ndarray, np.ndarray]:
         """µs values to ns on the trace clock and whether each is usable (in int64 range)."""
@@ -102,60 +129,66 @@ class Context:
         return ns, valid
 
     # -- fields ----------------------------------------------------------------------------
-    def cats(self, evs: list[dict[str, Any]], ph: str) -> list[str | None]:
-        """The cat of each event of phase ``ph`` as text (or None), what was odd counted."""
-        cats, bad = texts([e.get("cat") for e in evs])
+    def cats(self, evs: Events, ph: str) -> list[str | None] | pa.DictionaryArray:
+        """The cat of each event of phase ``ph`` as text (or None), what was odd counted: a
+        list, or a dictionary array from the typed decode."""
+        values = evs.field("cat")
+        if isinstance(values, pa.Array):
+            return values
+        cats, bad = texts(values)
         if bad:
             self.warn(ph, "cat is not text (numbers kept as text, others taken as no cat)",
                       bad)
         return cats
 
-    def fields(self, evs: list[dict[str, Any]], ph: str
-               ) -> tuple[pa.DictionaryArray, list[Any]]:
+    def fields(self, evs: Events, ph: str) -> tuple[pa.DictionaryArray, Args]:
         """The name and args of events of phase ``ph``, with what was odd counted."""
-        name_col, unnamed, numbers = names([e.get("name") for e in evs])
+        name_col, unnamed, numbers_ = names(evs.field("name"))
         if unnamed:
             self.warn(ph, "name missing or not text (named '<unnamed>')", unnamed)
-        if numbers:
-            self.warn(ph, "name is a number (kept as text)", numbers)
-        args = [e.get("args") for e in evs]
-        odd = 0 if set(map(type, args)) <= {dict, type(None)} else \
-            sum(1 for a in args if a is not None and type(a) is not dict)
+        if numbers_:
+            self.warn(ph, "name is a number (kept as text)", numbers_)
+        args = evs.args()
+        odd = args.not_objects()
         if odd:
             self.warn(ph, "args is not a JSON object (dropped)", odd)
-            args = [a if type(a) is dict else None for a in args]
         return name_col, args
 
-    def args_column(self, args: list[Any], ph: str) -> pa.Array:
-        texts_, lost = dumps_all(args)
+    def args_column(self, args: Args, ph: str) -> pa.Array:
+        texts_, lost = args.texts()
         if lost:
             self.warn(ph, "args not representable as JSON (dropped)", lost)
-        return pa.array(texts_, type=pa.string())
+        return texts_
 
-    def arg_ints(self, args: list[Any], key: str, kind: str,
+    def arg_ints(self, args: Args, key: str, kind: str,
                  bounds: tuple[int, int] = INT64) -> pa.Array:
         """args[key] as integers; values that are none are counted under ``kind``."""
-        arr, bad = ints(arg(args, key), bounds)
+        arr, bad = ints(args.get(key), bounds)
         if bad:
             self.warn(kind, f"args.{key} is not an integer in range (null)", bad)
         return arr
 
-    def count(self, ph: str | None, keys: list[Any], mask: np.ndarray | None,
+    def count(self, ph: str | None, keys: list[Any] | pa.Array, mask: np.ndarray | None,
               outcome: str) -> None:
         """Note ``outcome`` for the events where ``mask`` is true, by ``ph:cat`` (``keys`` are
         the cats, or the whole keys when ``ph`` is None)."""
-        chosen = keys if mask is None else compress(keys, mask)
-        for key, n in Counter(chosen).items():
+        if isinstance(keys, pa.Array):
+            chosen = keys if mask is None else keys.filter(pa.array(mask, type=pa.bool_()))
+            counts = Counter(dict(zip(*(c.to_pylist() for c in pc.value_counts(
+                chosen.cast(pa.string())).flatten()), strict=True)))
+        else:
+            counts = Counter(keys if mask is None else compress(keys, mask))
+        for key, n in counts.items():
             self.out.note(key if ph is None else f"{ph}:{key}", outcome, n)
 
 
-def arg(args: list[Any], key: str) -> list[Any]:
-    """``args[key]`` of each event (None where absent or where args is not an object)."""
-    return [a.get(key) if type(a) is dict else None for a in args]
-
-
-def numbers(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+def numbers(values: list[Any] | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """float64 values and a mask of which are finite numbers (bools and text are not)."""
+    if isinstance(values, pa.Array):
+        f = values.cast(pa.float64()).fill_null(0.0).to_numpy()
+        finite = np.isfinite(f)
+        return np.where(finite, f, 0.0), values.is_valid().to_numpy(zero_copy_only=False) \
+            & finite
     ok = np.array([type(v) in (int, float, Decimal) for v in values], dtype=bool)
     f = np.array([float(v) if k else 0.0 for v, k in zip(values, ok, strict=True)])
     finite = np.isfinite(f)

@@ -10,8 +10,9 @@ import pyarrow as pa
 from tracekit.builder import TraceBuilder
 from tracekit.fields import restore
 from tracekit.inputs import Source
-from tracekit.plugins.kineto.context import Context
+from tracekit.plugins.kineto.context import Context, Events
 from tracekit.plugins.kineto.devices import device_columns, devices_and_processes
+from tracekit.plugins.kineto.events import dictionary
 from tracekit.plugins.kineto.fields import texts
 from tracekit.plugins.kineto.flows import bind_flows
 from tracekit.plugins.kineto.instants import counters, instants
@@ -23,37 +24,38 @@ _WORK_COLUMNS = {"dur_ns": pa.int64(), "correlation": pa.int64(), "_tid": pa.int
                  "_arg_device": pa.int64(), "_arg_stream": pa.int64()}
 
 
-def convert(top: dict[str, Any], raw_events: list[Any], out: TraceBuilder, source: Source,
+def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Source,
             memory_counters: bool) -> None:
     """Convert every event of one document, then link flows, devices and processes."""
     ctx = Context(top, out, source, memory_counters)
-    events = [e for e in raw_events if type(e) is dict]
-    if len(events) != len(raw_events):
-        out.note("non-object entries", "skipped: not a JSON object",
-                 len(raw_events) - len(events))
-    phases, _ = texts([e.get("ph") for e in events])
-    codes = pa.array(phases, type=pa.string()).dictionary_encode()
+    phases = events.field("ph")
+    codes = dictionary(phases if isinstance(phases, pa.Array) else texts(phases)[0])
     index = codes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
     by_phase: dict[str | None, np.ndarray] = {
         p: np.flatnonzero(index == i) for i, p in enumerate(codes.dictionary.to_pylist())}
     if codes.null_count:
         by_phase[None] = np.flatnonzero(index < 0)
-    metadata_events(ctx, events, by_phase.pop("M", np.array([], dtype=np.int64)))
+    empty = np.array([], dtype=np.int64)
+    flow_rows = np.concatenate([by_phase.pop(p) for p in ("s", "f", "t") if p in by_phase]
+                               or [empty])
+    # Each phase's events apart; the whole is let go (the typed decode's columns are freed).
+    group = {p: events.take(idx) for p, idx in by_phase.items() if len(idx)}
+    flows = events.take(flow_rows)
+    events.release()
+    metadata_events(ctx, group.pop("M", events.take(empty)))
     tables = []
-    if "X" in by_phase:
-        tables.append(slices(ctx, [events[i] for i in by_phase.pop("X")]))
-    if "C" in by_phase and any(events[i].get("cat") == "counter.memory"
-                               for i in by_phase["C"]):
+    if "X" in group:
+        tables.append(slices(ctx, group.pop("X")))
+    if "C" in group and "counter.memory" in _values(group["C"].field("cat")):
         # Written by tracekit: the memory counters are in the file already.
         ctx.memory_counters = False
     for ph in ("i", "I"):
-        if ph in by_phase:
-            tables.extend(instants(ctx, [events[i] for i in by_phase.pop(ph)], ph))
-    if "C" in by_phase:
-        tables.append(counters(ctx, [events[i] for i in by_phase.pop("C")]))
-    flows = [events[i] for p in ("s", "f", "t") if p in by_phase for i in by_phase.pop(p)]
-    for ph, idx in by_phase.items():
-        cats, _ = texts([events[i].get("cat") for i in idx])
+        if ph in group:
+            tables.extend(instants(ctx, group.pop(ph), ph))
+    if "C" in group:
+        tables.append(counters(ctx, group.pop("C")))
+    for ph, evs in group.items():
+        cats = _values(evs.field("cat"))
         if ph is None:
             ctx.count("(no ph)", cats, None, "skipped: no phase ('ph')")
         else:
@@ -61,9 +63,9 @@ def convert(top: dict[str, Any], raw_events: list[Any], out: TraceBuilder, sourc
     tables = [t for t in tables if t.num_rows]
     table = pa.concat_tables(tables, promote_options="permissive") if tables else None
     if table is None:
-        if flows:
-            kinds = [f"{e.get('ph')}:{c}" for e, c in zip(
-                flows, texts([e.get("cat") for e in flows])[0], strict=True)]
+        if len(flows):
+            kinds = [f"{p}:{c}" for p, c in zip(_values(flows.field("ph")),
+                                                _values(flows.field("cat")), strict=True)]
             ctx.count(None, kinds, None, "skipped: flow endpoint matches no slice")
         devices_and_processes(ctx, None)
         top_metadata(ctx)
@@ -84,3 +86,8 @@ def convert(top: dict[str, Any], raw_events: list[Any], out: TraceBuilder, sourc
     out.add_events({name: table[name] for name in table.column_names
                     if not name.startswith("_")})
     top_metadata(ctx)
+
+
+def _values(values: list[Any] | pa.Array) -> list[Any]:
+    """Text values as Python strings (numbers as their text, other values None)."""
+    return values.to_pylist() if isinstance(values, pa.Array) else texts(values)[0]

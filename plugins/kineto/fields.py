@@ -13,6 +13,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,10 +42,19 @@ def as_int(value: Any) -> int | None:
     return None  # bool, list, dict
 
 
-def ints(values: list[Any], bounds: tuple[int, int] = INT64) -> tuple[pa.Array, int]:
+def ints(values: list[Any] | pa.Array, bounds: tuple[int, int] = INT64) -> tuple[pa.Array, int]:
     """An int64 array of ``values`` and how many present values were not usable integers
     within ``bounds`` (those are null)."""
     lo, hi = bounds
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        arr = values.cast(pa.int64())
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        if bounds == INT64 or not len(arr):
+            return arr, 0
+        inside = pc.and_(pc.greater_equal(arr, lo), pc.less_equal(arr, hi))
+        bad = pc.sum(pc.invert(inside)).as_py() or 0
+        return (pc.if_else(inside, arr, None) if bad else arr), bad
     if set(map(type, values)) <= {int, _NONE}:
         try:
             arr = pa.array(values, type=pa.int64())
@@ -84,10 +94,15 @@ def texts(values: list[Any]) -> tuple[list[str | None], int]:
     return out, bad
 
 
-def names(values: list[Any]) -> tuple[pa.DictionaryArray, int, int]:
+def names(values: list[Any] | pa.Array) -> tuple[pa.DictionaryArray, int, int]:
     """The name column: text, numbers as their text, and ``<unnamed>`` for anything else
     (missing, null, lists, objects). Returns it, how many got the placeholder and how many
     were numbers."""
+    if isinstance(values, pa.Array):  # text already (the typed decode)
+        missing = values.null_count
+        if missing:
+            values = pc.fill_null(values.cast(pa.string()), UNNAMED).dictionary_encode()
+        return compact(values), missing, 0
     text, bad = texts(values)
     arr = pa.array(text, type=pa.string())
     missing = arr.null_count
@@ -95,6 +110,19 @@ def names(values: list[Any]) -> tuple[pa.DictionaryArray, int, int]:
         arr = pc.fill_null(arr, UNNAMED)
     numbers = sum(1 for v in values if type(v) in (int, float, Decimal)) if bad else 0
     return arr.dictionary_encode(), missing, numbers
+
+
+def compact(values: pa.DictionaryArray) -> pa.DictionaryArray:
+    """``values`` with only the dictionary entries it uses, in order of first use (as
+    ``dictionary_encode`` of the values would give them); nulls stay null."""
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    codes = values.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    used, first = np.unique(codes[valid], return_index=True)
+    used = used[np.argsort(first)]
+    remap = np.zeros(len(values.dictionary), dtype=np.int32)
+    remap[used] = np.arange(len(used), dtype=np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(remap[codes], mask=~valid),
+                                          values.dictionary.take(pa.array(used)))
 
 
 def _json_default(value: Any) -> Any:

@@ -3,18 +3,15 @@ that links device work to the host call that launched it."""
 
 from __future__ import annotations
 
-from itertools import compress
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.plugins.kineto.categories import LAUNCH_FLOWS
-from tracekit.plugins.kineto.context import NO_TS, Context
+from tracekit.plugins.kineto.context import NO_TS, Context, Events
 from tracekit.plugins.kineto.fields import ints, texts
 
 
-def bind_flows(ctx: Context, table: pa.Table, flows: list[dict[str, Any]]) -> pa.Table:
+def bind_flows(ctx: Context, table: pa.Table, flows: Events) -> pa.Table:
     """Attach s/f/t flow endpoints to the slice they bind to (same pid, tid and ts).
 
     Launch flows (ac2g) carry the correlation id, which becomes the slice's correlation
@@ -23,28 +20,26 @@ def bind_flows(ctx: Context, table: pa.Table, flows: list[dict[str, Any]]) -> pa
     n = table.num_rows
     flow_id = np.zeros(n, dtype=np.int64)
     has_flow = np.zeros(n, dtype=bool)
-    if not flows:
+    if not len(flows):
         return table.append_column("flow_id", pa.array(flow_id, mask=~has_flow))
     out = ctx.out
-    phs, _ = texts([e.get("ph") for e in flows])
-    raw_cats, _ = texts([e.get("cat") for e in flows])
-    kinds = [f"{p}:{c}" for p, c in zip(phs, raw_cats, strict=True)]
-    ts, ok = ctx.times([e.get("ts") for e in flows], ctx.base_ns)
+    kinds, cats = _kinds(flows)
+    ts, ok = ctx.times(flows.times("ts"), ctx.base_ns)
     if not ok.all():
-        ctx.count(None, kinds, ~ok, NO_TS)
-        flows, kinds, ts = list(compress(flows, ok)), list(compress(kinds, ok)), ts[ok]
-        raw_cats = list(compress(raw_cats, ok))
-    cats = [(c or "").lower() for c in raw_cats]
-    ids, _ = ints([e.get("id") for e in flows])
+        ctx.count(None, kinds.to_pylist(), ~ok, NO_TS)
+        flows, ts = flows.where(ok), ts[ok]
+        kinds, cats = kinds.filter(pa.array(ok)), cats.filter(pa.array(ok))
+    launch = pc.is_in(cats, pa.array(sorted(LAUNCH_FLOWS))).to_numpy(zero_copy_only=False)
+    ids, _ = ints(flows.field("id"))
     id_ok = ids.is_valid().to_numpy(zero_copy_only=False)
     id_arr = ids.fill_null(-1).to_numpy()
     ftab = pa.table({
-        "_pid": ctx.ids([e.get("pid") for e in flows], "pid", "flows"),
-        "_tid": ctx.ids([e.get("tid") for e in flows], "tid", "flows"),
+        "_pid": ctx.ids(flows.field("pid"), "pid", "flows"),
+        "_tid": ctx.ids(flows.field("tid"), "tid", "flows"),
         "ts_ns": pa.array(ts, type=pa.int64()),
         "_flow": pa.array(np.arange(len(flows), dtype=np.int64)),
         "_fid": pa.array(id_arr),
-        "_launch": pa.array([c in LAUNCH_FLOWS for c in cats], type=pa.bool_()),
+        "_launch": pa.array(launch, type=pa.bool_()),
     })
     slices = pa.table({
         "_pid": table["_pid"], "_tid": table["_tid"], "ts_ns": table["ts_ns"],
@@ -70,7 +65,6 @@ def bind_flows(ctx: Context, table: pa.Table, flows: list[dict[str, Any]]) -> pa
     corr_valid = table["correlation"].is_valid().to_numpy(zero_copy_only=False).copy()
     corr = table["correlation"].fill_null(0).to_numpy().copy()
     ok = (bound >= 0) & id_ok
-    launch = np.array([c in LAUNCH_FLOWS for c in cats], dtype=bool)
     outcome = np.full(len(flows), "skipped: flow endpoint matches no slice", dtype=object)
     outcome[~id_ok] = "skipped: no usable id (not an integer)"
     # Launch flows: their id is the correlation id of the call and of the device work.
@@ -98,7 +92,7 @@ def bind_flows(ctx: Context, table: pa.Table, flows: list[dict[str, Any]]) -> pa
     outcome[other] = np.where(accepted, "links (flow_id of the slice it binds to)",
                               "skipped: the slice already has another flow")
     # Account per (phase:cat, outcome) without a Python tuple per flow.
-    kind = pa.array(kinds, type=pa.string()).dictionary_encode()
+    kind = kinds.dictionary_encode()
     result = pa.array(outcome, type=pa.string()).dictionary_encode()
     width = len(result.dictionary)
     combined = kind.indices.to_numpy().astype(np.int64) * width + \
@@ -110,6 +104,19 @@ def bind_flows(ctx: Context, table: pa.Table, flows: list[dict[str, Any]]) -> pa
     idx = table.schema.get_field_index("correlation")
     table = table.set_column(idx, "correlation", pa.array(corr, mask=~corr_valid))
     return table.append_column("flow_id", pa.array(flow_id, mask=~has_flow))
+
+def _kinds(flows: Events) -> tuple[pa.Array, pa.Array]:
+    """Each flow's ``ph:cat`` (as counted; a missing one reads "None") and its cat in lower
+    case (empty when missing)."""
+    phs, cats = flows.field("ph"), flows.field("cat")
+    if isinstance(phs, pa.Array):
+        phs, cats = phs.cast(pa.string()), cats.cast(pa.string())
+    else:
+        phs = pa.array(texts(phs)[0], type=pa.string())
+        cats = pa.array(texts(cats)[0], type=pa.string())
+    kinds = pc.binary_join_element_wise(phs.fill_null("None"), cats.fill_null("None"), ":")
+    return kinds, pc.utf8_lower(cats.fill_null(""))
+
 
 def _first_per_key(table: pa.Table, keys: list[str], order: list[str]) -> pa.Table:
     """The first row of each distinct ``keys`` value, ``order`` deciding which is first."""

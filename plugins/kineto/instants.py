@@ -6,22 +6,29 @@ from __future__ import annotations
 from collections import Counter
 from decimal import Decimal
 from itertools import compress
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from tracekit.plugins.kineto.categories import map_category
-from tracekit.plugins.kineto.context import NO_TS, Context, arg, constant, numbers
+from tracekit.plugins.kineto.context import (
+    NO_TS,
+    Args,
+    Context,
+    Events,
+    constant,
+    numbers,
+    scatter,
+)
 from tracekit.plugins.kineto.fields import ints
 
 
-def instants(ctx: Context, evs: list[dict[str, Any]], ph: str) -> list[pa.Table]:
+def instants(ctx: Context, evs: Events, ph: str) -> list[pa.Table]:
     """The instant rows of ``evs`` (phase ``ph``), and the memory counter rows they imply."""
-    cats = ctx.cats(evs, ph)
-    ts, ok = ctx.times([e.get("ts") for e in evs], ctx.base_ns)
+    cats = _texts(ctx.cats(evs, ph))
+    ts, ok = ctx.times(evs.times("ts"), ctx.base_ns)
     if not ok.all():
         ctx.count(ph, cats, ~ok, NO_TS)
-        evs, cats, ts = list(compress(evs, ok)), list(compress(cats, ok)), ts[ok]
+        evs, cats, ts = evs.where(ok), list(compress(cats, ok)), ts[ok]
     ctx.count(ph, cats, None, "events")
     name_col, args = ctx.fields(evs, ph)
     name_text = name_col.dictionary.to_pylist()
@@ -32,11 +39,9 @@ def instants(ctx: Context, evs: list[dict[str, Any]], ph: str) -> list[pa.Table]
     categories = [mapped[p] for p in zip(cats, (name_text[i] for i in name_idx),
                                               strict=True)]
     is_mem = np.array([c == "host.memory" for c in categories], dtype=bool)
-    mem_bytes = [a.get("Bytes") if m and type(a) is dict else None
-                 for a, m in zip(args, is_mem, strict=True)]
-    pid = ctx.ids([e.get("pid") for e in evs], "pid", ph)
-    tid = ctx.ids([e.get("tid") for e in evs], "tid", ph)
-    mem_arr, bad = ints(mem_bytes)
+    pid = ctx.ids(evs.field("pid"), "pid", ph)
+    tid = ctx.ids(evs.field("tid"), "tid", ph)
+    mem_arr, bad = ints(args.take(np.flatnonzero(is_mem)).get("Bytes"))
     if bad:
         ctx.warn(f"{ph}:[memory]", "args.Bytes is not an integer in range (null)", bad)
     table = pa.table({
@@ -46,7 +51,7 @@ def instants(ctx: Context, evs: list[dict[str, Any]], ph: str) -> list[pa.Table]
         "ts_ns": pa.array(ts, type=pa.int64()),
         "_pid": pid,
         "_tid": tid,
-        "bytes": mem_arr,
+        "bytes": scatter(len(evs), np.flatnonzero(is_mem), mem_arr, pa.int64()),
         "args": ctx.args_column(args, ph),
     })
     tables = [table]
@@ -55,15 +60,15 @@ def instants(ctx: Context, evs: list[dict[str, Any]], ph: str) -> list[pa.Table]
     return tables
 
 
-def memory_counters(ctx: Context, args: list[Any], is_mem: np.ndarray, ts: np.ndarray,
+def memory_counters(ctx: Context, args: Args, is_mem: np.ndarray, ts: np.ndarray,
                     pid: np.ndarray) -> pa.Table:
     """'<device> memory allocated' and '... reserved' counter rows from [memory] events'
     running totals, in event order (allocated, then reserved, per event)."""
     rows = np.flatnonzero(is_mem)
-    margs = [args[i] if type(args[i]) is dict else {} for i in rows]
+    margs = args.take(rows)
     places = []
     for key in ("Device Type", "Device Id"):
-        values, bad = ints(arg(margs, key))
+        values, bad = ints(margs.get(key))
         if bad:
             ctx.warn("i:[memory]", f"args.{key} is not an integer (device unknown)", bad)
         places.append(values.to_pylist())
@@ -72,8 +77,10 @@ def memory_counters(ctx: Context, args: list[Any], is_mem: np.ndarray, ts: np.nd
              for p in set(places)}
     names_, values, valid = [], [], []
     for key, what in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")):
-        number, has = numbers(arg(margs, key))
-        present = sum(1 for a in margs if a.get(key) is not None)
+        given = margs.get(key)
+        number, has = numbers(given)
+        present = len(given) - given.null_count if isinstance(given, pa.Array) else \
+            sum(1 for v in given if v is not None)
         if present > int(has.sum()):
             ctx.warn("i:[memory]", f"args.{key} is not a finite number (no counter "
                      "row)", present - int(has.sum()))
@@ -96,19 +103,19 @@ def memory_counters(ctx: Context, args: list[Any], is_mem: np.ndarray, ts: np.nd
     })
 
 
-def counters(ctx: Context, evs: list[dict[str, Any]]) -> pa.Table:
+def counters(ctx: Context, evs: Events) -> pa.Table:
     """One counter row per finite numeric series in each C event's args."""
-    cats = ctx.cats(evs, "C")
-    ts, ok = ctx.times([e.get("ts") for e in evs], ctx.base_ns)
+    cats = _texts(ctx.cats(evs, "C"))
+    ts, ok = ctx.times(evs.times("ts"), ctx.base_ns)
     if not ok.all():
         ctx.count("C", cats, ~ok, NO_TS)
-        evs, cats, ts = list(compress(evs, ok)), list(compress(cats, ok)), ts[ok]
+        evs, cats, ts = evs.where(ok), list(compress(cats, ok)), ts[ok]
     name_col, args = ctx.fields(evs, "C")
     event_names = name_col.to_pylist()
     names_, values, idx = [], [], []
     empty = np.zeros(len(evs), dtype=bool)
     not_finite = 0
-    for i, series in enumerate(args):
+    for i, series in enumerate(args.dicts()):
         numeric = {k: v for k, v in series.items()
                    if type(v) in (int, float, Decimal)} if series else {}
         kept = 0
@@ -131,7 +138,7 @@ def counters(ctx: Context, evs: list[dict[str, Any]]) -> pa.Table:
     mapped = {c: map_category(c) for c in set(cats)}
     cat_of = [mapped[cats[i]] for i in idx]
     cat_of = [c if c.startswith("counter.") else "counter.trace" for c in cat_of]
-    pids = ctx.ids([e.get("pid") for e in evs], "pid", "C")
+    pids = ctx.ids(evs.field("pid"), "pid", "C")
     return pa.table({
         "kind": constant(len(idx), "counter"),
         "category": pa.array(cat_of, type=pa.string()).dictionary_encode(),
@@ -140,3 +147,7 @@ def counters(ctx: Context, evs: list[dict[str, Any]]) -> pa.Table:
         "_pid": pa.array(pids[rows], type=pa.int64()),
         "value": pa.array(values, type=pa.float64()),
     })
+
+
+def _texts(values: list[str | None] | pa.Array) -> list[str | None]:
+    return values.to_pylist() if isinstance(values, pa.Array) else values

@@ -19,7 +19,7 @@ _UNESCAPED_NAME = re.compile(
 # default), so traces made or edited in Python can hold them where a number belongs.
 _NON_FINITE = re.compile(rb"[\[:,]\s*-?(?:NaN|Infinity)\s*[,\]}]")
 # A UTF-16 surrogate escape without its partner: Python's json accepts it, Arrow cannot.
-_LONE_SURROGATE = re.compile(
+LONE_SURROGATE = re.compile(
     rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|"
     rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _JSON_ERRORS = (orjson.JSONDecodeError, json.JSONDecodeError, UnicodeDecodeError, RecursionError)
@@ -59,7 +59,7 @@ def _loads(data: bytes, exact: bool, notes: list[str]) -> Any:
         except orjson.JSONDecodeError as exc:
             if "infinity" not in str(exc) and not _NON_FINITE.search(data):
                 raise
-    if _LONE_SURROGATE.search(data):
+    if LONE_SURROGATE.search(data):
         raise UnicodeDecodeError("utf-8", data, 0, 1, "a lone UTF-16 surrogate escape")
     constants = []
 
@@ -90,7 +90,7 @@ def _describe(exc: Exception, data: bytes, path: str) -> TraceReadError:
             hint = " (UTF-16, or binary data?)" if b"\0" in data[:4096] else ""
             return TraceReadError(f"not valid UTF-8 text{hint}", path=path,
                                   location=f"line {line}")
-        if _LONE_SURROGATE.search(data):
+        if LONE_SURROGATE.search(data):
             return TraceReadError("invalid JSON: a string holds a lone UTF-16 surrogate "
                                   "escape (\\ud800-\\udfff)", path=path)
         return TraceReadError("not valid UTF-8 text", path=path)

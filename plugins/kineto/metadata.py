@@ -4,23 +4,24 @@ fields (tool versions, clock, distributed info, run facts)."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
-import numpy as np
 import orjson
-from tracekit.plugins.kineto.context import Context
+import pyarrow as pa
+from tracekit.plugins.kineto.context import Context, Events
 from tracekit.plugins.kineto.fields import dumps, texts
 
 
-def metadata_events(ctx: Context, events: list[dict[str, Any]], idx: np.ndarray) -> None:
+def metadata_events(ctx: Context, evs: Events) -> None:
     """Process names, thread names and device labels; every M event is counted."""
-    if not len(idx):
+    if not len(evs):
         return
-    evs = [events[i] for i in idx]
-    kinds, _ = texts([e.get("name") for e in evs])
-    pids = ctx.ids([e.get("pid") for e in evs], "pid", "M")
-    for e, name, pid in zip(evs, kinds, pids.tolist(), strict=True):
-        args = e.get("args")
+    names = evs.field("name")
+    kinds = names.to_pylist() if isinstance(names, pa.Array) else texts(names)[0]
+    pids = ctx.ids(evs.field("pid"), "pid", "M")
+    tids = evs.field("tid")
+    tids = tids.to_pylist() if isinstance(tids, pa.Array) else tids
+    for args, name, pid, tid in zip(evs.args().dicts(), kinds, pids.tolist(), tids,
+                                    strict=True):
         args = args if type(args) is dict else {}
         value = args.get("name")
         value = str(value) if type(value) in (str, int, float) else None
@@ -28,8 +29,7 @@ def metadata_events(ctx: Context, events: list[dict[str, Any]], idx: np.ndarray)
             ctx.process_names[pid] = value
             ctx.out.note("M:process_name", "process names")
         elif name == "thread_name" and value is not None:
-            tid = int(ctx.ids([e.get("tid")], "tid", "M")[0])
-            ctx.thread_names[(pid, tid)] = value
+            ctx.thread_names[(pid, int(ctx.ids([tid], "tid", "M")[0]))] = value
             ctx.out.note("M:thread_name", "thread names")
         elif name == "process_labels" and type(args.get("labels")) is str:
             ctx.process_labels[pid] = args["labels"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import codecs
+import gzip
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +14,8 @@ from tracekit.errors import TraceReadError
 from tracekit.gcpause import gc_paused
 from tracekit.inputs import Source
 from tracekit.plugins.kineto.convert import convert
+from tracekit.plugins.kineto.decode import decode, file_blocks, memory_blocks
+from tracekit.plugins.kineto.events import ColumnEvents, DictEvents
 from tracekit.plugins.kineto.loading import parse_document
 from tracekit.plugins.kineto.timestamps import needs_exact_decimals
 
@@ -46,14 +50,32 @@ class KinetoReader(tracekit.Reader):
 
     def read(self, source: Source, out: TraceBuilder) -> None:
         progress = getattr(out, "progress", None)
+        size = 0 if source.is_stream else source.size  # a stream's size is unknown
         if progress:
-            progress.phase(f"reading {source.name}")
-        # Read once, through the Source: it may be a stream (stdin, a FIFO).
-        data = source.read_bytes(progress.update if progress else None)
-        if progress:
-            progress.phase(f"parsing {source.name}")
+            progress.phase(f"reading {source.name}", size)
+        data = None
         with gc_paused():
-            self._parse_and_convert(data, source, out)
+            if source.is_stream:
+                # Read once, through the Source: a stream cannot be read again.
+                data = source.read_bytes(progress.update if progress else None)
+                decoded = decode(memory_blocks(data))
+            else:
+                decoded = _decode_file(source, progress)
+            if decoded is None:
+                # Values of unexpected types, or JSON that needs repair: the forgiving path.
+                if data is None:
+                    if progress:
+                        progress.phase(f"reading {source.name}", size)
+                    data = source.read_bytes(progress.update if progress else None)
+                if progress:
+                    progress.phase(f"parsing {source.name}")
+                self._parse_and_convert(data, source, out)
+                return
+            del data
+            top, events, repairs = decoded
+            if progress:
+                progress.phase(f"converting {source.name}")
+            self._finish(top, events, source, out, repairs)
 
     def _parse_and_convert(self, data: bytes, source: Source, out: TraceBuilder) -> None:
         doc, repairs = parse_document(data, str(source.path))
@@ -63,7 +85,7 @@ class KinetoReader(tracekit.Reader):
             del doc, events
             doc, repairs = parse_document(data, str(source.path), exact=True)
             out.metadata["timestamps"] = "parsed from the decimal text (absolute µs)"
-        progress = getattr(out, "progress", None)
+        progress = out.progress
         if progress:
             progress.phase(f"converting {source.name}")
         self._convert(doc, source, out, repairs)
@@ -80,8 +102,30 @@ class KinetoReader(tracekit.Reader):
         else:
             raise TraceReadError("not a Chrome trace: the JSON is neither an object nor an array",
                                  path=source.path)
+        dicts = [e for e in events if type(e) is dict]
+        if len(dicts) != len(events):
+            out.note("non-object entries", "skipped: not a JSON object",
+                     len(events) - len(dicts))
+        self._finish(top, DictEvents(dicts), source, out, repairs)
+
+    def _finish(self, top: dict[str, Any], events: DictEvents | ColumnEvents, source: Source,
+                out: TraceBuilder, repairs: list[str]) -> None:
         if repairs:
             out.metadata["repairs"] = repairs
             for repair in repairs:
                 out.note("document", f"warning: {repair}")
         convert(top, events, out, source, self.options.memory_counters)
+
+
+def _decode_file(source: Source, progress: Any) -> tuple[dict[str, Any], ColumnEvents,
+                                                           list[str]] | None:
+    """The typed decode of a file, read in blocks (decompressed as they are read); None when
+    it cannot read the file or the document needs the forgiving path, which then reads it
+    again and says what is wrong."""
+    try:
+        with open(source.path, "rb") as raw:
+            stream = gzip.GzipFile(fileobj=raw) if source.compression == "gzip" else raw
+            done = (lambda: progress.update(raw.tell(), source.size)) if progress else None
+            return decode(file_blocks(stream.read, progress=done))
+    except (OSError, EOFError, zlib.error):  # BadGzipFile is an OSError
+        return None

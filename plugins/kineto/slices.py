@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import re
-from itertools import compress
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES, map_category
-from tracekit.plugins.kineto.context import NO_TS, Context, arg, constant, scatter
-from tracekit.plugins.kineto.fields import INT32, ints
+from tracekit.plugins.kineto.context import NO_TS, Args, Context, Events, constant, scatter
+from tracekit.plugins.kineto.events import dictionary, where
+from tracekit.plugins.kineto.fields import INT32, compact, ints
 from tracekit.plugins.kineto.timestamps import INT64_MAX, us_to_ns
 
 _MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
 _MEMSET_NAME = re.compile(r"Memset\s*\((\w+)\)", re.IGNORECASE)
 
 
-def slices(ctx: Context, xs: list[dict[str, Any]]) -> pa.Table:
+def slices(ctx: Context, xs: Events) -> pa.Table:
     """The slice rows of the X events ``xs``; those without a usable time are counted."""
     cats = ctx.cats(xs, "X")
-    ts, ts_ok = ctx.times([e.get("ts") for e in xs], ctx.base_ns)
-    dur, dur_ok = us_to_ns([e.get("dur") for e in xs])
+    ts, ts_ok = ctx.times(xs.times("ts"), ctx.base_ns)
+    dur, dur_ok = us_to_ns(xs.times("dur"))
     negative = dur < 0
     if negative.any():
         ctx.warn("X", "negative dur (clamped to 0, as Kineto does since 2022)",
@@ -36,11 +36,11 @@ def slices(ctx: Context, xs: list[dict[str, Any]]) -> pa.Table:
                   "number, or out of range)")
         ctx.count("X", cats, ts_ok & dur_ok & ~end_ok, "skipped: ts + dur beyond the "
                   "int64 ns range")
-        xs, cats = list(compress(xs, keep)), list(compress(cats, keep))
+        xs, cats = xs.where(keep), where(cats, keep)
         ts, dur = ts[keep], dur[keep]
     ctx.count("X", cats, None, "events")
     name_col, args = ctx.fields(xs, "X")
-    cat_dict = pa.array(cats, type=pa.string()).dictionary_encode()
+    cat_dict = compact(dictionary(cats))
     mapped = [map_category(c) for c in cat_dict.dictionary.to_pylist()]
     # A missing cat is a null index: "other", like an unknown one.
     category = pa.DictionaryArray.from_arrays(
@@ -51,15 +51,15 @@ def slices(ctx: Context, xs: list[dict[str, Any]]) -> pa.Table:
         "name": name_col,
         "ts_ns": pa.array(ts),
         "dur_ns": pa.array(dur),
-        "_pid": ctx.ids([e.get("pid") for e in xs], "pid", "X"),
-        "_tid": ctx.ids([e.get("tid") for e in xs], "tid", "X"),
+        "_pid": ctx.ids(xs.field("pid"), "pid", "X"),
+        "_tid": ctx.ids(xs.field("tid"), "tid", "X"),
         "correlation": ctx.arg_ints(args, "correlation", "X"),
         "args": ctx.args_column(args, "X"),
     })
     return _typed_gpu_columns(ctx, table, args)
 
 
-def _typed_gpu_columns(ctx: Context, table: pa.Table, args: list[Any]) -> pa.Table:
+def _typed_gpu_columns(ctx: Context, table: pa.Table, args: Args) -> pa.Table:
     """Grid, block, registers and shared memory of kernels; bytes and memory kinds of copies;
     the tool's own device and stream ids of device rows."""
     cat = table["category"]
@@ -69,29 +69,27 @@ def _typed_gpu_columns(ctx: Context, table: pa.Table, args: list[Any]) -> pa.Tab
         .to_numpy(zero_copy_only=False)
     cols: dict[str, pa.Array] = {}
     kidx = np.flatnonzero(is_kernel)
-    kargs = [args[i] for i in kidx]
+    kargs = args.take(kidx)
     for key in ("grid", "block"):
-        dims = arg(kargs, key)
-        odd = sum(1 for v in dims if v is not None and type(v) is not list)
+        axes, odd = kargs.dims(key)
         if odd:
             ctx.warn("X:kernel", f"args.{key} is not a list (null)", odd)
         for axis, pos in (("x", 0), ("y", 1), ("z", 2)):
-            vals = [v[pos] if type(v) is list and len(v) > pos else None for v in dims]
             cols[f"{key}_{axis}"] = scatter(n, kidx, _checked(
-                ctx, vals, f"args.{key}[{pos}]", INT32), pa.int32())
+                ctx, axes[pos], f"args.{key}[{pos}]", INT32), pa.int32())
     cols["registers"] = scatter(n, kidx, ctx.arg_ints(
         kargs, "registers per thread", "X:kernel", INT32), pa.int32())
     cols["shared_mem_bytes"] = scatter(n, kidx, ctx.arg_ints(
         kargs, "shared memory", "X:kernel"), pa.int64())
     cidx = np.flatnonzero(is_copy)
     cols["bytes"] = scatter(n, cidx, ctx.arg_ints(
-        [args[i] for i in cidx], "bytes", "X:gpu_memcpy"), pa.int64())
+        args.take(cidx), "bytes", "X:gpu_memcpy"), pa.int64())
     copy_kind, src, dst = copy_kinds(table["name"], cidx, n)
     cols["copy_kind"], cols["src_kind"], cols["dst_kind"] = copy_kind, src, dst
     # The tool's own device and stream ids of device rows (see devices.device_columns).
     didx = np.flatnonzero(pc.is_in(cat.cast(pa.string()), pa.array(sorted(
         DEVICE_CATEGORIES))).to_numpy(zero_copy_only=False))
-    dargs = [args[i] for i in didx]
+    dargs = args.take(didx)
     cols["_arg_device"] = scatter(n, didx, ctx.arg_ints(
         dargs, "device", "X:device work", INT32), pa.int64())
     cols["_arg_stream"] = scatter(n, didx, ctx.arg_ints(
@@ -101,7 +99,8 @@ def _typed_gpu_columns(ctx: Context, table: pa.Table, args: list[Any]) -> pa.Tab
     return table
 
 
-def _checked(ctx: Context, values: list[Any], what: str, bounds: tuple[int, int]) -> pa.Array:
+def _checked(ctx: Context, values: list[Any] | pa.Array, what: str,
+             bounds: tuple[int, int]) -> pa.Array:
     arr, bad = ints(values, bounds)
     if bad:
         ctx.warn("X:kernel", f"{what} is not an integer in range (null)", bad)

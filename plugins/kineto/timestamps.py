@@ -12,6 +12,7 @@ counts them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
@@ -28,11 +29,25 @@ class NeedsExactDecimals(Exception):
     """Raised when float µs are too large to give exact ns; reparse with decimals."""
 
 
-def us_to_ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class Micros:
+    """µs values already converted to ns, and whether each was usable."""
+
+    ns: np.ndarray
+    valid: np.ndarray
+
+    def take(self, idx: np.ndarray) -> Micros:
+        return Micros(self.ns[idx], self.valid[idx])
+
+
+def us_to_ns(values: list[Any] | Micros) -> tuple[np.ndarray, np.ndarray]:
     """Convert µs values (int, float, Decimal, numeric str or None) to (ns, valid) arrays.
 
-    ``ns`` is 0 where ``valid`` is false.
+    ``ns`` is 0 where ``valid`` is false. Values the typed decode converted already (an
+    ``events.Micros``) come back as they are.
     """
+    if isinstance(values, Micros):
+        return values.ns, values.valid
     kinds = set(map(type, values))
     if kinds <= {int}:
         try:
