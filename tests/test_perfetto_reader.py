@@ -305,7 +305,7 @@ def test_perf_samples_with_interned_call_stacks(tmp_path, registry):
     assert len(stacks) == 3  # main, main/work, main/work/leaf: shared prefixes
 
 
-def test_legacy_complete_events_and_compressed_packets(tmp_path, registry):
+def test_legacy_complete_events_compressed_and_damaged_packets(tmp_path, registry):
     inner = TraceProtoBuilder()
     _describe(inner, 11, pid=1, tid=1)
     _intern(inner, 1, names=["x"])
@@ -315,9 +315,16 @@ def test_legacy_complete_events_and_compressed_packets(tmp_path, registry):
     te.legacy_event.duration_us = 7
     b = TraceProtoBuilder()
     b.add_packet().compressed_packets = zlib.compress(inner.serialize())
-    trace = tracekit.read(_save(b, tmp_path), registry=registry)
+    b.add_packet().compressed_packets = zlib.compress(b"\x0a\x05\x40")  # cut short inside
+    path = tmp_path / "t.pftrace"
+    # ... and a packet whose track_event (field 11) is a varint instead of a message.
+    path.write_bytes(b.serialize() + b"\x0a\x02\x58\x03")
+    trace = tracekit.read(path, registry=registry)
     assert _rows(trace, "kind", "name", "ts_ns", "dur_ns") == [("slice", "x", 1000, 7000)]
     assert _log(trace)["unpacked (their packets are counted one by one)"] == 1
+    assert _notices(trace) == {
+        "skipped: compressed packets that do not unpack": 1,
+        "skipped: damaged packets (field 11 of the wrong type)": 1}
 
 
 def test_what_is_not_read_is_counted(tmp_path, registry):

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 from tracekit.model import SYNTHETIC_ID_MAX
 from tracekit.plugins.perfetto.read_args import (
@@ -37,6 +38,7 @@ _INT64_MAX = 2**63 - 1
 _PHASE_COMPLETE, _PHASE_BEGIN, _PHASE_END = ord("X"), ord("B"), ord("E")
 _PHASE_INSTANT = {ord("I"), ord("i"), ord("n"), ord("R")}
 _NAN = float("nan")
+_UNPACKED_LIMIT = 1 << 30
 _V1_FLOW = 0x5F1F_0000_0000_0000  # keeps legacy bind ids apart from flow ids
 # TrackEvent fields read from its unknown fields (see schemas/perfetto_subset.proto), with
 # the wire encoding of their numbers: "v" varint, "d" fixed64 (flow ids), "f" double.
@@ -161,6 +163,8 @@ class PacketReader:
 
     def __init__(self, trace_cls: Any) -> None:
         self.trace_cls = trace_cls
+        self.declared = {f.number for f in trace_cls.DESCRIPTOR.fields_by_name["packet"]
+                         .message_type.fields}
         self.cols = Columns()
         self.tracks = TrackMap()
         self.annotations = AnnotationReader()
@@ -228,11 +232,7 @@ class PacketReader:
             self._clock_snapshot(seq, p.clock_snapshot)
             self.counts["clock alignment"] += 1
         elif kind == "compressed_packets":
-            self.counts["unpacked (their packets are counted one by one)"] += 1
-            try:
-                self.feed(zlib.decompress(p.compressed_packets))
-            except zlib.error:
-                self.counts["skipped: compressed packets that do not decompress"] += 1
+            self._unpack(p.compressed_packets)
         elif kind == "process_tree":
             self._process_tree(p.process_tree)
             self.counts["process and thread names"] += 1
@@ -255,8 +255,29 @@ class PacketReader:
             self.counts["interned strings and defaults"] += 1
         else:
             number = _unknown_field(p)
-            self.counts[f"skipped: TracePacket field {number} (not read)" if number
-                        else "skipped: empty packets"] += 1
+            if number is None:
+                outcome = "skipped: empty packets"
+            elif number in self.declared:  # a known field of the wrong wire type
+                outcome = f"skipped: damaged packets (field {number} of the wrong type)"
+            else:
+                outcome = f"skipped: TracePacket field {number} (not read)"
+            self.counts[outcome] += 1
+
+    def _unpack(self, data: bytes) -> None:
+        """Packets compressed into one (zlib), read as if they stood here."""
+        inflate = zlib.decompressobj()
+        try:
+            body = inflate.decompress(data, _UNPACKED_LIMIT)
+            if inflate.unconsumed_tail:
+                self.counts["skipped: compressed packets that unpack to more than 1 GiB"] += 1
+                return
+            packets = self.trace_cls.FromString(body).packet
+        except (zlib.error, DecodeError):
+            self.counts["skipped: compressed packets that do not unpack"] += 1
+            return
+        self.counts["unpacked (their packets are counted one by one)"] += 1
+        for packet in packets:
+            self.packet(packet)
 
     def _defaults(self, seq: _Sequence, d: Any) -> None:
         seq.clock = d.timestamp_clock_id
@@ -647,10 +668,6 @@ class PacketReader:
 
 def _unknown_field(p: Any) -> int | None:
     """The number of the first field of ``p`` that the reader does not declare."""
-    try:
-        from google.protobuf.unknown_fields import UnknownFieldSet
-    except ImportError:  # protobuf runtimes before 4.22
-        return None
     for f in UnknownFieldSet(p):
         return int(f.field_number)
     return None

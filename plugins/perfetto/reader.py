@@ -88,11 +88,9 @@ class PerfettoReader(tracekit.Reader):
             progress.phase(f"building events of {source.name}")
         build(reader, out)
         _account(reader, tail, damaged, out)
-        out.metadata.update({
-            "format": "Perfetto protobuf trace",
-            "tool": "Perfetto",
-            "clock": _clock_name(reader.primary_clock),
-        })
+        # The producer (tracekit, rocprofv3, an SDK user) is not named in the trace.
+        out.metadata.update({"format": "Perfetto protobuf trace",
+                             "clock": _clock_name(reader.primary_clock)})
 
 
 class _Damage:
