@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
+from tracekit.progress import NO_PROGRESS, Progress
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -71,7 +73,11 @@ class WriteResult:
 
 
 class Writer(Component):
-    """Writes a Trace to a byte stream in one output format."""
+    """Writes a Trace to a byte stream in one output format.
+
+    ``progress`` is where ``write`` reports how far it got (``progress.update(done,
+    total)``); it does nothing unless the caller passed one.
+    """
 
     kind = "writer"
     extensions: ClassVar[tuple[str, ...]] = ()
@@ -82,6 +88,10 @@ class Writer(Component):
     #: The ``WriteResult.written`` keys that count event rows: with the rows counted as
     #: skipped they add up to the trace's events (``check_writer`` checks that too).
     event_counts: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: Any = None, progress: Progress | None = None) -> None:
+        super().__init__(options)
+        self.progress = progress if progress is not None else NO_PROGRESS
 
     @abstractmethod
     def write(self, trace: Trace, stream: IO[bytes]) -> WriteResult:
@@ -155,3 +165,17 @@ class Analyzer(Component):
         """Optional: event rows that show this analysis on the timeline (``convert
         --annotate``), as columns of the event schema; None (the default) adds nothing."""
         return None
+
+    def per_input(self, trace: Trace) -> Any:
+        """Optional, with ``combine``: this analyzer's part of one input of a run (one rank),
+        small and picklable, computed where the input was read (``--engine``, ``--jobs``)."""
+        raise NotImplementedError
+
+    def combine(self, parts: list[Any]) -> Report:
+        """Optional, with ``per_input``: the report of a run from its inputs' parts."""
+        raise NotImplementedError
+
+    @classmethod
+    def combines_inputs(cls) -> bool:
+        """Whether the analyzer implements ``per_input`` and ``combine``."""
+        return cls.per_input is not Analyzer.per_input and cls.combine is not Analyzer.combine

@@ -35,7 +35,7 @@ import tracekit
 from tracekit import intervals as iv
 from tracekit.model import Trace
 from tracekit.plugins.diagnosis.activity import COMMUNICATION, NO_GPU, Activity
-from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
+from tracekit.plugins.diagnosis.timeline import device_timelines
 from tracekit.plugins.diagnosis.window import restrict
 from tracekit.report import Finding, Report, format_ns, percent, report_table
 
@@ -48,12 +48,22 @@ MAD_TO_SIGMA = 1.4826
 
 @dataclass
 class Rank:
-    """One rank's timeline and where its rank number came from."""
+    """What the cross-rank analysis needs of one rank: small, so that it can be computed
+    where the rank's trace was read and sent back (``summarize``)."""
 
     number: int
     rule: str
-    timeline: DeviceTimeline
+    source: str
+    device: int
+    span: int
+    shares: dict[str, int]  # compute, communication (exposed), memory, idle: ns
+    comm_kernel_time: int
     comm_start: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    world_size: int | None = None
+
+    @property
+    def idle_pct(self) -> float:
+        return percent(self.shares["idle"], self.span)
 
 
 @dataclass
@@ -67,7 +77,14 @@ class Skew:
 
 
 def ranks_of(trace: Trace) -> list[Rank]:
-    """Every GPU timeline of ``trace`` as a rank, numbered by the first rule that applies."""
+    """Every GPU timeline of ``trace`` as a rank, numbered by the first rule that applies
+    (see ``number_ranks`` for inputs summarized apart)."""
+    return number_ranks(summarize(trace))
+
+
+def summarize(trace: Trace) -> list[Rank]:
+    """The ranks of one input (or of several read together), numbered as far as the trace
+    says; ``number_ranks`` settles the numbers once all inputs are in."""
     activity = Activity.of(trace)
     timelines = device_timelines(trace)
     proc = trace.processes.to_pylist()
@@ -76,7 +93,7 @@ def ranks_of(trace: Trace) -> list[Rank]:
     name_of_device = {(d["source"], d["device"]): d["name"] or ""
                       for d in trace.devices.to_pylist()}
     out: list[Rank] = []
-    for order, tl in enumerate(timelines):
+    for tl in timelines:
         work = tl.work
         api = work.api[work.api >= 0]
         pids = np.unique(activity.calls.pid[api]).tolist() if len(api) else []
@@ -94,10 +111,19 @@ def ranks_of(trace: Trace) -> list[Rank]:
                 if m:
                     number, rule = int(m.group(1)), what
                     break
-        out.append(Rank(order if number is None else number, rule, tl,
-                        work.start[work.cls == COMMUNICATION]))
+        out.append(Rank(-1 if number is None else number, rule, work.source, work.device, tl.span,
+                        tl.shares(), iv.total(tl.communication),
+                        work.start[work.cls == COMMUNICATION],
+                        max(world_sizes(trace), default=None)))
+    return out
+
+
+def number_ranks(ranks: list[Rank]) -> list[Rank]:
+    """The ranks sorted by number; input order where the rules leave numbers unknown or
+    the same for two ranks."""
+    out = list(ranks)
     numbers = [r.number for r in out]
-    if len(set(numbers)) != len(numbers):  # the rule did not tell them apart
+    if -1 in numbers or len(set(numbers)) != len(numbers):  # not told apart
         for order, r in enumerate(out):
             r.number, r.rule = order, "input order"
     return sorted(out, key=lambda r: r.number)
@@ -134,7 +160,7 @@ def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
     others = np.delete(late, worst)
     median = float(np.median(others))
     mad = float(np.median(np.abs(others - median))) * MAD_TO_SIGMA
-    span = ranks[worst].timeline.span
+    span = ranks[worst].span
     stands_out = late[worst] > median + STRAGGLER_Z * max(mad, 1.0) and \
         late[worst] * 100 >= span * STRAGGLER_MIN_PCT
     if not stands_out:
@@ -148,10 +174,9 @@ def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
             "median_lateness_ns": int(np.median(mine)), "lateness_ns": int(late[worst]),
             "others_median_lateness_ns": int(median),
             "wait_caused_ns": int(caused.sum()),
-            "idle_pct": percent(rank.timeline.idle, rank.timeline.span),
+            "idle_pct": rank.idle_pct,
             "others_idle_pct": round(float(np.median(
-                [percent(r.timeline.idle, r.timeline.span)
-                 for i, r in enumerate(ranks) if i != worst])), 1)}
+                [r.idle_pct for i, r in enumerate(ranks) if i != worst])), 1)}
 
 
 def straggler_finding(info: dict[str, Any]) -> Finding:
@@ -187,9 +212,16 @@ class RanksAnalyzer(tracekit.Analyzer):
             "help": "analyze only ProfilerStep#A..B (A:B, or N)"})
 
     def analyze(self, trace: Trace) -> Report:
-        trace = restrict(trace, self.options.window, self.options.steps)
+        return self.combine([self.per_input(trace)])
+
+    def per_input(self, trace: Trace) -> list[Rank]:
+        """The ranks of one input, summarized where it was read."""
+        return summarize(restrict(trace, self.options.window, self.options.steps))
+
+    def combine(self, parts: list[list[Rank]]) -> Report:
+        """The report of all inputs' ranks."""
         report = Report(analyzer=self.name, title="Across ranks")
-        ranks = ranks_of(trace)
+        ranks = number_ranks([r for part in parts for r in part])
         if not ranks:
             report.notes.append(NO_GPU)
             return report
@@ -197,7 +229,7 @@ class RanksAnalyzer(tracekit.Analyzer):
         report.table_titles["ranks"] = "Per rank (one GPU each), first to last GPU activity"
         rules = sorted({r.rule for r in ranks})
         report.notes.append(f"rank numbers from {', '.join(rules)}")
-        world = world_sizes(trace)
+        world = {r.world_size for r in ranks if r.world_size}
         if world and max(world) != len(ranks):
             report.notes.append(f"the run has {max(world)} ranks (distributedInfo.world_size); "
                                 f"{len(ranks)} are in these inputs, so what is said of "
@@ -238,14 +270,14 @@ class RanksAnalyzer(tracekit.Analyzer):
 def _ranks_table(ranks: list[Rank]) -> pa.Table:
     cols: dict[str, list[Any]] = {k: [] for k in (
         "rank", "device", "span", "compute", "communication", "memory", "idle", "comm_kernels")}
+    several = len({r.source for r in ranks}) > 1
     for r in ranks:
-        shares = r.timeline.shares()
         cols["rank"].append(r.number)
-        cols["device"].append(r.timeline.work.label)
-        cols["span"].append(r.timeline.span)
+        cols["device"].append(f"{r.source} GPU {r.device}" if several else f"GPU {r.device}")
+        cols["span"].append(r.span)
         for part in ("compute", "communication", "memory", "idle"):
-            cols[part].append(shares[part])
-        cols["comm_kernels"].append(iv.total(r.timeline.communication))
+            cols[part].append(r.shares[part])
+        cols["comm_kernels"].append(r.comm_kernel_time)
     spec: list[tuple[str, str, str | None, Any]] = [
         ("rank", "int", None, cols["rank"]), ("device", "str", None, cols["device"]),
         ("span", "int", "ns", cols["span"])]

@@ -1,0 +1,141 @@
+"""Run one task per input in parallel: local processes by default, or a Dask cluster.
+
+Reading and per-input analysis of a run of many traces (one per rank) are independent, so each
+input is read and summarized where it is, and only the small per-input results come back. The
+default engine is a pool of local processes (no server); ``engine="dask"`` starts a Dask
+``LocalCluster``, and a ``scheduler`` address uses a running Dask cluster (the ``dask`` extra:
+``pip install 'tracekit[dask]'``). Memory is bounded by the inputs being worked on at once
+(``jobs`` of them), whatever the number of inputs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from typing import Any, TypeVar
+
+from tracekit.errors import UsageError
+
+T = TypeVar("T")
+ENGINES = ("local", "dask")
+
+
+def default_jobs(inputs: int) -> int:
+    """Workers for ``inputs`` inputs: one per CPU, no more than inputs."""
+    return max(1, min(inputs, os.cpu_count() or 1))
+
+
+def map_inputs(task: Callable[[Any], T], inputs: Sequence[Any], *, engine: str = "local",
+               jobs: int | None = None, scheduler: str | None = None,
+               done: Callable[[int], None] | None = None) -> list[T]:
+    """``[task(x) for x in inputs]``, run in parallel; results in input order.
+
+    ``task`` must be picklable (a module-level function or a ``functools.partial`` of one);
+    the first exception raised by a task is raised here. ``done(n)`` is called as tasks
+    finish, with the number finished so far.
+    """
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine '{engine}' (choose from {', '.join(ENGINES)})")
+    if scheduler is not None or engine == "dask":
+        return _on_dask(task, inputs, jobs, scheduler, done)
+    workers = jobs or default_jobs(len(inputs))
+    if workers <= 1 or len(inputs) <= 1:
+        results = []
+        for n, x in enumerate(inputs, 1):
+            results.append(task(x))
+            if done:
+                done(n)
+        return results
+    # spawn, not fork: the parent's pyarrow thread pools must not be copied mid-use.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(task, x): i for i, x in enumerate(inputs)}
+        out: list[Any] = [None] * len(inputs)
+        for n, future in enumerate(as_completed(futures), 1):
+            out[futures[future]] = future.result()
+            if done:
+                done(n)
+        return out
+
+
+def _on_dask(task: Callable[[Any], T], inputs: Sequence[Any], jobs: int | None,
+             scheduler: str | None, done: Callable[[int], None] | None) -> list[T]:
+    try:
+        from dask.distributed import Client, LocalCluster
+        from dask.distributed import as_completed as dask_completed
+    except ImportError:
+        raise UsageError("the dask engine needs Dask: pip install 'tracekit[dask]'") from None
+    if scheduler is not None:
+        client = Client(scheduler)
+        cluster = None
+    else:
+        # A cluster of our own: its nannies' shutdown chatter is not the user's business.
+        logging.getLogger("distributed").setLevel(logging.ERROR)
+        cluster = LocalCluster(n_workers=jobs or default_jobs(len(inputs)),
+                               threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    try:
+        futures = client.map(task, list(inputs), pure=False)
+        for n, _ in enumerate(dask_completed(futures), 1):
+            if done:
+                done(n)
+        return client.gather(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def analyze_run(inputs: Sequence[Any], names: Sequence[str], *, from_: str | None = None,
+                options: Sequence[str] = (), engine: str = "local", jobs: int | None = None,
+                scheduler: str | None = None, registry: Any = None,
+                done: Callable[[int], None] | None = None) -> list[Any]:
+    """Analyze a run of many inputs (one per rank) in parallel, one input per task.
+
+    Every named analyzer must combine inputs (``Analyzer.per_input`` and
+    ``Analyzer.combine``): each task reads one input and returns the analyzers' small
+    per-input parts, and the reports are combined here. No task holds more than one input.
+    """
+    from functools import partial
+
+    from tracekit.pipeline import default_registry, route_options, source_names
+
+    registry = registry or default_registry()
+    classes = [registry.get("analyzer", n) for n in names]
+    single = [c.name for c in classes if not c.combines_inputs()]
+    if single:
+        able = sorted(n for n, c in registry.analyzers.items() if c.combines_inputs())
+        raise UsageError(f"analyzer '{single[0]}' reads the whole trace at once; run it "
+                         "without --engine/--jobs (analyzers that combine inputs: "
+                         f"{', '.join(able) or 'none installed'})")
+    reader_cls = registry.get("reader", from_) if from_ else None
+    reader_opts, analyzer_opts = route_options(list(options), reader_cls, classes)
+    task = partial(_parts_of_input, names=tuple(names), from_=from_,
+                   reader_options=tuple(reader_opts), analyzer_options=tuple(analyzer_opts))
+    jobs_in = list(zip([str(p) for p in inputs], source_names(list(inputs)), strict=True))
+    parts = map_inputs(task, jobs_in, engine=engine, jobs=jobs, scheduler=scheduler, done=done)
+    analyzers = _analyzers(classes, analyzer_opts)
+    return [a.combine([p[i] for p in parts]) for i, a in enumerate(analyzers)]
+
+
+def _analyzers(classes: list[Any], options: Sequence[str]) -> list[Any]:
+    from tracekit.options import parse_options
+    from tracekit.pipeline import split_options
+
+    routed = split_options(list(options), classes) if options else [[] for _ in classes]
+    return [cls(parse_options(cls, opts)) for cls, opts in zip(classes, routed, strict=True)]
+
+
+def _parts_of_input(job: tuple[str, str], *, names: tuple[str, ...], from_: str | None,
+                    reader_options: tuple[str, ...], analyzer_options: tuple[str, ...]
+                    ) -> list[Any]:
+    """Read one input and return each analyzer's part of it (runs in a worker)."""
+    from tracekit.pipeline import default_registry, read_one
+
+    path, name = job
+    registry = default_registry()
+    trace = read_one(path, format=from_, options=reader_options, registry=registry, name=name)
+    classes = [registry.get("analyzer", n) for n in names]
+    return [a.per_input(trace) for a in _analyzers(classes, analyzer_options)]
