@@ -152,9 +152,6 @@ CLI_CASES = [
     ("rocprofv3-json/json_is_a_number.json", "rocprofv3-json"),
     ("parquet/events_wrong_schema.parquet", "parquet"),
 ]
-# Each case is a new tracekit process: two (one detected, one named) in the fast run.
-CLI_FAST = (("kineto/gzip_corrupt_tail.json.gz", None),
-            ("parquet/events_wrong_schema.parquet", "parquet"))
 
 
 def _assert_refused(proc: subprocess.CompletedProcess[str], name: str) -> None:
@@ -186,7 +183,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-@pytest.mark.parametrize("key,format", sweep(CLI_CASES, *CLI_FAST))
+@pytest.mark.slow  # runs the CLI in a new process (a second or more of start-up each)
+@pytest.mark.parametrize("key,format", CLI_CASES)
 def test_convert_refuses_with_one_line_and_writes_nothing(short_tmp, key, format):
     assert INDEX[key]["expect"] == "error" or format is not None
     path = _copy(key, short_tmp)
@@ -201,9 +199,8 @@ def test_convert_refuses_with_one_line_and_writes_nothing(short_tmp, key, format
     assert sorted(os.listdir(path.parent)) == [path.name]
 
 
-@pytest.mark.parametrize("key", sweep(["nsys/other_database.sqlite",
-                                       "parquet/missing_events.parquet"],
-                                      "parquet/missing_events.parquet"))
+@pytest.mark.slow  # runs the CLI in a new process
+@pytest.mark.parametrize("key", ["nsys/other_database.sqlite", "parquet/missing_events.parquet"])
 def test_analyze_refuses_with_one_line(short_tmp, key):
     path = _copy(key, short_tmp)
     before = _sha(path)
@@ -213,7 +210,8 @@ def test_analyze_refuses_with_one_line(short_tmp, key):
     assert _sha(path) == before
 
 
-@pytest.mark.parametrize("case", sweep(["self_loop", "empty_dir"], "self_loop"))
+@pytest.mark.slow  # runs the CLI in a new process
+@pytest.mark.parametrize("case", ["self_loop", "empty_dir"])
 def test_cli_on_a_symlink_loop_and_an_empty_directory(short_tmp, case):
     path = _loops(short_tmp)[case]
     out_dir = short_tmp / "out"

@@ -117,6 +117,7 @@ def test_interrupt_work_on_the_idle_loop_is_busy_and_cycles_idle_is_a_lower_boun
     assert any("lower bound" in f.title for f in report.findings)
 
 
+@pytest.mark.slow  # six real profiles, each read and analyzed whole
 def test_weight_units():
     def unit(*parts):
         return verdict(cpu_report(shared_path(*parts)))["weight_unit"]

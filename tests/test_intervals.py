@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tracekit import intervals as iv
@@ -24,6 +25,7 @@ def test_union_covers_the_same_points_with_disjoint_sorted_intervals(a):
     assert iv.total((s, e)) == len(points(*a))
 
 
+@pytest.mark.slow
 @given(spans, spans, spans)
 def test_minus_intersect_and_segments(a, b, c):
     ua, ub, uc = iv.union(*a), iv.union(*b), iv.union(*c)
@@ -34,6 +36,7 @@ def test_minus_intersect_and_segments(a, b, c):
         assert points(lo[(mask & bit) > 0], hi[(mask & bit) > 0]) == pts
 
 
+@pytest.mark.slow
 @given(spans, st.lists(st.tuples(st.integers(-5, 90), st.integers(0, 40)), max_size=6))
 def test_covered_within_windows(a, windows):
     u = iv.union(*a)

@@ -112,6 +112,7 @@ def test_every_export_reads_with_counts_equal_to_sql(name, registry, tmp_path):
     assert len(decoded.samples) == kinds["sample"]
 
 
+@pytest.mark.slow  # reads a whole real export; the sweep above keeps one fast
 def test_cloverleaf_kernels_memcpys_flows_and_summary(registry, tmp_path):
     path = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
     trace = tracekit.read(path, registry=registry)
@@ -348,6 +349,7 @@ def test_memory_kinds_use_nsys_numbering(tmp_path, registry, enum_rows):
     assert ev["name"][0].as_py() == "[CUDA memcpy Host-to-Device]"
 
 
+@pytest.mark.slow  # reads a whole real export; the sweep above keeps one fast
 def test_nvtx_summary_matches_sql(registry):
     path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")
     [report] = tracekit.analyze(tracekit.read(path, registry=registry), "summary",
@@ -362,8 +364,9 @@ def test_nvtx_summary_matches_sql(registry):
     assert got == want and len(got) > 1
 
 
-@pytest.mark.parametrize("name", ["pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
-                                  "mordred_nsys2021_quadro-rtx6000_report1.sqlite"])
+@pytest.mark.parametrize("name", sweep(["pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
+                                        "mordred_nsys2021_quadro-rtx6000_report1.sqlite"],
+                                       "mordred_nsys2021_quadro-rtx6000_report1.sqlite"))
 def test_cpu_samples_with_their_call_stacks(name, registry):
     path = shared_path("nsys-sqlite", name)
     trace = tracekit.read(path, registry=registry)
@@ -422,6 +425,7 @@ def test_gpu_memory_usage_events_give_instants_and_running_totals(tmp_path, regi
 
 
 
+@pytest.mark.slow  # reads a whole real export; the sweep above keeps one fast
 def test_cpu_samples_in_perfetto_with_their_stacks(registry, tmp_path):
     path = shared_path("nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")
     tracekit.write(tracekit.read(path, registry=registry), tmp_path / "s.pftrace",
@@ -484,6 +488,7 @@ def test_start_end_range_ending_on_another_thread(tmp_path, registry):
     assert json.loads(row["args"])["endGlobalTid"] == _gtid(4, 9)
 
 
+@pytest.mark.slow  # reads a whole real export; the sweep above keeps one fast
 def test_profiler_overhead_and_diagnostics_equal_sql(registry):
     path = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
     trace = tracekit.read(path, registry=registry)
@@ -501,8 +506,9 @@ def test_profiler_overhead_and_diagnostics_equal_sql(registry):
         r[0] for r in sql(path, "SELECT timestamp FROM DIAGNOSTIC_EVENT"))
 
 
-@pytest.mark.parametrize("name", ["nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite",
-                                  "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite"])
+@pytest.mark.parametrize("name", sweep(["nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite",
+                                        "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite"],
+                                       "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite"))
 def test_cupti_overhead_equals_sql(name, registry):
     """CUPTI's own overhead ("Command Buffer Full": the launch queue was full) as
     host.overhead slices on the stalled thread, the delayed call's correlationId in args."""
@@ -581,8 +587,9 @@ def test_os_runtime_calls_carry_their_call_stacks(registry):
     assert len(ids) == len(set(ids))
 
 
-@pytest.mark.parametrize("name", ["pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
-                                  "mordred_nsys2021_quadro-rtx6000_report1.sqlite"])
+@pytest.mark.parametrize("name", sweep(["pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
+                                        "mordred_nsys2021_quadro-rtx6000_report1.sqlite"],
+                                       "mordred_nsys2021_quadro-rtx6000_report1.sqlite"))
 def test_scheduling_slices_pair_sched_in_with_sched_out_as_sql_does(name, registry):
     path = shared_path("nsys-sqlite", name)
     want = {(r[0] & 0xFFFFFF, r[1]): r[2] for r in sql(path, """
@@ -655,6 +662,7 @@ def _sample_paths(path) -> dict[int, list[tuple[str | None, str | None]]]:
     return chains
 
 
+@pytest.mark.slow  # reads a whole real export; the sweep above keeps one fast
 def test_unresolved_frames_are_named_after_their_module(registry, tmp_path):
     """530-odd of the ~550 sampled stacks of the CloverLeaf export hold raw 0x7f72... frames
     although their module is known; named [module] they merge in a flame graph."""

@@ -115,6 +115,7 @@ def test_parquet_round_trip_is_identical(path, tmp_path, registry):
     assert a.to_json() == b.to_json()
 
 
+@pytest.mark.slow  # reads nccl_data_rank0; test_parquet_interop queries DuckDB in the fast run
 def test_duckdb_kernel_total_equals_summary(tmp_path, registry):
     duckdb = pytest.importorskip("duckdb")
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")

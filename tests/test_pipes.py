@@ -29,9 +29,8 @@ def _events_without_source(trace: tracekit.Trace) -> pa.Table:
     return trace.events.drop_columns(["source"])
 
 
-@pytest.mark.parametrize("path,compressed", [
-    (TORCH, True), pytest.param(TORCH, False, marks=pytest.mark.slow),
-    pytest.param(PERF, False, marks=pytest.mark.slow)])
+@pytest.mark.slow  # runs the CLI in a new process
+@pytest.mark.parametrize("path,compressed", [(TORCH, True), (TORCH, False), (PERF, False)])
 def test_stdin_reads_like_the_file(tmp_path, registry, path, compressed):
     data = path.read_bytes()
     if path.suffix == ".gz" and not compressed:

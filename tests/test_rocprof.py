@@ -28,7 +28,9 @@ def csv_rows(path):
         return list(csv.DictReader(fh))
 
 
-@pytest.mark.parametrize("rel", rocprof_csvs())
+# The two largest CSVs (llama.cpp prefill, tens of thousands of rows) run only in the full suite.
+@pytest.mark.parametrize("rel", [pytest.param(r, marks=pytest.mark.slow)
+                                 if "jimw_llamacpp" in r else r for r in rocprof_csvs()])
 def test_every_csv_reads_one_event_per_row(rel, registry, tmp_path):
     path = shared_path(*rel.split("/"))
     trace = tracekit.read(path, registry=registry)
