@@ -309,10 +309,12 @@ def test_legacy_complete_events_compressed_and_damaged_packets(tmp_path, registr
     inner = TraceProtoBuilder()
     _describe(inner, 11, pid=1, tid=1)
     _intern(inner, 1, names=["x"])
-    te = _event(inner, 1, 1000, pb.TrackEvent.TYPE_UNSPECIFIED, 11)
-    te.legacy_event.name_iid = 1
-    te.legacy_event.phase = ord("X")
-    te.legacy_event.duration_us = 7
+    for ts, phase in ((1000, "X"), (9000, "i")):
+        te = _event(inner, 1, ts, pb.TrackEvent.TYPE_UNSPECIFIED, 11)
+        te.legacy_event.name_iid = 1
+        te.legacy_event.phase = ord(phase)
+        te.legacy_event.duration_us = 7
+        te.legacy_event.bind_id = 5  # a flow (v1) between the two
     b = TraceProtoBuilder()
     b.add_packet().compressed_packets = zlib.compress(inner.serialize())
     b.add_packet().compressed_packets = zlib.compress(b"\x0a\x05\x40")  # cut short inside
@@ -320,7 +322,10 @@ def test_legacy_complete_events_compressed_and_damaged_packets(tmp_path, registr
     # ... and a packet whose track_event (field 11) is a varint instead of a message.
     path.write_bytes(b.serialize() + b"\x0a\x02\x58\x03")
     trace = tracekit.read(path, registry=registry)
-    assert _rows(trace, "kind", "name", "ts_ns", "dur_ns") == [("slice", "x", 1000, 7000)]
+    assert _rows(trace, "kind", "name", "ts_ns", "dur_ns") == [("instant", "x", 9000, None),
+                                                               ("slice", "x", 1000, 7000)]
+    flows = trace.events["flow_id"].to_pylist()
+    assert flows[0] is not None and flows == [flows[0]] * 2
     assert _log(trace)["unpacked (their packets are counted one by one)"] == 1
     assert _notices(trace) == {
         "skipped: compressed packets that do not unpack": 1,
