@@ -40,7 +40,7 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
                                or [empty])
     # Each phase's events apart; the whole is let go (the typed decode's columns are freed).
     group = {p: events.take(idx) for p, idx in by_phase.items() if len(idx)}
-    flows = events.take(flow_rows)
+    flows = events.take(flow_rows, args=False)  # flows have no args to read
     events.release()
     metadata_events(ctx, group.pop("M", events.take(empty)))
     tables = []

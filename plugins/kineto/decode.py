@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES, map_category
 from tracekit.plugins.kineto.events import ColumnEvents, Sparse
+from tracekit.plugins.kineto.fields import INT64
 from tracekit.plugins.kineto.loading import LONE_SURROGATE
 from tracekit.plugins.kineto.timestamps import MAX_US, SAFE_FLOAT_US, Micros
 
@@ -203,8 +204,6 @@ class _Decoder:
         Unfit when the events are not as the typed decode reads them. Raw args point into
         ``framed``: the original error, whose frames hold them, is dropped before raising.
         """
-        if _lone_surrogate(framed):
-            raise Unfit  # msgspec keeps it in raw args; the forgiving path refuses it
         failure: type[Exception] | None = None
         try:
             part = self._part(_events.decode(framed))
@@ -297,20 +296,24 @@ def _last_split(pending: bytearray) -> int | None:
 
 
 def _ids(values: list[Any]) -> pa.Array:
-    """pid/tid values: int64 when all are integers, else text (integers as their text, which
-    reads back to the same id)."""
-    if set(map(type, values)) <= {int, type(None)}:
+    """pid/tid values: int64 when all are integers (or missing), else text (integers as
+    their text, which reads back to the same id) as a dictionary array."""
+    try:
         return pa.array(values, type=pa.int64())
-    # A few names ("Spans", "") among integers: the integers in one conversion.
-    at = [i for i, v in enumerate(values) if v.__class__ is str]
-    names = [values[i] for i in at]
-    values = values.copy()
-    for i in at:
-        values[i] = None
-    mask = np.zeros(len(values), dtype=bool)
-    mask[at] = True
-    ints = pa.array(values, type=pa.int64()).cast(pa.string())
-    return pc.replace_with_mask(ints, pa.array(mask), pa.array(names, type=pa.string()))
+    except OverflowError:
+        raise Unfit from None  # beyond int64: the forgiving path names it by its text
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    # A few names ("Spans", "") among integers: code the values by a dict of the distinct.
+    distinct: dict[Any, int] = {}
+    codes = pa.array([distinct.setdefault(v, len(distinct)) for v in values], type=pa.int32())
+    texts = []
+    for v in distinct:
+        if type(v) is int and not INT64[0] <= v <= INT64[1]:
+            raise Unfit
+        texts.append(None if v is None else str(v) if type(v) is int else v)
+    dictionary = pa.array(texts, type=pa.string())
+    return pa.DictionaryArray.from_arrays(codes, dictionary).cast(pa.string())
 
 
 def _micros(values: list[Any]) -> Micros:
@@ -341,6 +344,8 @@ def _texts(raws: list[msgspec.Raw]) -> tuple[pa.Array, np.ndarray]:
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     data = b"".join(raws)
+    if _lone_surrogate(data):
+        raise Unfit  # msgspec keeps it in raw args; the forgiving path refuses it
     first = np.frombuffer(data, dtype=np.uint8)[offsets[:-1][lengths > 0]]
     if not np.isin(first, np.frombuffer(b"{n", dtype=np.uint8)).all():
         raise Unfit  # an args that is not an object: the forgiving path counts it

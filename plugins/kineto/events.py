@@ -33,9 +33,11 @@ class Sparse:
         """The values at the rows ``idx``, renumbered to their positions in ``idx``."""
         if not len(self.rows) or not len(idx):
             return Sparse(np.zeros(0, dtype=np.int64), self.values.slice(0, 0))
-        order = np.argsort(idx, kind="stable")
-        pos = np.minimum(np.searchsorted(idx[order], self.rows), len(idx) - 1)
-        hit = idx[order][pos] == self.rows
+        ascending = len(idx) < 2 or bool((idx[1:] > idx[:-1]).all())
+        order = np.arange(len(idx)) if ascending else np.argsort(idx, kind="stable")
+        sorted_idx = idx if ascending else idx[order]
+        pos = np.minimum(np.searchsorted(sorted_idx, self.rows), len(idx) - 1)
+        hit = sorted_idx[pos] == self.rows
         rows = order[pos[hit]]
         values = self.values.filter(pa.array(hit))
         if len(rows) > 1 and (np.diff(rows) < 0).any():
@@ -81,7 +83,7 @@ class DictEvents:
     def times(self, key: str) -> list[Any]:
         return self.field(key)
 
-    def take(self, idx: np.ndarray) -> DictEvents:
+    def take(self, idx: np.ndarray, args: bool = True) -> DictEvents:
         return DictEvents([self.events[i] for i in idx])
 
     def where(self, mask: np.ndarray) -> DictEvents:
@@ -154,12 +156,14 @@ class ColumnEvents:
     def times(self, key: str) -> Micros:
         return self.micros[key]
 
-    def take(self, idx: np.ndarray) -> ColumnEvents:
+    def take(self, idx: np.ndarray, args: bool = True) -> ColumnEvents:
+        """The events at ``idx``; without their args when ``args`` is false."""
         arrow_idx = pa.array(idx, type=pa.int64())
         return ColumnEvents(
             len(idx), {k: v.take(arrow_idx) for k, v in self.columns.items()},
-            {k: v.take(idx) for k, v in self.micros.items()}, self.text.take(arrow_idx),
-            {k: v.take(idx) for k, v in self.keys.items()})
+            {k: v.take(idx) for k, v in self.micros.items()},
+            self.text.take(arrow_idx) if args else pa.nulls(len(idx), pa.string()),
+            {k: v.take(idx) for k, v in self.keys.items()} if args else {})
 
     def where(self, mask: np.ndarray) -> ColumnEvents:
         return self.take(np.flatnonzero(mask))
