@@ -49,12 +49,14 @@ _EXPORTS: dict[str, str] = {
     "ReadLog": "tracekit.model",
     "Trace": "tracekit.model",
     "analyze": "tracekit.pipeline",
+    "analyze_inputs": "tracekit.pipeline",
     "convert": "tracekit.pipeline",
     "detect_format": "tracekit.pipeline",
     "read": "tracekit.pipeline",
     "write": "tracekit.pipeline",
     "Registry": "tracekit.registry",
     "load_registry": "tracekit.registry",
+    "describe": "tracekit.overview",
     "Finding": "tracekit.report",
     "Report": "tracekit.report",
 }
@@ -93,7 +95,8 @@ if TYPE_CHECKING:
         WriteResult,
     )
     from tracekit.model import CATEGORIES, EVENTS_SCHEMA, SCHEMA_VERSION, SCHEMAS, ReadLog, Trace
-    from tracekit.pipeline import analyze, convert, detect_format, read, write
+    from tracekit.overview import describe
+    from tracekit.pipeline import analyze, analyze_inputs, convert, detect_format, read, write
     from tracekit.registry import Registry, load_registry
     from tracekit.report import Finding, Report
 
@@ -150,7 +153,9 @@ __all__ = [
     "Writer",
     "__version__",
     "analyze",
+    "analyze_inputs",
     "convert",
+    "describe",
     "detect_format",
     "hookimpl",
     "load_registry",

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 from tracekit.errors import PluginContractError
 from tracekit.model import EVENTS_SCHEMA, SCHEMA_VERSION, SCHEMAS, ReadLog, Trace
+from tracekit.progress import NO_PROGRESS, Progress
 
 ColumnData = pa.Array | pa.ChunkedArray | np.ndarray | Sequence[Any]
 
@@ -45,11 +46,15 @@ class TraceBuilder:
     the run in :attr:`metadata`, and account for every input record with :meth:`note`.
     """
 
-    def __init__(self, source: str, reader: str = "?") -> None:
+    def __init__(self, source: str, reader: str = "?",
+                 progress: Progress = NO_PROGRESS) -> None:
         self.source = source
         self.reader = reader
+        #: Where the reader reports how far it got (``progress.update(done, total)``).
+        self.progress = progress
         self.metadata: dict[str, Any] = {}
         self.log = ReadLog()
+        self._adopted: Trace | None = None  # a whole trace taken as it is (adopt)
         self._batches: list[pa.RecordBatch] = []
         self._bulk: dict[str, list[pa.Table]] = {}
         self._rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
@@ -175,9 +180,8 @@ class TraceBuilder:
     # -- result ----------------------------------------------------------------------------
     def build(self) -> Trace:
         """Return the Trace of everything added so far."""
-        adopted = getattr(self, "_adopted", None)
-        if adopted is not None:
-            return adopted
+        if self._adopted is not None:
+            return self._adopted
         if self._batches:
             events = pa.Table.from_batches(self._batches, schema=EVENTS_SCHEMA)
             # Not combined into one chunk: that would copy every column at once, doubling the

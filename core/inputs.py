@@ -16,7 +16,7 @@ import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tracekit.errors import TraceReadError
 
@@ -29,20 +29,20 @@ _CHUNK = 4 * 1024 * 1024
 class _Replay(io.RawIOBase):
     """A raw stream that yields ``prefix`` and then the rest of ``rest``."""
 
-    def __init__(self, prefix: bytes, rest: IO[bytes]) -> None:
+    def __init__(self, prefix: bytes, rest: io.RawIOBase | io.BufferedIOBase) -> None:
         self._prefix = memoryview(prefix)
         self._rest = rest
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: Any) -> int | None:
         if self._prefix:
             n = min(len(buffer), len(self._prefix))
             buffer[:n] = self._prefix[:n]
             self._prefix = self._prefix[n:]
             return n
-        return self._rest.readinto(buffer)  # type: ignore[attr-defined]
+        return self._rest.readinto(buffer)
 
     def close(self) -> None:
         self._rest.close()
@@ -62,7 +62,7 @@ class Source:
         given = os.fspath(path)
         self.is_dir = False
         self.is_stream = False
-        self._stream: IO[bytes] | None = None
+        self._stream: _Replay | None = None
         if given == STDIN:
             self.path = Path("<stdin>")
             self.name = "stdin"
@@ -84,7 +84,7 @@ class Source:
                 raw = open(self.path, "rb", buffering=0)  # noqa: SIM115 - kept for open()
             except OSError as exc:
                 raise TraceReadError(exc.strerror or str(exc), path=self.path) from exc
-            self._open_stream(raw)  # type: ignore[arg-type]
+            self._open_stream(raw)
             return
         try:
             self.size = st.st_size
@@ -97,7 +97,7 @@ class Source:
         self.compression = "gzip" if magic == GZIP_MAGIC else None
         self.head = self._read_head()
 
-    def _open_stream(self, raw: IO[bytes]) -> None:
+    def _open_stream(self, raw: io.RawIOBase | io.BufferedIOBase) -> None:
         self.is_stream = True
         self.size = 0
         prefix = bytearray()
@@ -109,7 +109,7 @@ class Source:
         if not prefix:
             raise TraceReadError("is empty (nothing was read from it)", path=self.path)
         self.compression = "gzip" if prefix[:2] == GZIP_MAGIC else None
-        self._stream = _Replay(bytes(prefix), raw)  # type: ignore[assignment]
+        self._stream = _Replay(bytes(prefix), raw)
         if self.compression:
             try:
                 self.head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(
@@ -133,7 +133,7 @@ class Source:
             if self._stream is None:
                 raise TraceReadError("is a stream and was read already", path=self.path)
             stream, self._stream = self._stream, None
-            return io.BufferedReader(stream, _CHUNK)  # type: ignore[arg-type]
+            return io.BufferedReader(stream, _CHUNK)
         return open(self.path, "rb")
 
     def open(self) -> IO[bytes]:

@@ -82,6 +82,7 @@ class Trace:
 
     ``metadata["sources"]`` maps each source name to what its reader recorded (format,
     tool version, clock ...). ``log`` says how the input records were represented.
+    ``cache`` holds what components compute from the trace once and share.
     """
 
     events: pa.Table
@@ -92,6 +93,10 @@ class Trace:
     frames: pa.Table = field(default_factory=lambda: empty_table("frames"))
     metadata: dict[str, Any] = field(default_factory=dict)
     log: ReadLog = field(default_factory=ReadLog)
+    #: What components derive from this trace and share, by a key of their own (an analyzer
+    #: plugin's activity index, say). Never copied: ``dataclasses.replace`` starts a new one.
+    cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False,
+                                  compare=False)
 
     def table(self, name: str) -> pa.Table:
         """Return the model table called ``name``."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 from tracekit.builder import TraceBuilder
-from tracekit.defaults import default_analyzers, trace_kind
+from tracekit.defaults import default_analyzers, default_candidates, trace_kind
 from tracekit.errors import (
     AnalysisError,
     EmptyOutputError,
@@ -145,8 +145,7 @@ def read_one(path: str | Path, *, format: str | type[Reader] | None = None,
                          "open by name; save the input to a file first (readers of streams: "
                          f"{', '.join(_stream_readers(registry))})")
     reader = reader_cls(_options(reader_cls, options))
-    out = TraceBuilder(name or source.name, reader_cls.name)
-    out.progress = progress  # type: ignore[attr-defined]
+    out = TraceBuilder(name or source.name, reader_cls.name, progress=progress)
     try:
         reader.read(source, out)
         return out.build()
@@ -237,8 +236,7 @@ def write(trace: Trace, path: str | Path, *, format: str | type[Writer] | None =
     if os.fspath(path) == STDIO and format is None:
         raise UsageError("-o - writes to standard output: pass --to FORMAT")
     writer_cls = _resolve(registry, "writer", format, lambda: writer_for_path(path, registry))
-    writer = writer_cls(_options(writer_cls, options))
-    writer.progress = progress  # type: ignore[attr-defined]
+    writer = writer_cls(_options(writer_cls, options), progress=progress)
     try:
         if isinstance(writer, DirectoryWriter):
             with open_output_directory(path, force=force, owns=writer_cls.owns) as directory:
@@ -299,8 +297,9 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     writer_cls = registry.get("writer", to) if to else writer_for_path(output, registry)
     reader_cls = registry.get("reader", from_) if from_ else None
     reader_opts, writer_opts = route_options(list(options), reader_cls, [writer_cls])
-    target = preflight(output, force=force, directory=issubclass(writer_cls, DirectoryWriter),
-                       owns=getattr(writer_cls, "owns", lambda _: False))
+    directory = issubclass(writer_cls, DirectoryWriter)
+    target = preflight(output, force=force, directory=directory,
+                       owns=writer_cls.owns if directory else lambda _: False)
     check_not_input(target, list(inputs))
     progress.phase("reading")
     trace = read(inputs, format=from_, options=reader_opts, registry=registry,
@@ -312,6 +311,32 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     result = write(trace, output, format=writer_cls, options=split_options(
         writer_opts, [writer_cls])[0], registry=registry, progress=progress, force=force)
     return trace, result
+
+
+def analyze_inputs(inputs: str | Path | Sequence[str | Path],
+                   names: Sequence[str] | None = None, *, from_: str | None = None,
+                   options: Sequence[str] = (), output: str | Path | None = None,
+                   force: bool = False, registry: Registry | None = None,
+                   progress: Progress = NO_PROGRESS) -> tuple[Trace, list[Report]]:
+    """Read ``inputs`` and run the named analyzers (None: the defaults for the trace):
+    what ``tracekit analyze`` does before it prints. ``options`` go to the analyzer that
+    declares each key, the others to the reader; ``output``, where the report will go, is
+    checked before anything is read. Return the trace and the reports.
+    """
+    registry = registry or default_registry()
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    consumers = [registry.get("analyzer", n) for n in names] if names \
+        else default_candidates(registry)
+    reader_cls = registry.get("reader", from_) if from_ else None
+    reader_opts, analyzer_opts = route_options(list(options), reader_cls, consumers)
+    if output is not None:
+        check_not_input(preflight(output, force=force), list(inputs))
+    progress.phase("reading")
+    trace = read(inputs, format=from_, options=reader_opts, registry=registry,
+                 progress=progress)
+    progress.phase("analyzing")
+    return trace, analyze(trace, names or None, options=analyzer_opts, registry=registry)
 
 
 def annotate(trace: Trace, registry: Registry | None = None) -> Trace:

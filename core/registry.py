@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 import pluggy
 from tracekit import hookspecs
@@ -70,6 +72,10 @@ class Registry:
         self.components: dict[str, dict[str, type[Component]]] = {k: {} for k in KINDS}
         self.owners: dict[tuple[str, str], str] = {}
         self.conflicts: dict[tuple[str, str], list[str]] = {}
+        #: Whether ``register_commands`` ran (each plugin's ``commands`` are then known).
+        self.commands_known = False
+        #: Where plugin loading is narrated (``TRACEKIT_TRACE_PLUGINS``); None: nowhere.
+        self.trace: Callable[[str], None] | None = None
 
     # -- lookup --------------------------------------------------------------------------
     def get(self, kind: str, name: str) -> type[Any]:
@@ -87,17 +93,17 @@ class Registry:
     @property
     def readers(self) -> dict[str, type[Reader]]:
         """Registered readers by name."""
-        return self.components["reader"]  # type: ignore[return-value]
+        return cast("dict[str, type[Reader]]", self.components["reader"])
 
     @property
     def writers(self) -> dict[str, type[Writer]]:
         """Registered writers by name."""
-        return self.components["writer"]  # type: ignore[return-value]
+        return cast("dict[str, type[Writer]]", self.components["writer"])
 
     @property
     def analyzers(self) -> dict[str, type[Analyzer]]:
         """Registered analyzers by name."""
-        return self.components["analyzer"]  # type: ignore[return-value]
+        return cast("dict[str, type[Analyzer]]", self.components["analyzer"])
 
     def owner(self, kind: str, name: str) -> str:
         """Name of the plugin that registered a component."""
@@ -169,6 +175,9 @@ class Registry:
             info = infos.get(impl.plugin_name)
             if info is not None:
                 info.commands = [_command_name(c) for c in app.registered_commands[before:]]
+                if self.trace and info.commands:
+                    self.trace(f"plugin {info.name}: added commands {', '.join(info.commands)}")
+        self.commands_known = True
         return errors
 
 
@@ -212,12 +221,16 @@ def load_registry(*, dists: Iterable[str] | None = None, extra: Iterable[object]
     ``dists`` restricts discovery to the named distributions (tests use ``{"tracekit"}``);
     ``extra`` registers plugin objects directly. ``TRACEKIT_DISABLE_PLUGINS`` (plugin or
     distribution names, comma-separated) blocks plugins; ``TRACEKIT_LOAD_PLUGINS`` loads only
-    the named third-party plugins.
+    the named third-party plugins. ``TRACEKIT_TRACE_PLUGINS=1`` prints on stderr what becomes
+    of each plugin: where it comes from, how long its import took, what it registered or why
+    it failed.
     """
     env = os.environ if environ is None else environ
     disabled = _split_env(env.get("TRACEKIT_DISABLE_PLUGINS"))
     allow = _split_env(env.get("TRACEKIT_LOAD_PLUGINS"))
     registry = Registry()
+    if env.get("TRACEKIT_TRACE_PLUGINS"):
+        registry.trace = _to_stderr
     found_builtin = False
     for dist_name, version, ep in iter_entry_points(dists):
         found_builtin |= dist_name == BUILTIN_DIST
@@ -227,22 +240,45 @@ def load_registry(*, dists: Iterable[str] | None = None, extra: Iterable[object]
             info.disabled = True
             registry.add_plugin(info, None)
             registry.pm.set_blocked(ep.name)
+            _narrate(registry, info, None)
             continue
+        started = time.perf_counter()
         try:
             obj = ep.load()
         except Exception as exc:  # includes SyntaxError inside the plugin's module
             info.error = (f"could not import plugin '{ep.name}' from {dist_name} {version}: "
                           f"{type(exc).__name__}: {exc}")
             registry.add_plugin(info, None)
+            _narrate(registry, info, time.perf_counter() - started)
             continue
+        seconds = time.perf_counter() - started
         registry.add_plugin(info, obj)
+        _narrate(registry, info, seconds)
     if not found_builtin and (dists is None or BUILTIN_DIST in set(dists)):
         raise PluginLoadError("tracekit's built-in plugins are not registered; "
                               "install the package: pip install -e .")
     for i, obj in enumerate(extra):
         name = getattr(obj, "__name__", None) or f"{type(obj).__name__}-{i}"
-        registry.add_plugin(PluginInfo(name, "<extra>", "", repr(obj)), obj)
-    if env.get("TRACEKIT_TRACE_PLUGINS"):
-        registry.pm.trace.root.setwriter(lambda msg: os.write(2, msg.encode()))
-        registry.pm.enable_tracing()
+        info = PluginInfo(name, "<extra>", "", repr(obj))
+        registry.add_plugin(info, obj)
+        _narrate(registry, info, None)
     return registry
+
+
+def _to_stderr(line: str) -> None:
+    print(f"tracekit: {line}", file=sys.stderr, flush=True)
+
+
+def _narrate(registry: Registry, info: PluginInfo, import_s: float | None) -> None:
+    """One line on what became of a plugin, where plugin loading is traced."""
+    if registry.trace is None:
+        return
+    where = f"plugin {info.name} ({info.dist} {info.version}".rstrip() + f", {info.value})"
+    took = f" imported in {import_s * 1000:.1f} ms;" if import_s is not None else ""
+    if info.disabled:
+        registry.trace(f"{where}: disabled by TRACEKIT_DISABLE_PLUGINS or TRACEKIT_LOAD_PLUGINS")
+    elif info.error:
+        registry.trace(f"{where}:{took} broken: {info.error}")
+    else:
+        made = ", ".join(f"{kind} {name}" for kind, name in info.components) or "nothing"
+        registry.trace(f"{where}:{took} registered {made}")

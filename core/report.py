@@ -90,6 +90,17 @@ def reports_to_json(reports: list[Report], inputs: list[str]) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
 
+def render(reports: list[Report], format: str = "text", inputs: list[str] | None = None,
+           ) -> bytes:
+    """Reports as ``tracekit analyze`` writes them: ``text`` (see :func:`render_text`) or
+    ``json`` (see :func:`reports_to_json`, which names the ``inputs``)."""
+    if format == "json":
+        return reports_to_json(reports, inputs or [])
+    if format == "text":
+        return render_text(reports).encode()
+    raise ValueError(f"unknown report format {format!r} (text or json)")
+
+
 def render_text(reports: list[Report], width: int | None = None) -> str:
     """Render reports for a terminal: findings first, then each table."""
     width = width or shutil.get_terminal_size((100, 24)).columns

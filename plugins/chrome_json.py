@@ -88,7 +88,7 @@ class ChromeJsonWriter(tracekit.Writer):
         meta = [json.dumps(m, ensure_ascii=False).encode()
                 for m in _metadata_events(trace, plan.device_pid)]
         stream.write(b",\n".join(meta))
-        progress = getattr(self, "progress", None)
+        progress = self.progress
         carried: set[str] = set()
         for lo in range(0, ev.num_rows, _CHUNK):
             hi = min(lo + _CHUNK, ev.num_rows)

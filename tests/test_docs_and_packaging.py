@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 import tomllib
+from decimal import Decimal
 from importlib import metadata
 
 import pyarrow as pa
 import tracekit
 from helpers import ROOT
+from independent import load
 from tracekit import hookspecs, model_doc
 from tracekit.schemas import event_model
 
@@ -62,3 +67,23 @@ def test_every_hook_is_documented():
         assert hasattr(hookspecs, name)
         arg = "app" if name == "register_commands" else "register"
         assert f"## {name}({arg})" in text
+
+
+def test_getting_started_python_runs(tmp_path, monkeypatch):
+    """Every Python block of docs/getting-started.md, run as written on the bundled trace."""
+    text = (ROOT / "docs" / "getting-started.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    assert blocks
+    (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for i, block in enumerate(blocks):
+            exec(compile(block, f"getting-started.md python block {i + 1}", "exec"), {})
+    _, events = load(ROOT / "fixtures" / "scenarios" / "matmul_loop.pt.trace.json.gz")
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    total = sum(int(Decimal(str(e["dur"])) * 1000) for e in kernels)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"{len(kernels)} kernels, {total} ns"
+    assert lines[-1] == "kineto"
+    assert (tmp_path / "matmul_loop.pftrace").stat().st_size > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ import tracekit
 from helpers import FIXTURES, ROOT
 from independent import load
 from tracekit.errors import PluginConflictError, UnknownFormatError
-from tracekit.registry import load_registry
+from tracekit.registry import iter_entry_points, load_registry
 
 EXAMPLE = ROOT / "docs" / "plugins" / "example"
 
@@ -79,6 +80,24 @@ def test_disable_builtin_plugin():
     assert "kineto" not in reg.readers
     with pytest.raises(UnknownFormatError, match="no reader named 'kineto'"):
         reg.get("reader", "kineto")
+
+
+def test_trace_plugins_says_what_became_of_each(capsys):
+    load_registry(dists={"tracekit"}, environ={})
+    assert capsys.readouterr().err == ""
+    load_registry(dists={"tracekit"}, extra=[_Plugin("bad", fail=True)],
+                  environ={"TRACEKIT_TRACE_PLUGINS": "1", "TRACEKIT_DISABLE_PLUGINS": "folded"})
+    lines = capsys.readouterr().err.splitlines()
+    by_plugin = {line.split()[2]: line for line in lines}
+    builtins = len(list(iter_entry_points({"tracekit"})))
+    assert len(lines) == len(by_plugin) == builtins + 1
+    assert all(line.startswith("tracekit: plugin ") for line in lines)
+    assert by_plugin["folded"] == ("tracekit: plugin folded (tracekit 0.1.0, tracekit.plugins."
+                                   "folded): disabled by TRACEKIT_DISABLE_PLUGINS or "
+                                   "TRACEKIT_LOAD_PLUGINS")
+    assert re.fullmatch(r"tracekit: plugin kineto \(tracekit 0\.1\.0, tracekit\.plugins\.kineto\)"
+                        r": imported in \d+\.\d ms; registered reader kineto", by_plugin["kineto"])
+    assert by_plugin["bad"].endswith("): broken: ValueError: boom")
 
 
 def test_options_dataclass_parsing():

@@ -135,11 +135,11 @@ def _short(name: str, width: int = 60) -> str:
 
 def classify(trace: Trace) -> Program:
     """The class of program ``trace`` records (see the module docstring for the rules)."""
-    cached = trace.__dict__.get("_diagnosis_program")
+    cached = trace.cache.get("diagnosis.program")
     if cached is not None and cached[0] is trace.events:
         return cached[1]
     program = _classify(trace)
-    trace.__dict__["_diagnosis_program"] = (trace.events, program)
+    trace.cache["diagnosis.program"] = (trace.events, program)
     return program
 
 

@@ -49,7 +49,7 @@ class KinetoReader(tracekit.Reader):
         return 0.0
 
     def read(self, source: Source, out: TraceBuilder) -> None:
-        progress = getattr(out, "progress", None)
+        progress = out.progress
         size = 0 if source.is_stream else source.size  # a stream's size is unknown
         if progress:
             progress.phase(f"reading {source.name}", size)

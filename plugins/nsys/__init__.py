@@ -118,14 +118,13 @@ class NsysReader(tracekit.Reader):
             out.note(table, outcome, rows)
             done.add(table)
 
-        progress = getattr(out, "progress", None)
+        progress = out.progress
         simple = ((T.KERNEL, lambda: T.kernels(db, self.options.short_names)),
                   (T.MEMCPY, lambda: T.memcpys(db)), (T.MEMSET, lambda: T.memsets(db)),
                   (T.SYNC, lambda: T.syncs(db)))
         for table, convert in simple:
             if table in db.tables:
-                if progress:
-                    progress.phase(f"reading {table}")
+                progress.phase(f"reading {table}")
                 columns = convert()
                 add(table, columns, len(columns["ts_ns"]))
         extras = ((E.OVERHEAD, E.profiler_overhead),
@@ -152,8 +151,7 @@ class NsysReader(tracekit.Reader):
             out.note("derived from " + T.MEMORY_USAGE, "counter rows (memory allocated)",
                      len(counters["ts_ns"]))
         if samples_mod.SAMPLES in db.tables:
-            if progress:
-                progress.phase("reading CPU samples")
+            progress.phase("reading CPU samples")
             columns, tree = samples_mod.samples(db)
             add(samples_mod.SAMPLES, columns, len(columns["ts_ns"]))
             out.add_table("stacks", tree.stacks)

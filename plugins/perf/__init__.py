@@ -101,7 +101,7 @@ class PerfScriptReader(tracekit.Reader):
 
     def _parse(self, source: Source, parser: PerfScriptParser, out: TraceBuilder) -> None:
         """Stream the text through ``parser`` in one pass, handing rows to ``out``."""
-        progress = getattr(out, "progress", None)
+        track = bool(source.size)  # progress in bytes needs the size
         with source.open() as raw:
             # Progress in file bytes: the compressed offset under a gzip stream.
             position = getattr(raw, "fileobj", None) or raw
@@ -115,11 +115,11 @@ class PerfScriptReader(tracekit.Reader):
                 line_no += len(lines)
                 if len(parser.columns) >= self.options.batch_rows:
                     out.add_events(parser.take_columns().as_dict())
-                if progress is not None and source.size:
+                if track:
                     try:
-                        progress.update(position.tell(), source.size)
-                    except (OSError, ValueError):
-                        progress = None
+                        out.progress.update(position.tell(), source.size)
+                    except (OSError, ValueError):  # a stream that cannot tell its offset
+                        track = False
         parser.finish()
         out.add_events(parser.take_columns().as_dict())
 

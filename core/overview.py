@@ -1,0 +1,163 @@
+"""What ``tracekit info``, ``formats`` and ``plugins`` show, as data a program can use too.
+
+Each function returns dataclasses; their ``lines()`` give the text the command prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.compute as pc
+from tracekit.inputs import STDIN, Source
+from tracekit.options import describe_options
+from tracekit.pipeline import default_registry, read, sniff
+
+if TYPE_CHECKING:
+    from tracekit.interfaces import WriteResult
+    from tracekit.model import Trace
+    from tracekit.registry import PluginInfo, Registry
+
+
+@dataclass
+class Description:
+    """What one input holds (``tracekit info``)."""
+
+    path: str
+    format: str | None
+    confidence: float | None  # the reader's sniffing weight; None when not sniffed
+    tool: dict[str, str] = field(default_factory=dict)  # tool, tool_version, clock
+    start_ns: int | None = None
+    end_ns: int | None = None
+    events: int = 0
+    #: (category, kind, rows), sorted.
+    categories: list[tuple[str, str, int]] = field(default_factory=list)
+    devices: list[tuple[int, str | None]] = field(default_factory=list)
+    #: (pid, name, rank).
+    processes: list[tuple[int, str | None, int | None]] = field(default_factory=list)
+    #: (input record kind, what became of it, count), sorted.
+    records: list[tuple[str, str, int]] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The text ``tracekit info`` prints."""
+        out = [self.path]
+        if self.confidence is not None:
+            out.append(f"  format     {self.format} (confidence {self.confidence:.2f})")
+        else:
+            out.append(f"  format     {self.format}")
+        out += [f"  {key:<10} {value}" for key, value in self.tool.items()]
+        if self.start_ns is not None and self.end_ns is not None:
+            out.append(f"  time span  {(self.end_ns - self.start_ns) / 1e6:,.3f} ms "
+                       f"(from {self.start_ns:,} to {self.end_ns:,} ns)")
+        out.append(f"  events     {self.events:,}")
+        out += [f"    {category:<18} {kind:<8} {n:>10,}" for category, kind, n in self.categories]
+        out += [f"  device {device}: {name or '?'}" for device, name in self.devices]
+        out += [f"  process {pid}: {name or '?'}" + (f" rank {rank}" if rank is not None else "")
+                for pid, name, rank in self.processes]
+        out.append("  input records:")
+        out += [f"    {kind:<28} {n:>10,}  {outcome}" for kind, outcome, n in self.records]
+        return out
+
+
+def describe(path: str | Path, *, format: str | None = None,
+             registry: Registry | None = None) -> Description:
+    """Read one input and say what it holds: format, tool, time span, events per category
+    and kind, devices, processes, and the account of every input record.
+
+    Examples
+    --------
+    >>> d = describe("fixtures/torch-cpu/mlp_cpu.pt.trace.json.gz")  # doctest: +SKIP
+    >>> d.format, d.events  # doctest: +SKIP
+    ('kineto', 1059)
+    """
+    registry = registry or default_registry()
+    sniffed = format is None and str(path) != STDIN
+    ranked = sniff(Source(path), registry) if sniffed else []
+    trace = read(path, format=format, registry=registry)
+    meta = trace.metadata.get("sources", {}).get(trace.sources[0], {}) if trace.sources else {}
+    ev = trace.events
+    desc = Description(str(path), ranked[0][1] if ranked else (meta.get("reader") or format),
+                       ranked[0][0] if ranked else None,
+                       tool={k: str(meta[k]) for k in ("tool", "tool_version", "clock")
+                             if meta.get(k)},
+                       events=ev.num_rows)
+    timed = ev.filter(pc.is_valid(ev["ts_ns"]))
+    if timed.num_rows:
+        desc.start_ns = pc.min(timed["ts_ns"]).as_py()
+        desc.end_ns = pc.max(pc.add(timed["ts_ns"], pc.fill_null(timed["dur_ns"], 0))).as_py()
+    counts = ev.group_by(["category", "kind"]).aggregate([("name", "count")]).to_pylist()
+    desc.categories = sorted((r["category"], r["kind"], r["name_count"]) for r in counts)
+    desc.devices = [(d["device"], d["name"]) for d in trace.devices.to_pylist()]
+    desc.processes = [(p["pid"], p["name"], p["rank"]) for p in trace.processes.to_pylist()]
+    desc.records = sorted((kind, outcome, n)
+                          for (_, kind, outcome), n in trace.log.outcomes.items())
+    return desc
+
+
+@dataclass
+class ComponentInfo:
+    """One registered reader, writer or analyzer (``tracekit formats``)."""
+
+    kind: str
+    name: str
+    description: str
+    extensions: tuple[str, ...]
+    #: (option, type, default, help) per option.
+    options: list[tuple[str, str, Any, str]]
+
+    def lines(self) -> list[str]:
+        """The text ``tracekit formats`` prints for this component."""
+        exts = f" [{', '.join(self.extensions)}]" if self.extensions else ""
+        return [f"{self.kind:<9} {self.name:<14} {self.description}{exts}",
+                *(f"{'':<25}-O {opt}={typ} (default {default!r}) {help_}"
+                  for opt, typ, default, help_ in self.options)]
+
+
+def components(registry: Registry | None = None) -> list[ComponentInfo]:
+    """Every registered component, by kind and then name, with its options."""
+    registry = registry or default_registry()
+    return [ComponentInfo(kind, name, cls.description, tuple(getattr(cls, "extensions", ())),
+                          describe_options(cls))
+            for kind, by_name in registry.components.items()
+            for name, cls in sorted(by_name.items())]
+
+
+def plugins(registry: Registry | None = None, *, builtin: bool = False) -> list[PluginInfo]:
+    """The installed plugins (the built-in ones too with ``builtin``), with the commands
+    each adds to the command line."""
+    import typer
+
+    registry = registry or default_registry()
+    if not registry.commands_known:
+        registry.register_commands(typer.Typer())  # learn the commands on an app of their own
+    return [p for p in registry.plugins if builtin or not p.builtin]
+
+
+def plugin_json(info: PluginInfo) -> dict[str, Any]:
+    """One plugin as ``tracekit plugins --json`` lists it."""
+    return {"name": info.name, "distribution": info.dist, "version": info.version,
+            "value": info.value, "status": info.status, "error": info.error,
+            "components": [f"{k} {n}" for k, n in info.components], "commands": info.commands}
+
+
+def plugin_lines(info: PluginInfo) -> list[str]:
+    """One plugin as ``tracekit plugins`` prints it."""
+    comps = ", ".join([*(f"{k} {n}" for k, n in info.components),
+                       *(f"command {c}" for c in info.commands)]) or "-"
+    line = f"{info.name:<16} {info.dist} {info.version:<8} {info.status:<8} {comps}"
+    return [line, f"{'':<16} error: {info.error}"] if info.error else [line]
+
+
+def conversion_lines(trace: Trace, result: WriteResult) -> list[str]:
+    """What ``tracekit convert`` says after writing, besides the time taken: what the
+    readers skipped or warned of, and the events the writer could not represent."""
+    out = []
+    for (source, kind, outcome), n in sorted(trace.log.notices().items()):
+        if outcome.startswith("warning"):
+            out.append(f"warning: {source}: {kind}: {outcome.removeprefix('warning: ')}")
+        else:
+            out.append(f"warning: {source}: {n:,} {kind} records {outcome}")
+    out += [f"warning: {n:,} events not written: {reason}"
+            for reason, n in sorted(result.skipped.items())]
+    return out
