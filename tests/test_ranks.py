@@ -13,9 +13,6 @@ from helpers import shared_path
 
 MERGED = ("torch-trace", "hpcte-tracelens-fused", "merged_4rank_rocm_cifar100.json.gz")
 
-pytestmark = pytest.mark.slow  # reads a 119k-event trace
-
-
 @pytest.fixture(scope="module")
 def report(registry):
     trace = tracekit.read(shared_path(*MERGED), registry=registry)
@@ -32,6 +29,7 @@ def _nccl_starts_by_device() -> dict[int, np.ndarray]:
     return {d: np.sort(np.array(v)) for d, v in starts.items()}
 
 
+@pytest.mark.slow  # reads a 119k-event trace
 def test_lateness_per_rank_matches_the_json(report):
     starts = _nccl_starts_by_device()
     assert sorted(starts) == [2, 3, 4, 5]  # RANK 0..3 - GPU
@@ -43,6 +41,7 @@ def test_lateness_per_rank_matches_the_json(report):
     assert skew["last_at"] == [0, 0, 0, 21]
 
 
+@pytest.mark.slow
 def test_rank_3_is_the_straggler(report):
     finding = report.findings[0]
     assert finding.title.startswith("straggler: rank 3 arrives last at 21 of 21 collectives")
@@ -62,6 +61,7 @@ def test_one_rank_has_nothing_to_compare(registry):
     assert not report.findings
 
 
+@pytest.mark.slow
 def test_two_inputs_are_two_ranks_and_two_ranks_name_no_straggler(registry):
     paths = [shared_path("torch-trace", "hta", f"sampled_rank-{i}.json.gz") for i in (0, 1)]
     trace = tracekit.read(paths, registry=registry)
