@@ -16,6 +16,7 @@ are looked at one by one (to splice the text and check for a key already there).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.model import EVENTS_SCHEMA
+
+_BREAKS = re.compile(r"\r?\n[ \t\r\n]*")
 
 #: Every column of the events table except ``args``, in schema order.
 TYPED_COLUMNS: tuple[str, ...] = tuple(n for n in EVENTS_SCHEMA.names if n != "args")
@@ -138,14 +141,15 @@ class Merged:
 
 
 def merge(args: pa.Array | pa.ChunkedArray, keys: Mapping[str, pa.Array], *,
-          validate: bool = False) -> Merged:
+          validate: bool = False, compact: bool = False) -> Merged:
     """Add ``keys`` (per key the JSON value text of each row, null for none) to ``args``.
 
     Rows without args get an object of their keys; rows with args get the keys spliced into
     the object's text, except keys it already has (a differing value counts as a collision).
     Args text that is not a JSON object is kept as a string under ``"args"``. With
     ``validate``, every args text is checked, also on rows with nothing to add, so that the
-    result holds JSON objects only.
+    result holds JSON objects only; with ``compact`` as well, the line breaks and indentation
+    of pretty-printed objects are dropped.
     """
     col = args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args
     n = len(col)
@@ -173,13 +177,22 @@ def merge(args: pa.Array | pa.ChunkedArray, keys: Mapping[str, pa.Array], *,
         return out
     texts = col.take(pa.array(slow)).to_pylist()
     frags = fragment.take(pa.array(slow)).to_pylist()
-    row_keys = [[] for _ in range(len(slow))]
+    # Only rows whose text names one of their keys can have it already: those get the list
+    # of their pieces, to check one by one.
+    sub_args = col.take(pa.array(slow))
+    named = np.zeros(len(slow), dtype=bool)
+    for key, _, valid in pieces:
+        quoted = orjson.dumps(key).decode()
+        named |= valid[slow] & pc.fill_null(pc.match_substring(sub_args, quoted), False) \
+            .to_numpy(zero_copy_only=False)
+    row_keys: list[list[tuple[str, str]]] = [[] for _ in range(len(slow))]
     for key, piece, valid in pieces:
-        sub = valid[slow]
+        sub = np.flatnonzero(valid[slow] & named)
         values = piece.take(pa.array(slow[sub])).to_pylist()
-        for i, v in zip(np.flatnonzero(sub).tolist(), values, strict=True):
+        for i, v in zip(sub.tolist(), values, strict=True):
             row_keys[i].append((key, v))
-    result = [_splice(t, f, ks, out) for t, f, ks in zip(texts, frags, row_keys, strict=True)]
+    result = [_splice(t, f, ks, out, compact)
+              for t, f, ks in zip(texts, frags, row_keys, strict=True)]
     # Scatter the per-row results back: take from [text, result] by position.
     index = np.arange(n)
     index[slow] = n + np.arange(len(slow))
@@ -201,21 +214,32 @@ def _join_fragments(pieces: list[tuple[str, pa.Array, np.ndarray]], n: int) -> p
     return fragment
 
 
-def _splice(text: str, fragment: str | None, keys: list[tuple[str, str]], out: Merged) -> str:
+def _splice(text: str, fragment: str | None, keys: list[tuple[str, str]], out: Merged,
+            compact: bool) -> str:
     """One row's args with its pieces added (see :func:`merge`)."""
+    stripped = text.strip()
     try:
-        obj = orjson.loads(text)
+        obj: Any = orjson.loads(text)
     except orjson.JSONDecodeError:
         obj = None
     if type(obj) is not dict:
         out.wrapped += 1
         obj = {"args": text}
-        text = orjson.dumps(obj).decode()
-    if not keys:
+        text = stripped = orjson.dumps(obj).decode()
+    if compact and "\n" in text:
+        # A raw line break is never inside a JSON string, nor the blanks after it.
+        text = stripped = _BREAKS.sub("", text).strip()
+    if not fragment:
         return text
-    if any(k in obj for k, _ in keys):
+    if keys:
         kept = []
         for key, piece in keys:
+            name = piece[:len(orjson.dumps(key).decode())]
+            if name not in text:
+                kept.append(piece)
+                continue
+            if _holds(text, piece):  # the same key with the same value
+                continue
             if key in obj:
                 if orjson.loads(piece[len(orjson.dumps(key).decode()) + 1:]) != obj[key]:
                     out.collisions[key] += 1
@@ -224,8 +248,18 @@ def _splice(text: str, fragment: str | None, keys: list[tuple[str, str]], out: M
         if not kept:
             return text
         fragment = ",".join(kept)
-    body = text.rstrip()
-    return body[:-1].rstrip() + ("," if obj else "") + fragment + "}"
+    return stripped[:-1].rstrip() + ("," if obj else "") + fragment + "}"
+
+
+def _holds(text: str, piece: str) -> bool:
+    """Whether ``text`` holds ``piece`` (``"key":value``) whole, also as ``"key": value``."""
+    for p in (piece, piece.replace(":", ": ", 1)):
+        at = text.find(p)
+        while at >= 0:
+            if text[at + len(p):at + len(p) + 1] in (",", "}", " ", "\n", "\r", "\t"):
+                return True
+            at = text.find(p, at + 1)
+    return False
 
 
 def _mask(value: Mask, n: int) -> np.ndarray:

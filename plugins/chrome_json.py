@@ -139,7 +139,8 @@ class ChromeJsonWriter(tracekit.Writer):
             result.skipped[fields.field_skip("args", "a counter's args are its series in "
                                                     "Chrome JSON")] += int((own & counter).sum())
         args = pc.if_else(pa.array(counter), _NULL, args)
-        merged = fields.merge(args, carried.keys, validate=True)
+        # Compact: Kineto indents its args, which would double the file.
+        merged = fields.merge(args, carried.keys, validate=True, compact=True)
         for key, n in merged.collisions.items():
             result.skipped[fields.field_skip(key, "args already has this key with another "
                                                   "value (args kept)")] += n
