@@ -282,7 +282,7 @@ def _open_in_chromium(page: Path, shot: Path, tmp: Path) -> tuple[_Dom, list[str
             "--disable-background-networking", "--disable-component-update",
             "--hide-scrollbars", "--mute-audio", f"--user-data-dir={tmp / 'profile'}",
             "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
-            "--window-size=1100,1500", f"--screenshot={shot}", "--dump-dom", page.as_uri()]
+            "--window-size=1000,1300", f"--screenshot={shot}", "--dump-dom", page.as_uri()]
     done = subprocess.run(args, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     console = [line for line in done.stderr.splitlines()
@@ -341,3 +341,20 @@ def test_sources_of_plots_are_named(registry):
         "Launch delay", "Kernel duration",
         "Flame graph of the samples (root at the top; click a frame to zoom)"]
     assert all("analyzer" in c or "from the events" in c for c in captions)
+
+
+def test_many_steps_are_drawn_as_areas_not_a_bar_each():
+    from tracekit.plugins.html_report.figures import MAX_BARS, steps_figure
+    from tracekit.report import report_table
+
+    def steps(n: int) -> pa.Table:
+        return report_table([
+            ("step", "int", None, range(n)), ("device", "str", None, ["GPU 0"] * n),
+            ("duration", "int", "ns", [2_000_000] * n)] + [
+            (c, "float", "%", [25.0] * n) for c in ("compute_pct", "comm_pct", "mem_pct",
+                                                    "idle_pct")])
+
+    few, many = steps_figure(steps(MAX_BARS)), steps_figure(steps(MAX_BARS + 1))
+    assert [t["type"] for t in few["data"]] == ["bar"] * 4
+    assert [t.get("stackgroup") for t in many["data"]] == ["steps"] * 4
+    assert many["data"][0]["x"][:2] == ["#0", "#1"] and many["data"][0]["customdata"][0] == 2.0

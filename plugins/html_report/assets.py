@@ -49,6 +49,9 @@ td.txt { max-width: 640px; overflow: hidden; text-overflow: ellipsis; }
 th[aria-sort="ascending"]::after { content: " \\25B2"; }
 th[aria-sort="descending"]::after { content: " \\25BC"; }
 footer { padding-bottom: 30px; }
+.beside { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 14px;
+          align-items: start; }
+@media (max-width: 900px) { .beside { grid-template-columns: minmax(0, 1fr); } }
 """
 
 JS = """

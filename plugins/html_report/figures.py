@@ -18,6 +18,7 @@ COLORS = {
 }
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
 MS = 1e6
+MAX_BARS = 60  # steps drawn as bars; more are drawn as stacked areas
 
 
 def layout(height: int, **extra: Any) -> dict[str, Any]:
@@ -83,16 +84,21 @@ def breakdown_figure(devices: pa.Table, idle_causes: dict[str, dict[str, int]]) 
 
 
 def steps_figure(steps: pa.Table) -> Figure:
-    """Per step (and device), stacked % of the step: compute, comm, memory, idle."""
+    """Per step (and device), stacked % of the step: compute, comm, memory, idle; bars, or
+    for more than ``MAX_BARS`` steps stacked areas (four shapes instead of a bar each)."""
     several = len(set(_col(steps, "device"))) > 1
     x = [plot_text(f"#{s} {d}" if several else f"#{s}")
          for s, d in zip(_col(steps, "step"), _col(steps, "device"), strict=True)]
     durations = [d / MS for d in _col(steps, "duration")]
+    bars = steps.num_rows <= MAX_BARS
     data = []
     for name, column in (("compute", "compute_pct"), ("communication", "comm_pct"),
                          ("memory", "mem_pct"), ("idle", "idle_pct")):
-        data.append({"type": "bar", "name": name, "x": x, "y": _col(steps, column),
-                     "customdata": durations, "marker": {"color": COLORS[name]},
+        shape = {"type": "bar", "marker": {"color": COLORS[name]}} if bars else {
+            "type": "scatter", "mode": "lines", "stackgroup": "steps",
+            "line": {"width": 0, "color": COLORS[name]}, "fillcolor": COLORS[name]}
+        data.append({**shape, "name": name, "x": x, "y": _col(steps, column),
+                     "customdata": durations,
                      "hovertemplate": f"{name}: %{{y:.1f}}% of %{{customdata:.3f}} ms"
                                       "<extra>step %{x}</extra>"})
     return {"data": data, "layout": layout(320, barmode="stack",

@@ -106,13 +106,18 @@ def _verdict(page: Page, headline: list[Report], by_name: dict[str, Report]) -> 
         body.append(f'<p class="verdict">{text(report.title)}</p>')
         if program is not None:
             body.append(f'<p class="program">{text(program.title)}</p>')
-        body.append(findings_html([f for f in findings if f is not program]))
+        cards = findings_html([f for f in findings if f is not program])
+        causes = report.tables.get("causes") if report.analyzer == "bottleneck" else None
+        if causes is not None and causes.num_rows:
+            # The findings beside the plot of the time they cost.
+            body.append(f'<div class="beside"><div>{cards}</div><div>'
+                        + page.plot(fig.causes_figure(causes), "Where the GPU time went: "
+                                    "analyzer bottleneck, table causes")
+                        + table_html(causes, "analyzer bottleneck, table causes")
+                        + "</div></div>")
+        else:
+            body.append(cards)
         if report.analyzer == "bottleneck":
-            causes = report.tables.get("causes")
-            if causes is not None and causes.num_rows:
-                body.append(page.plot(fig.causes_figure(causes), "Where the GPU time went: "
-                                      "analyzer bottleneck, table causes"))
-                body.append(table_html(causes, "analyzer bottleneck, table causes"))
             if "breakdown" not in by_name:
                 body.append(_table(report, "devices"))
         elif report.analyzer not in CPU_REPORTS:
@@ -269,12 +274,12 @@ def _document(page: Page, trace: Trace, inputs: Sequence[str], js: str, scope: s
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{text(title)}</title><style>{CSS}</style>"
-        f"<script>{js}</script></head><body>"
+        f"<title>{text(title)}</title><style>{CSS}</style></head><body>"
         f"<header><h1>tracekit report</h1>"
         + "".join(f'<p class="inputs">{text(i)}</p>' for i in inputs)
         + f'<p class="meta">{text(meta)}</p><nav>{nav}</nav></header>'
         f'<main>{"".join(page.sections)}</main>'
         f'<footer><p class="meta">Made by tracekit {text(__version__)}; open offline, '
         "nothing is fetched. Plots are drawn by plotly.js, inlined.</p></footer>"
-        f"<script>{JS}</script></body></html>\n")
+        # plotly.js last: the text and tables can be shown while it compiles.
+        f"<script>{js}</script><script>{JS}</script></body></html>\n")
