@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from urllib.parse import quote
@@ -31,6 +32,9 @@ import pyarrow.compute as pc
 from tracekit.errors import TraceReadError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# Rows per batch of SqliteInput.batches: large enough that per-batch work is negligible,
+# small enough that a batch of a wide table stays in the tens of MiB.
+BATCH_ROWS = 131_072
 # Schema metadata keys of the tables arrow() returns: where a bad value came from.
 PATH_KEY, TABLE_KEY = b"tracekit.sqlite.path", b"tracekit.sqlite.table"
 _FROM = re.compile(r'\bFROM\s+"?(\w+)"?', re.IGNORECASE)
@@ -125,33 +129,84 @@ class SqliteInput:
             raise TraceReadError(f"cannot read: {reason(exc)}", path=self.path,
                                  location=f"table {self._reading}") from exc
 
-    def arrow(self, query: str, *, table: str | None = None) -> pa.Table:
-        """A query's rows as an Arrow table, built column-wise by the driver; its schema
-        metadata names the file and ``table`` for :func:`column`'s errors."""
-        label = table or _table_of(query)
+    def _connect_arrow(self) -> None:
         if self._arrow is None:
             try:
                 self._arrow = adbc.connect(read_only_uri(self.path))
             except Exception as exc:  # the driver's own error classes
                 raise TraceReadError(f"cannot open as SQLite: {reason(exc)}",
                                      path=self.path) from exc
+
+    def arrow(self, query: str, *, table: str | None = None) -> pa.Table:
+        """A query's rows as an Arrow table, built column-wise by the driver; its schema
+        metadata names the file and ``table`` for :func:`column`'s errors."""
+        parts = list(self.batches(query, table=table))
+        if len(parts) == 1:
+            return parts[0]
+        label = table or _table_of(query)
+        if not parts:
+            return pa.table({}).replace_schema_metadata({PATH_KEY: str(self.path),
+                                                         TABLE_KEY: label})
+        # Batches that fell back to sqlite3 can type a column differently: text wins.
+        names = parts[0].column_names
+        columns = []
+        for i in range(len(names)):
+            chunks = [p.column(i).combine_chunks() for p in parts]
+            if len({c.type for c in chunks}) > 1:
+                chunks = [_as_text(c) for c in chunks]
+            columns.append(pa.concat_arrays(chunks))
+        return pa.Table.from_arrays(columns, names=names).replace_schema_metadata(
+            {PATH_KEY: str(self.path), TABLE_KEY: label})
+
+    def batches(self, query: str, *, table: str | None = None,
+                rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
+        """A query's rows as Arrow tables of at most ``rows`` rows each, in order, built
+        column-wise by the driver: memory holds one batch, not the result. Each table's
+        schema metadata names the file and ``table`` for :func:`column`'s errors; a query
+        without rows yields one empty table (its columns named)."""
+        label = table or _table_of(query)
+        meta = {PATH_KEY: str(self.path), TABLE_KEY: label}
+        self._connect_arrow()
         cursor = self._arrow.cursor()
+        done = 0
+        yielded = False
         try:
-            cursor.execute(query)
-            result = cursor.fetch_arrow_table()
-        except Exception as exc:  # the driver's own error classes
-            if "type mismatch" not in str(exc).lower():
-                raise TraceReadError(f"cannot read rows: {reason(exc)}", path=self.path,
-                                     location=f"table {label}") from exc
-            # The driver types a column by its first rows; a column whose later values
-            # change type is read through sqlite3 instead, and column() judges the values.
-            result = self._mixed_types(query, label)
+            try:
+                cursor.adbc_statement.set_options(
+                    **{"adbc.sqlite.query.batch_rows": str(rows)})
+                cursor.execute(query)
+                reader = cursor.fetch_record_batch()
+                for batch in reader:
+                    if batch.num_rows == 0 and yielded:
+                        continue
+                    done += batch.num_rows
+                    yielded = True
+                    yield self._finish(batch, label, meta)
+                if not yielded:
+                    yield self._finish(pa.Table.from_batches([], reader.schema), label, meta)
+                return
+            except TraceReadError:
+                raise
+            except Exception as exc:  # the driver's own error classes
+                if "type mismatch" not in str(exc).lower():
+                    raise TraceReadError(f"cannot read rows: {reason(exc)}", path=self.path,
+                                         location=f"table {label}") from exc
         finally:
             cursor.close()
-        columns = [self._text(result.column(i).combine_chunks(), label)
+        # The driver types a column by its first batch; a column whose later values change
+        # type is read on through sqlite3 from where the driver stopped, and column()
+        # judges the values.
+        for part in self._mixed_types(query, label, skip=done, rows=rows):
+            if part.num_rows or not yielded:
+                yielded = True
+                yield self._finish(part, label, meta)
+
+    def _finish(self, result: pa.Table | pa.RecordBatch, label: str,
+                meta: dict[bytes, str]) -> pa.Table:
+        columns = [self._text(_whole(result.column(i)), label)
                    for i in range(result.num_columns)]
-        return pa.Table.from_arrays(columns, names=result.column_names).replace_schema_metadata(
-            {PATH_KEY: str(self.path), TABLE_KEY: label})
+        return pa.Table.from_arrays(columns, names=result.schema.names) \
+            .replace_schema_metadata(meta)
 
     def _text(self, values: pa.Array, label: str) -> pa.Array:
         """String and binary columns as valid UTF-8 strings, invalid bytes replaced."""
@@ -173,32 +228,56 @@ class SqliteInput:
         return pa.array([None if v is None else self._decode(v) for v in raw.to_pylist()],
                         pa.string())
 
-    def _mixed_types(self, query: str, label: str) -> pa.Table:
-        """A query's rows through sqlite3: a column of integers stays int64, of numbers
-        float64, and one holding any text or blob becomes text (numbers as their decimal
-        text, exact)."""
-        self.sql.text_factory = bytes  # decoded and counted by _text below
+    def _mixed_types(self, query: str, label: str, *, skip: int = 0,
+                     rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
+        """A query's rows through sqlite3, after the first ``skip``, in tables of ``rows``
+        rows: a column of integers stays int64, of numbers float64, and one holding any
+        text or blob becomes text (numbers as their decimal text, exact)."""
+        self.sql.text_factory = bytes  # decoded and counted by _text
         try:
             cursor = self.sql.execute(query)
-            rows = cursor.fetchall()
+            while skip > 0:
+                skip -= len(cursor.fetchmany(min(skip, rows)))
+            names = [d[0] for d in cursor.description]
+            first = True
+            while True:
+                chunk = cursor.fetchmany(rows)
+                if not chunk and not first:
+                    return
+                first = False
+                yield pa.Table.from_arrays(_typed(chunk, len(names)), names=names)
+                if len(chunk) < rows:
+                    return
         except sqlite3.Error as exc:
             raise TraceReadError(f"cannot read rows: {reason(exc)}", path=self.path,
                                  location=f"table {label}") from exc
         finally:
             self.sql.text_factory = self._decode
-        names = [d[0] for d in cursor.description]
-        arrays = []
-        for values in (zip(*rows, strict=True) if rows else [()] * len(names)):
-            kinds = {type(v) for v in values if v is not None}
-            if kinds <= {int}:
-                arrays.append(pa.array(values, pa.int64()))
-            elif kinds <= {int, float}:
-                arrays.append(pa.array([None if v is None else float(v) for v in values],
-                                       pa.float64()))
-            else:
-                arrays.append(pa.array([v if v is None or isinstance(v, bytes)
-                                        else str(v).encode() for v in values], pa.binary()))
-        return pa.Table.from_arrays(arrays, names=names)
+
+
+def _typed(rows: list[tuple], width: int) -> list[pa.Array]:
+    """sqlite3 rows to one Arrow array per column (see ``_mixed_types``)."""
+    arrays = []
+    for values in (zip(*rows, strict=True) if rows else [()] * width):
+        kinds = {type(v) for v in values if v is not None}
+        if kinds <= {int}:
+            arrays.append(pa.array(values, pa.int64()))
+        elif kinds <= {int, float}:
+            arrays.append(pa.array([None if v is None else float(v) for v in values],
+                                   pa.float64()))
+        else:
+            arrays.append(pa.array([v if v is None or isinstance(v, bytes)
+                                    else str(v).encode() for v in values], pa.binary()))
+    return arrays
+
+
+def _whole(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _as_text(values: pa.Array) -> pa.Array:
+    """A column as text, numbers as their decimal text (to join batches typed apart)."""
+    return values if pa.types.is_string(values.type) else values.cast(pa.string())
 
 
 def _table_of(query: str) -> str:

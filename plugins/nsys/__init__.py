@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,14 @@ _SIDE_TABLES = ("StringIds", "ThreadNames", "PROCESSES", "ProcessStreams")
 # Prefixes of the descriptive tables every export has: with StringIds, what makes a file one.
 _EXPORT_PREFIXES = ("ENUM_", "TARGET_INFO_", "META_DATA", "EXPORT_META", "ANALYSIS_")
 _EXPORT_HELP = "make one with: nsys export --type sqlite REPORT.nsys-rep"
+# The tables read in batches of rows, whose sizes make the progress total.
+_PROGRESS_TABLES = frozenset({
+    "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API", "CUDA_GPU_MEMORY_USAGE_EVENTS",
+    "COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "OSRT_CALLCHAINS", "PROFILER_OVERHEAD",
+    "CUPTI_ACTIVITY_KIND_OVERHEAD", "DIAGNOSTIC_EVENT", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "GPU_METRICS", "SCHED_EVENTS", "ThreadNames"})
 
 
 class NsysReader(tracekit.Reader):
@@ -118,15 +127,22 @@ class NsysReader(tracekit.Reader):
             out.note(table, outcome, rows)
             done.add(table)
 
+        # One phase for the whole export: a percentage (and so a time left) by the rows
+        # read of the tables read, their sizes known up front.
         progress = out.progress
+        progress.phase(f"reading {db.path.name}",
+                       sum(db.size(t) for t in db.tables & _PROGRESS_TABLES))
+        db.on_rows = progress.update
         simple = ((T.KERNEL, lambda: T.kernels(db, self.options.short_names)),
                   (T.MEMCPY, lambda: T.memcpys(db)), (T.MEMSET, lambda: T.memsets(db)),
                   (T.SYNC, lambda: T.syncs(db)))
         for table, convert in simple:
             if table in db.tables:
-                progress.phase(f"reading {table}")
-                columns = convert()
-                add(table, columns, len(columns["ts_ns"]))
+                rows = 0
+                for columns in convert():
+                    rows += len(columns["ts_ns"])
+                    add(table, columns, 0)
+                out.note(table, "events", rows)
         extras = ((E.OVERHEAD, E.profiler_overhead),
                   (E.CUPTI_OVERHEAD, lambda db: E.profiler_overhead(db, E.CUPTI_OVERHEAD)),
                   (E.DIAGNOSTICS, E.diagnostics),
@@ -141,8 +157,12 @@ class NsysReader(tracekit.Reader):
                 "events (a sched-in and its sched-out per slice)")
             out.note(E.SCHED, "skipped: a sched-in or sched-out without its pair", unpaired)
         if T.RUNTIME in db.tables:
-            columns, carriers = T.runtime(db)
-            add(T.RUNTIME, columns, len(columns["ts_ns"]))
+            rows = carriers = 0
+            for columns, left_out in T.runtime(db):
+                rows += len(columns["ts_ns"])
+                carriers += left_out
+                add(T.RUNTIME, columns, 0)
+            out.note(T.RUNTIME, "events", rows)
             out.note(T.RUNTIME, "not needed: backtrace row repeating an API call", carriers)
         if T.MEMORY_USAGE in db.tables and db.count(T.MEMORY_USAGE):
             instants, counters = T.memory_usage(db)
@@ -151,7 +171,6 @@ class NsysReader(tracekit.Reader):
             out.note("derived from " + T.MEMORY_USAGE, "counter rows (memory allocated)",
                      len(counters["ts_ns"]))
         if samples_mod.SAMPLES in db.tables:
-            progress.phase("reading CPU samples")
             columns, tree = samples_mod.samples(db)
             add(samples_mod.SAMPLES, columns, len(columns["ts_ns"]))
             out.add_table("stacks", tree.stacks)
@@ -173,14 +192,22 @@ class NsysReader(tracekit.Reader):
                 out.note(samples_mod.OSRT_CALLCHAINS, "call stacks of the OS runtime calls",
                          db.count(samples_mod.OSRT_CALLCHAINS) - osrt_tree.skipped)
                 done.add(samples_mod.OSRT_CALLCHAINS)
-            columns = T.osrt(db, osrt_tree)
-            add(T.OSRT, columns, len(columns["ts_ns"]))
+            rows = 0
+            for columns in T.osrt(db, osrt_tree):
+                rows += len(columns["ts_ns"])
+                add(T.OSRT, columns, 0)
+            out.note(T.OSRT, "events", rows)
         if T.NVTX in db.tables:
-            columns, counts = T.nvtx(db)
-            add(T.NVTX, columns, counts["ranges"] + counts["marks"])
+            counts: Counter[str] = Counter()
+            other: Counter[int] = Counter()
+            for columns, part in T.nvtx(db):
+                add(T.NVTX, columns, 0)
+                other.update(part.pop("other"))
+                counts.update(part)
+            out.note(T.NVTX, "events", counts["ranges"] + counts["marks"])
             out.note(T.NVTX, "skipped: range without an end", counts["unterminated"])
             labels = {33: "categories", 75: "domain names", 39: "thread names"}
-            for event_type, n in counts["other"].items():
+            for event_type, n in other.items():
                 what = labels.get(event_type)
                 out.note(T.NVTX, f"{what} (kept in args ids)" if what else
                          f"skipped: eventType {event_type} not read yet", n)

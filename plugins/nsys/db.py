@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,12 +22,31 @@ class ExportDatabase(SqliteInput):
     """One Nsight Systems export, opened read-only, with its string table.
 
     ``notes`` collects (table, outcome) counts met while converting (warnings, skipped
-    rows); the reader passes them on to the trace's read log.
+    rows); the reader passes them on to the trace's read log. ``rows_read`` counts the
+    rows fetched in batches so far, and ``on_rows`` is called with it after each batch.
     """
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.notes: Counter[tuple[str, str]] = Counter()
+        self.rows_read = 0
+        self.on_rows: Callable[[int], None] = lambda rows: None
+
+    def batches(self, query: str, **options: Any) -> Iterator[pa.Table]:
+        """The rows of ``query`` in Arrow batches (see SqliteInput.batches), counted."""
+        for part in super().batches(query, **options):
+            self.rows_read += part.num_rows
+            self.on_rows(self.rows_read)
+            yield part
+
+    def size(self, table: str) -> int:
+        """About how many rows ``table`` holds (its largest rowid: no scan), for progress;
+        0 when unknown."""
+        try:
+            value = self.scalar_rows(f'SELECT max(rowid) FROM "{table}"')[0][0]
+        except TraceReadError:  # a view, or a table without rowid: no estimate
+            return 0
+        return value if isinstance(value, int) and value > 0 else 0
 
     def note(self, table: str, outcome: str, count: int = 1) -> None:
         """Count ``count`` rows of ``table`` with ``outcome`` (nothing when 0)."""
@@ -131,6 +151,17 @@ def numeric_json(columns: dict[str, pa.Array]) -> pa.Array:
     members are left out, and a row with none is null."""
     if not columns:
         raise ValueError("no columns")
+    n = len(next(iter(columns.values())))
+    # A column of nulls adds nothing; columns without nulls (the usual case) are joined in
+    # one pass with their keys, with no member strings built and no leading comma to cut.
+    columns = {k: v for k, v in columns.items() if v.null_count < len(v)}
+    if not columns:
+        return pa.nulls(n, pa.string())
+    if not any(v.null_count for v in columns.values()):
+        pieces: list[pa.Array | str] = []
+        for i, (key, values) in enumerate(columns.items()):
+            pieces += [("{" if i == 0 else ",") + f'"{key}":', values.cast(pa.string())]
+        return pc.binary_join_element_wise(*pieces, "}", "")
     members = [pc.fill_null(pc.binary_join_element_wise(f',"{key}":', values.cast(pa.string()),
                                                         ""), "")
                for key, values in columns.items()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -67,10 +68,14 @@ def _device(t: pa.Table, category: str) -> Columns:
             "correlation": col(t, "correlationId")}
 
 
-def kernels(db: ExportDatabase, short_names: bool) -> Columns:
-    """CUPTI_ACTIVITY_KIND_KERNEL to gpu.kernel slices."""
+def kernels(db: ExportDatabase, short_names: bool) -> Iterator[Columns]:
+    """CUPTI_ACTIVITY_KIND_KERNEL to gpu.kernel slices, a batch at a time."""
     db.require(KERNEL, "start", "end")
-    t = db.arrow(f"SELECT * FROM {KERNEL}")
+    for t in db.batches(f"SELECT * FROM {KERNEL}"):
+        yield _kernels(db, t, short_names)
+
+
+def _kernels(db: ExportDatabase, t: pa.Table, short_names: bool) -> Columns:
     out = _device(t, "gpu.kernel")
     order = ("shortName", "demangledName", "mangledName") if short_names else KERNEL_NAMES
     present = [c for c in order if c in t.column_names] or [order[0]]
@@ -98,11 +103,9 @@ def kernels(db: ExportDatabase, short_names: bool) -> Columns:
     return out
 
 
-def memcpys(db: ExportDatabase) -> Columns:
+def memcpys(db: ExportDatabase) -> Iterator[Columns]:
     """CUPTI_ACTIVITY_KIND_MEMCPY to gpu.memcpy slices named as nsys stats names them."""
     db.require(MEMCPY, "start", "end")
-    t = db.arrow(f"SELECT * FROM {MEMCPY}")
-    out = _device(t, "gpu.memcpy")
     enum = db.enum("ENUM_CUDA_MEMCPY_OPER")
     short, label = {}, {}
     for code, (default_short, default_label) in NSYS_COPY_KIND.items():
@@ -112,62 +115,74 @@ def memcpys(db: ExportDatabase) -> Columns:
     for code, (name, lab) in enum.items():
         short.setdefault(code, _copy_short(name) or "Unknown")
         label.setdefault(code, f"[CUDA memcpy {lab or name}]")
-    kind = col(t, "copyKind")
-    out["name"] = label_array(kind, label)
-    out["copy_kind"] = label_array(kind, short)
     mem = _mem_kinds(db)
-    out["src_kind"] = label_array(col(t, "srcKind"), mem)
-    out["dst_kind"] = label_array(col(t, "dstKind"), mem)
-    out["bytes"] = col(t, "bytes")
-    out["args"] = table_args(t, ("contextId", "srcDeviceId", "dstDeviceId", "srcContextId",
-                                 "dstContextId", "migrationCause", "graphNodeId", "copyCount"))
-    return out
+    for t in db.batches(f"SELECT * FROM {MEMCPY}"):
+        out = _device(t, "gpu.memcpy")
+        kind = col(t, "copyKind")
+        out["name"] = label_array(kind, label)
+        out["copy_kind"] = label_array(kind, short)
+        out["src_kind"] = label_array(col(t, "srcKind"), mem)
+        out["dst_kind"] = label_array(col(t, "dstKind"), mem)
+        out["bytes"] = col(t, "bytes")
+        out["args"] = table_args(t, ("contextId", "srcDeviceId", "dstDeviceId",
+                                     "srcContextId", "dstContextId", "migrationCause",
+                                     "graphNodeId", "copyCount"))
+        yield out
 
 
-def memsets(db: ExportDatabase) -> Columns:
+def memsets(db: ExportDatabase) -> Iterator[Columns]:
     """CUPTI_ACTIVITY_KIND_MEMSET to gpu.memset slices."""
     db.require(MEMSET, "start", "end")
-    t = db.arrow(f"SELECT * FROM {MEMSET}")
-    out = _device(t, "gpu.memset")
-    out["name"] = _constant(t.num_rows, "[CUDA memset]")
-    out["bytes"] = col(t, "bytes")
-    out["dst_kind"] = label_array(col(t, "memKind"), _mem_kinds(db))
-    out["args"] = table_args(t, ("contextId", "value", "graphNodeId"))
-    return out
+    mem = _mem_kinds(db)
+    for t in db.batches(f"SELECT * FROM {MEMSET}"):
+        out = _device(t, "gpu.memset")
+        out["name"] = _constant(t.num_rows, "[CUDA memset]")
+        out["bytes"] = col(t, "bytes")
+        out["dst_kind"] = label_array(col(t, "memKind"), mem)
+        out["args"] = table_args(t, ("contextId", "value", "graphNodeId"))
+        yield out
 
 
-def syncs(db: ExportDatabase) -> Columns:
+def syncs(db: ExportDatabase) -> Iterator[Columns]:
     """CUPTI_ACTIVITY_KIND_SYNCHRONIZATION to gpu.sync slices named by their type."""
     db.require(SYNC, "start", "end")
-    t = db.arrow(f"SELECT * FROM {SYNC}")
-    out = _device(t, "gpu.sync")
     enum = db.enum("ENUM_CUPTI_SYNC_TYPE")
     labels = {k: (enum.get(k, (None, None))[1] or v) for k, v in SYNC_TYPES.items()}
     labels.update({k: lab or name for k, (name, lab) in enum.items()})
-    out["name"] = label_array(col(t, "syncType"), labels)
-    out["args"] = table_args(t, ("contextId", "eventId", "syncType"),
-                             lambda table, c: valid_id(col(table, c)))
-    return out
+    for t in db.batches(f"SELECT * FROM {SYNC}"):
+        out = _device(t, "gpu.sync")
+        out["name"] = label_array(col(t, "syncType"), labels)
+        out["args"] = table_args(t, ("contextId", "eventId", "syncType"),
+                                 lambda table, c: valid_id(col(table, c)))
+        yield out
 
 
-def runtime(db: ExportDatabase) -> tuple[Columns, int]:
-    """CUPTI_ACTIVITY_KIND_RUNTIME to api.runtime / api.driver slices.
+def runtime(db: ExportDatabase) -> Iterator[tuple[Columns, int]]:
+    """CUPTI_ACTIVITY_KIND_RUNTIME to api.runtime / api.driver slices, a batch at a time.
 
     Rows of the backtrace event class repeat an API call that has its own row (same thread
-    and correlation id); they are left out and their number returned.
+    and correlation id); they are left out and their number returned with each batch.
     """
     db.require(RUNTIME, "start", "end", "nameId")
-    t = db.arrow(f"SELECT * FROM {RUNTIME}")
+    stripped = None  # the StringIds names without _v2 ..., the same for every batch
+    for t in db.batches(f"SELECT * FROM {RUNTIME}"):
+        names = db.names(col(t, "nameId"))
+        if stripped is None:
+            stripped = pa.array([_VERSION_SUFFIX.sub("", v) if v is not None else None
+                                 for v in names.dictionary.to_pylist()], type=pa.string())
+        yield _runtime(t, names, stripped)
+
+
+def _runtime(t: pa.Table, names: pa.DictionaryArray,
+             stripped: pa.Array) -> tuple[Columns, int]:
     event_class = col(t, "eventClass")
     carrier = pc.fill_null(pc.equal(event_class, BACKTRACE_CLASS), False)
     carriers = pc.sum(carrier).as_py() or 0
     if carriers:
-        t = t.filter(pc.invert(carrier))
+        keep = pc.invert(carrier)
+        t, names = t.filter(keep), names.filter(keep)
         event_class = col(t, "eventClass")
     n = t.num_rows
-    names = db.names(col(t, "nameId"))
-    stripped = pa.array([_VERSION_SUFFIX.sub("", v) if v is not None else None
-                         for v in names.dictionary.to_pylist()], type=pa.string())
     is_driver = pc.fill_null(pc.equal(event_class, DRIVER_CLASS), False)
     category = pa.DictionaryArray.from_arrays(pc.cast(is_driver, pa.int32()),
                                               ["api.runtime", "api.driver"])
@@ -180,13 +195,18 @@ def runtime(db: ExportDatabase) -> tuple[Columns, int]:
     return out, carriers
 
 
-def nvtx(db: ExportDatabase) -> tuple[Columns, dict[str, int]]:
-    """NVTX_EVENTS: ranges to host.annotation slices, marks to instants; the rest counted."""
+def nvtx(db: ExportDatabase) -> Iterator[tuple[Columns, dict[str, Any]]]:
+    """NVTX_EVENTS: ranges to host.annotation slices, marks to instants; the rest counted
+    (per batch)."""
     db.require(NVTX, "start", "eventType")
     wanted = ("start", "end", "eventType", "text", "textId", "globalTid", "rangeId",
               "category", "domainId", "color", "endGlobalTid")  # not the binary payloads
     present = [c for c in wanted if c in db.columns(NVTX)]
-    t = db.arrow(f"SELECT {', '.join(present)} FROM {NVTX}")
+    for t in db.batches(f"SELECT {', '.join(present)} FROM {NVTX}"):
+        yield _nvtx(db, t)
+
+
+def _nvtx(db: ExportDatabase, t: pa.Table) -> tuple[Columns, dict[str, Any]]:
     event_type = col(t, "eventType")
     text = col(t, "text", pa.string())
     text_id = db.names(col(t, "textId")).cast(pa.string()) if "textId" in t.column_names \
@@ -217,14 +237,18 @@ def nvtx(db: ExportDatabase) -> tuple[Columns, dict[str, int]]:
     return out, counts
 
 
-def osrt(db: ExportDatabase, tree: Any = None) -> Columns:
+def osrt(db: ExportDatabase, tree: Any = None) -> Iterator[Columns]:
     """OSRT_API to host.os slices; with the call-chain ``tree`` of OSRT_CALLCHAINS, each
     call that has a callchainId gets its stack."""
     wanted = ["start", "end", "globalTid", "nameId", "returnValue", "nestingLevel",
               "callchainId"]
     db.require(OSRT, "start", "end", "nameId")
     present = [c for c in wanted if c in db.columns(OSRT)]
-    t = db.arrow(f"SELECT {', '.join(present)} FROM {OSRT}")
+    for t in db.batches(f"SELECT {', '.join(present)} FROM {OSRT}"):
+        yield _osrt(db, t, tree)
+
+
+def _osrt(db: ExportDatabase, t: pa.Table, tree: Any) -> Columns:
     gtid = col(t, "globalTid")
     n = t.num_rows
     out = {"kind": _constant(n, "slice"), "category": _constant(n, "host.os"), **_timing(t),
