@@ -21,18 +21,21 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit.model import Trace
-from tracekit.report import Finding, Report, format_ns, percent, report_table, short_name
-from tracekit.stacks import (
+from tracekit import Finding, Report, Trace
+from tracekit.toolkit import (
     StackTree,
     demangle,
     equals,
     event_base,
+    format_ns,
     idle_rows,
     is_kernel,
+    percent,
+    report_table,
     sample_events,
     sample_weights,
     sampled_events,
+    short_name,
     thread_names,
     time_event,
     weight_unit,

@@ -22,10 +22,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit.errors import EmptyOutputError, OptionError
-from tracekit.factorize import factorize
-from tracekit.model import Trace
-from tracekit.stacks import StackTree, equals, sample_events, sample_weights
+from tracekit import EmptyOutputError, OptionError, Trace
+from tracekit.toolkit import StackTree, equals, factorize, sample_events, sample_weights
 
 _NULL = -(2**62)
 

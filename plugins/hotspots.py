@@ -19,12 +19,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import tracekit
-from tracekit.model import Trace
-from tracekit.report import Report, format_ns, percent, report_table
-from tracekit.stacks import (
+from tracekit import Report, Trace
+from tracekit.toolkit import (
     StackTree,
     demangle,
+    format_ns,
     idle_rows,
+    percent,
+    report_table,
     sample_events,
     sample_weights,
     sampled_events,
@@ -54,11 +56,11 @@ class HotspotsAnalyzer(tracekit.Analyzer):
 
     def analyze(self, trace: Trace) -> Report:
         if self.options.weight not in ("value", "samples"):
-            raise tracekit.errors.OptionError(
+            raise tracekit.OptionError(
                 f"analyzer 'hotspots': weight must be value or samples, "
                 f"not {self.options.weight!r}")
         if self.options.idle not in ("exclude", "include"):
-            raise tracekit.errors.OptionError(
+            raise tracekit.OptionError(
                 f"analyzer 'hotspots': idle must be exclude or include, not {self.options.idle!r}")
         report = Report(analyzer=self.name, title="CPU hotspots")
         events = sampled_events(trace)

@@ -14,9 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit.model import Trace
-from tracekit.report import Report, report_table
-from tracekit.stats import grouped_stats
+from tracekit import Report, Trace
+from tracekit.toolkit import equals, grouped_stats, is_in, report_table
 
 _TABLES = (
     # (table, title, category filter, value column, unit)
@@ -49,11 +48,10 @@ class SummaryAnalyzer(tracekit.Analyzer):
         limit: int = field(default=0, metadata={"help": "rows per table (0 = all)"})
 
     def analyze(self, trace: Trace) -> Report:
-        events = trace.events.filter(pc.equal(trace.events["kind"].cast(pa.string()), "slice"))
-        category = events["category"].cast(pa.string())
+        events = trace.events.filter(equals(trace.events["kind"], "slice"))
         report = Report(analyzer=self.name, title="Summary")
         for table, title, cats, column, unit in _TABLES:
-            rows = events.filter(pc.is_in(category, pa.array(cats)))
+            rows = events.filter(is_in(events["category"], cats))
             keys = _memop_names(rows) if table.startswith("memops") else rows["name"]
             result = self._table(keys, rows[column], unit)
             if self.options.limit:
@@ -82,7 +80,7 @@ class SummaryAnalyzer(tracekit.Analyzer):
 def _memop_names(rows: pa.Table) -> pa.Array:
     """Operation label: 'memcpy HtoD', 'memset', else the event's name."""
     kind = rows["copy_kind"].cast(pa.string())
-    is_set = pc.equal(rows["category"].cast(pa.string()), "gpu.memset")
+    is_set = equals(rows["category"], "gpu.memset")
     label = pc.if_else(pc.is_valid(kind), pc.binary_join_element_wise("memcpy", kind, " "),
                        rows["name"].cast(pa.string()))
     return pc.if_else(is_set, pa.scalar("memset"), label)

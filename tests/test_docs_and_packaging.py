@@ -87,3 +87,31 @@ def test_getting_started_python_runs(tmp_path, monkeypatch):
     assert lines[0] == f"{len(kernels)} kernels, {total} ns"
     assert lines[-1] == "kineto"
     assert (tmp_path / "matmul_loop.pftrace").stat().st_size > 0
+
+
+def test_toolkit_page_is_generated_from_the_docstrings():
+    from tracekit import _docgen
+
+    assert (ROOT / "docs" / "plugins" / "toolkit.md").read_text() == _docgen.render(), \
+        "regenerate: python -m tracekit._docgen > docs/plugins/toolkit.md"
+
+
+def test_every_toolkit_name_is_in_one_section_and_documented():
+    from tracekit import toolkit
+
+    listed = [name for _, _, names in toolkit.SECTIONS for name in names]
+    assert sorted(listed) == sorted(set(toolkit.__all__) - {"SECTIONS", "CONSTANTS"})
+    for name in listed:
+        obj = getattr(toolkit, name)
+        documented = name in toolkit.CONSTANTS if isinstance(obj, (int, str, bytes, tuple)) \
+            or name == "NO_PROGRESS" else bool(obj.__doc__)
+        assert documented, f"tracekit.toolkit.{name} has no documentation"
+
+
+def test_toolkit_examples_run():
+    import doctest
+
+    from tracekit import columns
+
+    result = doctest.testmod(columns)
+    assert result.attempted == 8 and result.failed == 0

@@ -14,14 +14,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit.builder import TraceBuilder
-from tracekit.errors import TraceReadError
-from tracekit.inputs import Source
+from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.nsys import extra as E
 from tracekit.plugins.nsys import samples as samples_mod
 from tracekit.plugins.nsys import tables as T
 from tracekit.plugins.nsys.db import ExportDatabase, col, decode_pid, decode_tid, fill_names
-from tracekit.sqlite import SQLITE_MAGIC, int_or_none, table_names, text_or_none
+from tracekit.toolkit import SQLITE_MAGIC, int_or_none, table_names, text_or_none
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 KNOWN_SCHEMA_MAJOR = 3

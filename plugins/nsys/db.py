@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.errors import TraceReadError
-from tracekit.sqlite import SqliteInput, int_or_none, text_or_none
-from tracekit.sqlite import column as col
+from tracekit import TraceReadError
+from tracekit.toolkit import SqliteInput, int_or_none, text_or_none
+from tracekit.toolkit import sqlite_column as col
 
 UNKNOWN_NAME = "[unknown]"
 

@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tracekit
-from tracekit.builder import TraceBuilder
-from tracekit.errors import TraceReadError
-from tracekit.inputs import HEAD_SIZE, Source
+from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.perf.header import header_metadata
 from tracekit.plugins.perf.parser import (
     Counts,
@@ -26,7 +24,7 @@ from tracekit.plugins.perf.parser import (
     parse_frame,
     parse_header,
 )
-from tracekit.stacks import event_base
+from tracekit.toolkit import HEAD_SIZE, event_base
 
 CLOCK = "perf clock: seconds since boot (CLOCK_MONOTONIC-like), not the Unix epoch"
 _LINES_PER_BATCH = 50_000

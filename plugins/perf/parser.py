@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from tracekit.stacks import CallSites
+from tracekit.toolkit import CallSites
 
 # The timestamp token, searched for (a leading ``.*?`` would backtrack quadratically over
 # long runs of blanks).

@@ -13,9 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit.builder import TraceBuilder
-from tracekit.errors import TraceReadError
-from tracekit.inputs import Source
+from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.rocprof import agents, v1json
 from tracekit.plugins.rocprof.columns import OutOfRange, add_finished
 from tracekit.plugins.rocprof.convert import CONVERTERS, stats_category

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from tracekit.builder import TraceBuilder
+from tracekit import TraceBuilder
 
 Gpu = dict[str, Any]
 _AGENT = re.compile(r"^\s*Agent\s+(\d+)\s*$", re.MULTILINE)

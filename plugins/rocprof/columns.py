@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.errors import TraceReadError
+from tracekit import TraceReadError
 
 Columns = dict[str, Any]
 _NULL_INT = pa.scalar(None, pa.int64())

@@ -4,13 +4,11 @@ and rocprof v1's results.db."""
 from __future__ import annotations
 
 import tracekit
-from tracekit.builder import TraceBuilder
-from tracekit.errors import TraceReadError
-from tracekit.inputs import Source
+from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.rocprof import agents, rocpd, v1db
 from tracekit.plugins.rocprof.columns import OutOfRange, add_finished
 from tracekit.plugins.rocprof.side import CLOCK, add_side_tables
-from tracekit.sqlite import SQLITE_MAGIC, SqliteInput, table_names
+from tracekit.toolkit import SQLITE_MAGIC, SqliteInput, table_names
 
 
 class RocprofDatabaseReader(tracekit.Reader):

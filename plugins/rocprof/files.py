@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-from tracekit.errors import TraceReadError
+from tracekit import TraceReadError
 
 # (kind, columns that must all be present, columns that must be absent), lower-cased:
 # rocprofv3 (v3_*), rocprofv2's file plugin (v2_*, unquoted, a blank line after the header)

@@ -6,9 +6,7 @@ from typing import Any
 
 import orjson
 import tracekit
-from tracekit.builder import TraceBuilder
-from tracekit.errors import TraceReadError
-from tracekit.inputs import Source
+from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.rocprof import sdkjson
 from tracekit.plugins.rocprof.columns import OutOfRange, finish
 from tracekit.plugins.rocprof.side import CLOCK, add_side_tables

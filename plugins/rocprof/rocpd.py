@@ -24,7 +24,8 @@ from tracekit.plugins.rocprof.columns import (
     grid_columns,
     signed_bytes,
 )
-from tracekit.sqlite import SqliteInput, column
+from tracekit.toolkit import SqliteInput
+from tracekit.toolkit import sqlite_column as column
 
 Columns = dict[str, Any]
 # view read -> the table view whose rows it should cover

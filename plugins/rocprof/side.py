@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.builder import TraceBuilder
+from tracekit import TraceBuilder
 
 CLOCK = "ROCm runtime host clock, ns (uptime-like, not the Unix epoch)"
 

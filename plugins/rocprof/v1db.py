@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 from tracekit.plugins.rocprof.columns import OutOfRange, duration, json_text
 from tracekit.plugins.rocprof.lookup import lookup
 from tracekit.plugins.rocprof.v1 import copy_kind_of, size_of_calls, work_categories
-from tracekit.sqlite import SqliteInput, column
+from tracekit.toolkit import SqliteInput
+from tracekit.toolkit import sqlite_column as column
 
 Columns = dict[str, Any]
 HOST_TABLES = {"HIP": "api.runtime", "HSA": "api.driver", "rocTX": "host.annotation"}

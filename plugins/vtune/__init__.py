@@ -17,11 +17,9 @@ from typing import Any
 
 import orjson
 import tracekit
-from tracekit.builder import TraceBuilder
-from tracekit.errors import TraceReadError
-from tracekit.inputs import Source
+from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.vtune.values import is_pseudo, numeric_columns, parse_number
-from tracekit.stacks import CallSites
+from tracekit.toolkit import CallSites
 
 GROUPINGS = ("Function", "Function Stack", "Module", "Process", "Thread", "Package",
              "Source File", "Computing Task", "Process/Thread", "Function (Full)", "Core",

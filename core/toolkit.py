@@ -1,0 +1,181 @@
+"""The toolkit for component authors: what a reader, writer or analyzer may use from core.
+
+Import from here, ``from tracekit.toolkit import equals, grouped_stats``, and from the
+``tracekit`` package itself (the interfaces, ``Trace``, ``TraceBuilder``, the errors, ``read``
+and friends). Everything else in ``tracekit`` is private and may change without notice.
+The reference page, docs/plugins/toolkit.md, is generated from these docstrings
+(``python -m tracekit._docgen``).
+
+Everything here works column-wise on Arrow and numpy arrays: none of it loops in Python over
+events.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tracekit import intervals
+from tracekit.columns import any_true, arg_strings, equals, is_in, starts_with
+from tracekit.defaults import default_analyzers, trace_kind
+from tracekit.factorize import factorize
+from tracekit.gcpause import gc_paused
+from tracekit.inputs import HEAD_SIZE
+from tracekit.links import launch_links, mix64
+from tracekit.model import SYNTHETIC_ID_MAX, TABLE_NAMES
+from tracekit.outputs import check_not_input, open_output, preflight
+from tracekit.pipeline import default_registry
+from tracekit.progress import NO_PROGRESS, Progress
+from tracekit.report import (
+    format_bytes,
+    format_evidence,
+    format_ns,
+    percent,
+    report_table,
+    short_name,
+)
+from tracekit.stacks import (
+    SAMPLE_COLUMNS,
+    SAMPLE_EVENT_ARG,
+    TIME_EVENTS,
+    CallSites,
+    StackTree,
+    base_function,
+    demangle,
+    event_base,
+    idle_rows,
+    is_kernel,
+    sample_events,
+    sample_weights,
+    sampled_events,
+    thread_names,
+    time_event,
+    weight_unit,
+)
+from tracekit.stats import STAT_COLUMNS, grouped_stats
+
+if TYPE_CHECKING:
+    from tracekit.sqlite import (
+        SQLITE_MAGIC,
+        SqliteInput,
+        int_or_none,
+        table_names,
+        text_or_none,
+    )
+    from tracekit.sqlite import column as sqlite_column
+
+# The SQLite helpers load the ADBC driver (and pyarrow.dataset with it): only on first use.
+_SQLITE = {"SQLITE_MAGIC": "SQLITE_MAGIC", "SqliteInput": "SqliteInput",
+           "int_or_none": "int_or_none", "table_names": "table_names",
+           "text_or_none": "text_or_none", "sqlite_column": "column"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SQLITE:
+        raise AttributeError(f"module 'tracekit.toolkit' has no attribute {name!r}")
+    from tracekit import sqlite
+
+    value = getattr(sqlite, _SQLITE[name])
+    globals()[name] = value
+    return value
+
+#: Sections of the reference page: title, what they are for, and their names in order.
+SECTIONS: list[tuple[str, str, list[str]]] = [
+    ("Column filters", "Per-row masks on event columns; dictionary columns (``kind``, "
+     "``category``, ``name``, ``source``) are tested once per distinct value, never cast "
+     "to strings row by row.", ["equals", "is_in", "starts_with", "any_true", "arg_strings"]),
+    ("Interval unions", "``intervals`` is a namespace: ``from tracekit.toolkit import "
+     "intervals as iv``, then ``iv.union(starts, ends)``.", ["intervals"]),
+    ("Statistics", "", ["grouped_stats", "STAT_COLUMNS"]),
+    ("Ids", "", ["factorize", "mix64", "SYNTHETIC_ID_MAX", "TABLE_NAMES"]),
+    ("Launch links", "", ["launch_links"]),
+    ("Call stacks and samples", "", [
+        "CallSites", "StackTree", "sample_events", "sampled_events", "SAMPLE_EVENT_ARG",
+        "SAMPLE_COLUMNS", "sample_weights", "weight_unit", "time_event", "TIME_EVENTS",
+        "event_base", "demangle", "base_function", "is_kernel", "thread_names", "idle_rows"]),
+    ("SQLite inputs", "", ["SqliteInput", "sqlite_column", "table_names", "int_or_none",
+                           "text_or_none", "SQLITE_MAGIC"]),
+    ("Reports", "Building report tables and the numbers in findings.",
+     ["report_table", "percent", "short_name", "format_ns", "format_bytes",
+      "format_evidence"]),
+    ("Reading and progress", "", ["Progress", "NO_PROGRESS", "HEAD_SIZE", "gc_paused"]),
+    ("Outputs", "For plugin commands that write files: the rules ``tracekit convert`` "
+     "follows (no partial outputs, ``--force`` to replace, never an input).",
+     ["preflight", "open_output", "check_not_input"]),
+    ("Running", "For plugin commands: the registry the command line uses, and what a plain "
+     "``analyze`` would run on a trace.", ["default_registry", "trace_kind",
+                                            "default_analyzers"]),
+]
+
+#: What the constants mean (functions and classes carry their own docstrings).
+CONSTANTS: dict[str, str] = {
+    "STAT_COLUMNS": "The columns ``grouped_stats`` returns besides the key, in order.",
+    "SYNTHETIC_ID_MAX": "pid, tid and stream ids at or below this are synthetic: a reader "
+    "gave them to a name that is not a number (schema ``conventions.synthetic_id_max``); "
+    "writers show them by name.",
+    "SAMPLE_EVENT_ARG": "The ``args`` key that names a sample's event where a source sampled "
+    "several (their counts: ``metadata['sample_events']`` of the source).",
+    "SAMPLE_COLUMNS": "The event columns ``sample_events`` keeps.",
+    "TIME_EVENTS": "Sampled events whose weight is CPU time or cycles, in the order "
+    "``time_event`` prefers them.",
+    "SQLITE_MAGIC": "The first 16 bytes of every SQLite database file (sniff ``source.head`` "
+    "for them).",
+    "NO_PROGRESS": "A disabled ``Progress``: the default wherever none is given.",
+    "HEAD_SIZE": "How many bytes of an input ``Source.head`` holds for sniffing.",
+    "TABLE_NAMES": "The tables of the event model, in order (``Trace.table(name)``).",
+}
+
+__all__ = [
+    "CONSTANTS",
+    "HEAD_SIZE",
+    "NO_PROGRESS",
+    "SAMPLE_COLUMNS",
+    "SAMPLE_EVENT_ARG",
+    "SECTIONS",
+    "SQLITE_MAGIC",
+    "STAT_COLUMNS",
+    "SYNTHETIC_ID_MAX",
+    "TABLE_NAMES",
+    "TIME_EVENTS",
+    "CallSites",
+    "Progress",
+    "SqliteInput",
+    "StackTree",
+    "any_true",
+    "arg_strings",
+    "base_function",
+    "check_not_input",
+    "default_analyzers",
+    "default_registry",
+    "demangle",
+    "equals",
+    "event_base",
+    "factorize",
+    "format_bytes",
+    "format_evidence",
+    "format_ns",
+    "gc_paused",
+    "grouped_stats",
+    "idle_rows",
+    "int_or_none",
+    "intervals",
+    "is_in",
+    "is_kernel",
+    "launch_links",
+    "mix64",
+    "open_output",
+    "percent",
+    "preflight",
+    "report_table",
+    "sample_events",
+    "sample_weights",
+    "sampled_events",
+    "short_name",
+    "sqlite_column",
+    "starts_with",
+    "table_names",
+    "text_or_none",
+    "thread_names",
+    "time_event",
+    "trace_kind",
+    "weight_unit",
+]
