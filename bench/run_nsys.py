@@ -20,6 +20,10 @@ STEPS = {
         "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
         "[c.execute(f'SELECT * FROM {t}').fetchall() for t in "
         "('CUPTI_ACTIVITY_KIND_KERNEL','CUPTI_ACTIVITY_KIND_RUNTIME')]",
+    "ADBC SELECT * to Arrow":
+        "import sys,adbc_driver_sqlite.dbapi as a; c=a.connect(sys.argv[1]); "
+        "[(k:=c.cursor(), k.execute(f'SELECT * FROM {t}'), k.fetch_arrow_table()) for t in "
+        "('CUPTI_ACTIVITY_KIND_KERNEL','CUPTI_ACTIVITY_KIND_RUNTIME')]",
     "tracekit read":
         "import sys,tracekit; tracekit.read(sys.argv[1])",
     "tracekit analyze -a summary":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tracekit
 from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.rocprof import agents, rocpd, v1db
-from tracekit.plugins.rocprof.columns import OutOfRange, add_finished
+from tracekit.plugins.rocprof.columns import OutOfRange, finish
 from tracekit.plugins.rocprof.side import CLOCK, add_side_tables
 from tracekit.toolkit import SQLITE_MAGIC, SqliteInput, table_names
 
@@ -42,9 +42,11 @@ class RocprofDatabaseReader(tracekit.Reader):
             parts, unread = rocpd.read(db)
         except OutOfRange as exc:
             raise TraceReadError(exc.message(), path=db.path, location=exc.where) from None
-        for view, columns, table_rows in parts:
-            _add(db, out, view, columns, "view")
-            written = len(columns["category"])
+        for view, batches, table_rows in parts:
+            written = 0
+            for columns in batches:
+                _add(db, out, view, columns, "view", written)
+                written += len(columns["category"])
             out.note(view, "events", written)
             if written != table_rows:
                 out.note(view, "skipped: left out by the view's joins", table_rows - written)
@@ -57,7 +59,7 @@ class RocprofDatabaseReader(tracekit.Reader):
             out.add_thread(**t)
         for view, n in bad.items():
             out.note(view, "skipped: rows whose id is not an integer", n)
-        add_side_tables([c for _, c, _ in parts], out)
+        add_side_tables([c for _, batches, _ in parts for c in batches], out)
         for d in side["devices"]:
             out.add_device(vendor="amd", kind="gpu", **d)
         version = None
@@ -92,9 +94,18 @@ class RocprofDatabaseReader(tracekit.Reader):
                              "clock": CLOCK})
 
 
-def _add(db: SqliteInput, out: TraceBuilder, table: str, columns: dict, what: str) -> None:
-    """Add the events of one table (or view), made to fit the model."""
-    add_finished(out, columns, path=db.path, row_label=f"{what} {table}, row ", kind=table)
+def _add(db: SqliteInput, out: TraceBuilder, table: str, columns: dict, what: str,
+         first_row: int = 0) -> None:
+    """Add the events of one table (or view), or of a batch of its rows starting at
+    ``first_row``, made to fit the model."""
+    try:
+        warnings = finish(columns)
+    except OutOfRange as exc:
+        raise TraceReadError(exc.message(), path=db.path,
+                             location=f"{what} {table}, row {first_row + exc.row + 1}") from None
+    for text, n in warnings:
+        out.note(table, text, n)
+    out.add_events(columns)
 
 
 def _note_replaced(db: SqliteInput, out: TraceBuilder) -> None:

@@ -49,20 +49,24 @@ def _text(t: pa.Table, name: str) -> pa.Array:
     return column(t, name, pa.string())
 
 
-def read(db: SqliteInput) -> tuple[list[tuple[str, Columns, int]], dict[str, int]]:
-    """(view, event columns, rows of its table) for each view with rows, and the rows of
-    other tables that are not read."""
+def read(db: SqliteInput) -> tuple[list[tuple[str, list[Columns], int]], dict[str, int]]:
+    """(view, event columns per batch of rows, rows of its table) for each view with rows,
+    and the rows of other tables that are not read."""
     out = []
     for view, table in VIEWS.items():
         rows = db.count(table)
         if not rows or view not in db.tables:
             continue
-        t = db.arrow(f'SELECT * FROM "{view}"')
-        try:
-            out.append((view, CONVERT[view](t), rows))
-        except OutOfRange as exc:
-            exc.where = f"view {view}, row {exc.row + 1}"
-            raise
+        parts, before = [], 0
+        for t in db.batches(f'SELECT * FROM "{view}"'):
+            try:
+                parts.append(CONVERT[view](t))
+            except OutOfRange as exc:
+                exc.row += before
+                exc.where = f"view {view}, row {exc.row + 1}"
+                raise
+            before += t.num_rows
+        out.append((view, parts, rows))
     unread = {}
     for table in ("rocpd_pmc_event", "rocpd_sample"):
         if table in db.tables and (n := db.count(table)):
