@@ -16,28 +16,33 @@ if TYPE_CHECKING:
     from tracekit.report import Report
 
 #: Beside the defaults for the trace (the verdict, or the CPU report), what the page shows:
-#: by kind of trace, then for several inputs or devices, then for two inputs.
-EXTRA = {"gpu-timeline": ("breakdown", "gaps", "summary"),
-         "gpu-aggregates": ("summary",), "host-only": ("summary",), "cpu-samples": ()}
+#: for a GPU timeline, for several inputs or GPUs, for two inputs, and for the rest.
+TIMELINE = ("breakdown", "gaps", "summary")
 SEVERAL = ("ranks",)
 TWO = ("diff",)
+OTHER = ("summary",)
 
 
 def report_analyzers(trace: Trace, registry: Registry) -> list[str]:
     """The analyzers ``tracekit report`` runs on ``trace``: a plain ``analyze``'s defaults,
-    then per kind of trace the breakdown, gaps and summary; ``ranks`` for several inputs or
-    GPUs and ``diff`` for two inputs. Analyzers that are not installed are left out."""
+    then for timed GPU work the breakdown, gaps and summary, ``ranks`` for several inputs or
+    GPUs and ``diff`` for two inputs; for CPU samples nothing more (the flame graph is drawn
+    from the events); for anything else the summary. Analyzers not installed are left out."""
     from tracekit.defaults import default_analyzers, trace_kind
     from tracekit.plugins.diagnosis.timeline import device_timelines
 
     kind = trace_kind(trace)
     names = default_analyzers(kind, registry)
-    extra = list(EXTRA.get(str(kind.value), ()))
-    several = len(trace.sources) > 1
-    if kind.value == "gpu-timeline" and (several or len(device_timelines(trace)) > 1):
-        extra += SEVERAL
-    if kind.value == "gpu-timeline" and len(trace.sources) == 2:
-        extra += TWO
+    timelines = device_timelines(trace)
+    extra: tuple[str, ...] = ()
+    if timelines:
+        extra = TIMELINE
+        if len(trace.sources) > 1 or len(timelines) > 1:
+            extra += SEVERAL
+        if len(trace.sources) == 2:
+            extra += TWO
+    elif str(kind) != "cpu-samples":
+        extra = OTHER
     return names + [n for n in extra if n in registry.analyzers and n not in names]
 
 
