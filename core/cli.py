@@ -6,7 +6,7 @@ import sys
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from tracekit import __version__
@@ -114,6 +114,13 @@ def analyze(
     option: OptionsOpt = [],  # noqa: B006
     force: ForceOpt = False,
     quiet: QuietOpt = False,
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="Analyze each input in its own task, on 'local' processes or 'dask' "
+        "(a local Dask cluster): for runs of many ranks (default analyzer: ranks).")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", help="Tasks at once with --engine (default: one per CPU).")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="A running Dask scheduler to use (tcp://host:8786).")] = None,
 ) -> None:
     """Analyze traces and report what they show."""
     from tracekit.outputs import open_output
@@ -121,13 +128,31 @@ def analyze(
     from tracekit.report import render
 
     with _progress(quiet) as progress:
-        _, reports = analyze_inputs(inputs, analyzer, from_=from_, options=option,
-                                    output=output, force=force, progress=progress)
+        if engine or jobs or scheduler:
+            reports = _analyze_run(inputs, analyzer, from_, option, output, force,
+                                   engine or "local", jobs, scheduler, progress)
+        else:
+            _, reports = analyze_inputs(inputs, analyzer, from_=from_, options=option,
+                                        output=output, force=force, progress=progress)
     data = render(reports, format.value, [str(p) for p in inputs])
     with open_output(output if output is not None else "-", force=force) as stream:
         stream.write(data)
     if output is not None and str(output) != "-" and not quiet:
         typer.echo(f"wrote {output}", err=True)
+
+
+def _analyze_run(inputs: list[Path], names: list[str], from_: str | None,
+                 options: list[str], output: Path | None, force: bool, engine: str,
+                 jobs: int | None, scheduler: str | None, progress: Any) -> list[Any]:
+    """``analyze --engine``: one task per input, only the analyzers that combine inputs."""
+    from tracekit.engine import analyze_run, combining_defaults
+    from tracekit.outputs import check_not_input, preflight
+
+    if output is not None:
+        check_not_input(preflight(output, force=force), list(inputs))
+    progress.phase(f"analyzing {len(inputs)} inputs")
+    return analyze_run(inputs, names or combining_defaults(), from_=from_, options=options,
+                       engine=engine, jobs=jobs, scheduler=scheduler)
 
 
 @app.command()

@@ -25,7 +25,10 @@ def trace_kind(trace: Trace) -> TraceKind:
     work = pc.and_(is_in(events["category"], GPU_WORK), equals(events["kind"], "slice"))
     work = pc.and_(work, pc.and_(pc.is_valid(events["ts_ns"]), pc.is_valid(events["device"])))
     if any_true(work):
-        return TraceKind.GPU_TIMELINE
+        timed = events.filter(work)
+        ranks = len(pc.unique(timed["source"]).drop_null()) > 1 or \
+            len(pc.unique(timed["pid"]).drop_null()) > 1
+        return TraceKind.GPU_RANKS if ranks else TraceKind.GPU_TIMELINE
     if any_true(equals(events["kind"], "sample")):
         return TraceKind.CPU_SAMPLES
     if any_true(starts_with(events["category"], "gpu.")):

@@ -88,6 +88,17 @@ def _on_dask(task: Callable[[Any], T], inputs: Sequence[Any], jobs: int | None,
             cluster.close()
 
 
+def combining_defaults(registry: Any = None) -> list[str]:
+    """The analyzers a plain ``analyze --engine`` runs: those declared a default for runs of
+    several ranks that combine inputs."""
+    from tracekit.interfaces import TraceKind
+    from tracekit.pipeline import default_registry
+
+    registry = registry or default_registry()
+    return sorted(n for n, c in registry.analyzers.items() if c.combines_inputs()
+                  and any(TraceKind.GPU_RANKS in d.kinds for d in c.default_for))
+
+
 def analyze_run(inputs: Sequence[Any], names: Sequence[str], *, from_: str | None = None,
                 options: Sequence[str] = (), engine: str = "local", jobs: int | None = None,
                 scheduler: str | None = None, registry: Any = None,

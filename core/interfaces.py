@@ -120,6 +120,9 @@ class TraceKind(StrEnum):
     choose what a plain ``tracekit analyze`` runs. Each trace is of exactly one kind, the first
     of these that fits."""
 
+    #: Timed GPU work of several ranks: from more than one input, or launched by more than
+    #: one process (a distributed run, or a merged trace of one).
+    GPU_RANKS = "gpu-ranks"
     #: Timed GPU work: kernel, copy, memset or graph slices with a timestamp and a device.
     GPU_TIMELINE = "gpu-timeline"
     #: No timed GPU work, but sampled CPU call stacks (``kind`` ``sample``).

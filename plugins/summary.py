@@ -38,7 +38,8 @@ class SummaryAnalyzer(tracekit.Analyzer):
     # Beside the verdict where a GPU trace has no timeline, or (where no CPU report is
     # installed) no GPU work; in place of the verdict where no verdict is installed.
     default_for = (
-        tracekit.DefaultFor((tracekit.TraceKind.GPU_TIMELINE,), slot=0, rank=0),
+        tracekit.DefaultFor((tracekit.TraceKind.GPU_RANKS, tracekit.TraceKind.GPU_TIMELINE),
+                            slot=0, rank=0),
         tracekit.DefaultFor((tracekit.TraceKind.GPU_AGGREGATES, tracekit.TraceKind.CPU_SAMPLES,
                              tracekit.TraceKind.HOST_ONLY), slot=1, rank=0),
     )

@@ -105,16 +105,19 @@ def test_trace_kind_of_aggregates():
 
 
 @pytest.mark.parametrize("disabled,expected", [
-    ((), {"gpu-timeline": ["bottleneck"], "cpu-samples": ["bottleneck", "cpu"],
+    ((), {"gpu-ranks": ["bottleneck", "ranks"], "gpu-timeline": ["bottleneck"],
+          "cpu-samples": ["bottleneck", "cpu"],
           "gpu-aggregates": ["bottleneck", "summary"], "host-only": ["bottleneck", "cpu"]}),
-    (("diagnosis",), {"gpu-timeline": ["summary"], "cpu-samples": ["cpu"],
+    (("diagnosis",), {"gpu-ranks": ["summary"], "gpu-timeline": ["summary"],
+                      "cpu-samples": ["cpu"],
                       "gpu-aggregates": ["summary"], "host-only": ["cpu"]}),
-    (("cpu_profile",), {"gpu-timeline": ["bottleneck"],
+    (("cpu_profile",), {"gpu-ranks": ["bottleneck", "ranks"], "gpu-timeline": ["bottleneck"],
                         "cpu-samples": ["bottleneck", "hotspots", "summary"],
                         "gpu-aggregates": ["bottleneck", "summary"],
                         "host-only": ["bottleneck", "summary"]}),
     (("diagnosis", "cpu_profile", "summary", "hotspots"), {
-        "gpu-timeline": [], "cpu-samples": [], "gpu-aggregates": [], "host-only": []}),
+        "gpu-ranks": [], "gpu-timeline": [], "cpu-samples": [], "gpu-aggregates": [],
+        "host-only": []}),
 ])
 def test_defaults_follow_the_declarations_of_what_is_installed(disabled, expected):
     registry = _without(*disabled) if disabled else _without()

@@ -41,3 +41,27 @@ def test_a_run_analyzed_per_input_equals_the_whole_run_read_at_once(engine, regi
     assert parallel.tables["skew"].to_pydict()["lateness"] == [132_166_000, 381_329_000]
     assert parallel.notes == whole.notes
     assert [f.title for f in parallel.findings] == [f.title for f in whole.findings]
+
+
+@pytest.mark.slow
+def test_cli_engine_writes_the_ranks_report(tmp_path):
+    import json
+
+    from tracekit.cli import main
+
+    out = tmp_path / "run.json"
+    code = main(["analyze", "--engine", "local", "-j", "2", "--format", "json", "-o", str(out),
+                 "-q", *map(str, RANKS)])
+    assert code == 0
+    [report] = json.loads(out.read_text())["reports"]
+    assert report["analyzer"] == "ranks"
+    skew = report["tables"]["skew"]
+    lateness = [c["name"] for c in skew["columns"]].index("lateness")
+    assert [row[lateness] for row in skew["rows"]] == [132_166_000, 381_329_000]
+
+
+def test_cli_refuses_an_unknown_engine(capsys):
+    from tracekit.cli import main
+
+    assert main(["analyze", "--engine", "spark", str(RANKS[0])]) == 2
+    assert "unknown engine 'spark'" in capsys.readouterr().err

@@ -71,3 +71,10 @@ def test_two_inputs_are_two_ranks_and_two_ranks_name_no_straggler(registry):
     assert not [f for f in report.findings if f.title.startswith("straggler")]
     assert ("the run has 128 ranks (distributedInfo.world_size); 2 are in these inputs, so "
             "what is said of stragglers and arrival is of these only") in report.notes
+
+
+@pytest.mark.slow
+def test_a_plain_analyze_of_several_ranks_adds_the_ranks_report(registry):
+    trace = tracekit.read(shared_path(*MERGED), registry=registry)
+    reports = tracekit.analyze(trace, registry=registry)
+    assert [r.analyzer for r in reports] == ["bottleneck", "ranks"]

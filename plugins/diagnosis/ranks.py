@@ -203,6 +203,8 @@ class RanksAnalyzer(tracekit.Analyzer):
 
     name = "ranks"
     description = "across ranks: per-rank breakdown, collective arrival skew, stragglers"
+    # After the verdict, for every trace of several ranks.
+    default_for = (tracekit.DefaultFor((tracekit.TraceKind.GPU_RANKS,), slot=1, rank=1),)
 
     @dataclass(frozen=True)
     class Options:
