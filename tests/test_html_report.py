@@ -378,5 +378,10 @@ def test_without_plotly_the_command_says_what_to_install(tmp_path, capsys, monke
     (PERF, ["verdict", "cpu"]),
 ])
 def test_page_sections(parts, sections, registry):
-    _, _, page = _page(registry, parts)
-    assert re.findall(r'<section id="([a-z-]+)">', page.decode()) == sections
+    _, reports, page = _page(registry, parts)
+    html = page.decode()
+    assert re.findall(r'<section id="([a-z-]+)">', html) == sections
+    titles = [f.title for r in reports for f in r.findings]
+    shown = [html.count(f"</span> {text(t)}</p>") + html.count(f'"program">{text(t)}</p>')
+             for t in titles]  # a card, or the program class under the verdict
+    assert titles and shown == [1] * len(titles)

@@ -81,18 +81,19 @@ def render_html(trace: Trace, reports: Sequence[Report], inputs: Sequence[str], 
     headline = [r for r in reports if r.analyzer in default_analyzers(kind, registry)] \
         or list(reports[:1])
     page = Page()
+    on_top = {r.analyzer for r in headline}
     _verdict(page, headline, by_name)
     _breakdown(page, by_name)
-    _timeline(page, trace, by_name.get("gaps"))
+    _timeline(page, trace, by_name.get("gaps"), on_top)
     _distributions(page, trace)
     _summary(page, by_name.get("summary"))
-    _cpu(page, trace, [by_name[n] for n in CPU_REPORTS if n in by_name], headline)
-    _ranks(page, by_name.get("ranks"))
-    _diff(page, by_name.get("diff"))
+    _cpu(page, trace, [by_name[n] for n in CPU_REPORTS if n in by_name], on_top)
+    _ranks(page, by_name.get("ranks"), on_top)
+    _diff(page, by_name.get("diff"), on_top)
     known = {"bottleneck", "breakdown", "gaps", "summary", "ranks", "diff", *CPU_REPORTS}
     for report in reports:
         if report.analyzer not in known:
-            body = "" if report in headline else findings_html(report.findings)
+            body = "" if report.analyzer in on_top else findings_html(report.findings)
             body += "".join(_table(report, n) for n in report.tables) + notes_html(report.notes)
             page.section(f"a-{report.analyzer}", report.title, body)
     return _document(page, trace, inputs, js, scope).encode()
@@ -117,11 +118,10 @@ def _verdict(page: Page, headline: list[Report], by_name: dict[str, Report]) -> 
                         + "</div></div>")
         else:
             body.append(cards)
-        if report.analyzer == "bottleneck":
-            if "breakdown" not in by_name:
-                body.append(_table(report, "devices"))
-        elif report.analyzer not in CPU_REPORTS:
-            body.extend(_table(report, n) for n in report.tables)
+        # Tables go to the report's own section, below; the verdict's per-device split is
+        # the breakdown's, shown here only without it.
+        if report.analyzer == "bottleneck" and "breakdown" not in by_name:
+            body.append(_table(report, "devices"))
         body.append(notes_html(report.notes))
     if body:
         page.section("verdict", "Verdict and findings", "".join(body))
@@ -150,7 +150,12 @@ def _breakdown(page: Page, by_name: dict[str, Report]) -> None:
     page.section("breakdown", report.title, "".join(body))
 
 
-def _timeline(page: Page, trace: Trace, gaps: Report | None) -> None:
+def _findings(report: Report, on_top: set[str]) -> str:
+    """A report's findings, unless the verdict section shows them already."""
+    return "" if report.analyzer in on_top else findings_html(report.findings)
+
+
+def _timeline(page: Page, trace: Trace, gaps: Report | None, on_top: set[str]) -> None:
     strip = busy_strip(trace, gaps)
     if strip is None:
         return
@@ -167,7 +172,7 @@ def _timeline(page: Page, trace: Trace, gaps: Report | None) -> None:
                     + table_html(strip.marked, "analyzer gaps, table largest ('at': since the "
                                  "first GPU activity of any device)"))
     if gaps is not None:
-        body.append(findings_html(gaps.findings))
+        body.append(_findings(gaps, on_top))
         body.append(_table(gaps, "distribution"))
         body.append(notes_html(gaps.notes))
     elif strip.marked.num_rows == 0:
@@ -207,7 +212,7 @@ def _summary(page: Page, report: Report | None) -> None:
     page.section("summary", "Top kernels, API calls and memory operations", "".join(body))
 
 
-def _cpu(page: Page, trace: Trace, reports: list[Report], headline: list[Report]) -> None:
+def _cpu(page: Page, trace: Trace, reports: list[Report], on_top: set[str]) -> None:
     flame = flame_graph(trace)
     body = []
     if flame is not None:
@@ -219,18 +224,17 @@ def _cpu(page: Page, trace: Trace, reports: list[Report], headline: list[Report]
         body.append("<h3>Heaviest call sites</h3>"
                     + table_html(flame.table, "call tree of the samples, from the events"))
     for report in reports:
-        if report not in headline:
-            body.append(findings_html(report.findings))
+        body.append(_findings(report, on_top))
         body.extend(_table(report, n) for n in report.tables)
         body.append(notes_html(report.notes))
     if body:
         page.section("cpu", "CPU profile", "".join(body))
 
 
-def _ranks(page: Page, report: Report | None) -> None:
+def _ranks(page: Page, report: Report | None, on_top: set[str]) -> None:
     if report is None:
         return
-    body = [findings_html(report.findings)]
+    body = [_findings(report, on_top)]
     ranks = report.tables.get("ranks")
     if ranks is not None and ranks.num_rows:
         body.append(page.plot(fig.ranks_figure(ranks), "Per rank: analyzer ranks, table ranks"))
@@ -244,10 +248,10 @@ def _ranks(page: Page, report: Report | None) -> None:
     page.section("ranks", "Across ranks", "".join(body))
 
 
-def _diff(page: Page, report: Report | None) -> None:
+def _diff(page: Page, report: Report | None, on_top: set[str]) -> None:
     if report is None:
         return
-    body = [findings_html(report.findings), _table(report, "totals")]
+    body = [_findings(report, on_top), _table(report, "totals")]
     kernels = report.tables.get("kernels")
     if kernels is not None and kernels.num_rows:
         a, _, b = report.title.removeprefix("Diff: ").partition(" → ")
