@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit import intervals as iv
-from tracekit.factorize import factorize
-from tracekit.links import launch_links
-from tracekit.model import Trace
+from tracekit import Trace
+from tracekit.toolkit import factorize, launch_links
+from tracekit.toolkit import intervals as iv
 
 COMPUTE, COMMUNICATION, MEMORY = 0, 1, 2
 CLASS_NAMES = ("compute", "communication", "memory")

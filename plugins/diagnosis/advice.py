@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from tracekit.plugins.diagnosis.program import Program
-from tracekit.report import format_bytes
+from tracekit.toolkit import format_bytes
 
 # Pageable copies are worth pinning when they take at least this share of copy time.
 PAGEABLE_SHARE_PCT = 10.0

@@ -28,8 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import intervals as iv
-from tracekit.model import Trace
+from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import (
     COMMUNICATION,
     COMPUTE,
@@ -57,16 +56,15 @@ from tracekit.plugins.diagnosis.ranks import (
     straggler_finding,
 )
 from tracekit.plugins.diagnosis.window import restrict
-from tracekit.report import (
-    Finding,
-    Report,
+from tracekit.toolkit import (
     format_bytes,
     format_ns,
+    grouped_stats,
     percent,
     report_table,
     short_name,
 )
-from tracekit.stats import grouped_stats
+from tracekit.toolkit import intervals as iv
 
 CAUSES = ("compute", "communication", "transfer", "sync", "launch", "cpu", "idle-other")
 VERDICTS = {

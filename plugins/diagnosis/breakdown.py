@@ -15,11 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit.model import Trace
+from tracekit import Report, Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU, steps
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.diagnosis.window import restrict
-from tracekit.report import Report, percent, report_table
+from tracekit.toolkit import percent, report_table
 
 PARTS = ("compute", "communication", "memory", "idle")
 LABELS = {"compute": "compute", "communication": "comm", "memory": "mem", "idle": "idle"}

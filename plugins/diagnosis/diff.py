@@ -15,11 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import intervals as iv
-from tracekit.errors import AnalysisError
-from tracekit.model import Trace
+from tracekit import AnalysisError, Finding, Report, Trace
 from tracekit.plugins.diagnosis.timeline import device_timelines
-from tracekit.report import Finding, Report, format_ns, percent, report_table, short_name
+from tracekit.toolkit import format_ns, percent, report_table, short_name
+from tracekit.toolkit import intervals as iv
 
 
 class DiffAnalyzer(tracekit.Analyzer):

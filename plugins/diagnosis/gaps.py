@@ -34,12 +34,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import intervals as iv
-from tracekit.model import Trace
+from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.diagnosis.window import restrict
-from tracekit.report import Finding, Report, format_ns, percent, report_table
+from tracekit.toolkit import format_ns, percent, report_table
+from tracekit.toolkit import intervals as iv
 
 #: The category of the gap spans ``convert --annotate`` draws.
 GAP_CATEGORY = "analysis.gap"

@@ -38,9 +38,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit.model import Trace
+from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import COMMUNICATION, NO_GPU, Activity, DeviceWork
-from tracekit.report import Finding, Report, percent, report_table, short_name
+from tracekit.toolkit import percent, report_table, short_name
 
 WARP = 32
 REG_UNIT = 256  # registers are allocated per warp in units of 256 (cuda_occupancy.h)

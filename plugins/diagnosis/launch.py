@@ -27,16 +27,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import intervals as iv
-from tracekit.model import Trace
+from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import (
     NO_GPU,
     Activity,
     DeviceWork,
     launches_work,  # noqa: F401 - part of this module's documented API
 )
-from tracekit.report import Finding, Report, percent, report_table
-from tracekit.stats import grouped_stats
+from tracekit.toolkit import grouped_stats, percent, report_table
+from tracekit.toolkit import intervals as iv
 
 GRAPH_LAUNCH = r"^(cuda|hip|cu)GraphLaunch"
 

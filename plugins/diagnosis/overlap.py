@@ -12,11 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 import tracekit
-from tracekit import intervals as iv
-from tracekit.model import Trace
+from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
-from tracekit.report import Finding, Report, format_ns, percent, report_table
+from tracekit.toolkit import format_ns, percent, report_table
+from tracekit.toolkit import intervals as iv
 
 
 class OverlapAnalyzer(tracekit.Analyzer):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.model import Trace
+from tracekit import Trace
 
 _HOST = ("host.op", "host.annotation", "host.python", "host.profiler")
 _API = ("api.runtime", "api.driver")

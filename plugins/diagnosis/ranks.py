@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import tracekit
-from tracekit import intervals as iv
-from tracekit.model import Trace
+from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import COMMUNICATION, NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import device_timelines
 from tracekit.plugins.diagnosis.window import restrict
-from tracekit.report import Finding, Report, format_ns, percent, report_table
+from tracekit.toolkit import format_ns, percent, report_table
+from tracekit.toolkit import intervals as iv
 
 RANK_IN_NAME = re.compile(r"(?i)\brank[ _-]?(\d+)")
 STRAGGLER_Z = 3.0

@@ -15,10 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit.model import Trace
+from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, Activity, host_reads
-from tracekit.report import Finding, Report, format_bytes, format_ns, percent, report_table
-from tracekit.stats import grouped_stats
+from tracekit.toolkit import format_bytes, format_ns, grouped_stats, percent, report_table
 
 
 @dataclass

@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tracekit import intervals as iv
-from tracekit.intervals import IntervalSet
-from tracekit.model import Trace
+from tracekit import Trace
 from tracekit.plugins.diagnosis.activity import (
     COMMUNICATION,
     COMPUTE,
@@ -22,6 +20,7 @@ from tracekit.plugins.diagnosis.activity import (
     Activity,
     DeviceWork,
 )
+from tracekit.toolkit import intervals as iv
 
 
 @dataclass
@@ -31,12 +30,12 @@ class DeviceTimeline:
     work: DeviceWork
     start: int
     end: int
-    compute: IntervalSet
-    communication: IntervalSet
-    memory: IntervalSet
-    busy: IntervalSet
-    exposed_communication: IntervalSet
-    exposed_memory: IntervalSet
+    compute: iv.IntervalSet
+    communication: iv.IntervalSet
+    memory: iv.IntervalSet
+    busy: iv.IntervalSet
+    exposed_communication: iv.IntervalSet
+    exposed_memory: iv.IntervalSet
 
     @property
     def span(self) -> int:

@@ -13,8 +13,7 @@ import dataclasses
 import re
 
 import pyarrow.compute as pc
-from tracekit.errors import OptionError
-from tracekit.model import Trace
+from tracekit import OptionError, Trace
 from tracekit.plugins.diagnosis.activity import steps as step_ranges
 
 _UNITS = {"": 1, "ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
