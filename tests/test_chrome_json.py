@@ -142,6 +142,7 @@ def test_copies_memsets_and_syncs_get_kinetos_names(rel, names, tmp_path, regist
 _KINETO = {"gpu.memcpy": "gpu_memcpy", "gpu.memset": "gpu_memset", "gpu.sync": "cuda_sync"}
 
 
+@pytest.mark.slow
 def test_device_names_and_rank_survive_a_round_trip(tmp_path, registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     original = tracekit.read(path, registry=registry)

@@ -42,7 +42,7 @@ def _converted(path, tmp_path, registry):
 
 @pytest.mark.parametrize("rel", [
     "torch-trace/tracelens/h100_bert-small.json.gz",
-    "torch-trace/tracelens/mi300_bert-small.json.gz",
+    pytest.param("torch-trace/tracelens/mi300_bert-small.json.gz", marks=pytest.mark.slow),
     pytest.param("torch-trace/hta/nccl_data_rank0_a100.json.gz", marks=pytest.mark.slow),
 ])
 def test_hta_temporal_breakdown_and_overlap_match_the_original(rel, tmp_path, registry):
@@ -58,6 +58,7 @@ def test_hta_temporal_breakdown_and_overlap_match_the_original(rel, tmp_path, re
     assert np.array_equal(x, y, equal_nan=True)
 
 
+@pytest.mark.slow
 def test_hta_overlap_of_nccl_rank0_is_the_originals_14_percent(tmp_path, registry):
     """The issue's case: with device fields on GPU annotations HTA saw 100 % overlap."""
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")

@@ -94,8 +94,9 @@ def test_full_trace_through_chrome_json_and_back(tmp_path, registry):
 
 @pytest.mark.parametrize("rel", [
     "torch-trace/tracelens/h100_bert-small.json.gz",
-    "torch-trace/tracelens/mi300_bert-small.json.gz",
-    "torch-trace/tracelens/mi210_gpu_only_trace.json.gz",
+    pytest.param("torch-trace/tracelens/mi300_bert-small.json.gz", marks=pytest.mark.slow),
+    pytest.param("torch-trace/tracelens/mi210_gpu_only_trace.json.gz",
+                 marks=pytest.mark.slow),
     pytest.param("torch-trace/hta/nccl_data_rank0_a100.json.gz", marks=pytest.mark.slow),
 ])
 def test_torch_trace_through_chrome_json_is_the_same_model(rel, tmp_path, registry):
@@ -112,8 +113,10 @@ def test_torch_trace_through_chrome_json_is_the_same_model(rel, tmp_path, regist
 
 @pytest.mark.parametrize("rel", [
     "nsys-sqlite/mordred_nsys2021_quadro-rtx6000_report1.sqlite",
-    "nsys-sqlite/testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite",
-    "rocprof-v3/jimw_llamacpp_rocm7/prefill_kernel_trace.csv",
+    pytest.param("nsys-sqlite/testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite",
+                 marks=pytest.mark.slow),
+    pytest.param("rocprof-v3/jimw_llamacpp_rocm7/prefill_kernel_trace.csv",
+                 marks=pytest.mark.slow),
 ])
 def test_other_tools_through_chrome_json_keep_every_column(rel, tmp_path, registry):
     original = tracekit.read(shared_path(*rel.split("/")), registry=registry)
@@ -128,7 +131,8 @@ def test_other_tools_through_chrome_json_keep_every_column(rel, tmp_path, regist
 @pytest.mark.parametrize("trace", [
     pytest.param(full_trace, id="full_trace"),
     pytest.param(lambda: tracekit.read(shared_path(
-        "nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")), id="nsys-mordred"),
+        "nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")), id="nsys-mordred",
+        marks=pytest.mark.slow),
 ])
 def test_parquet_round_trip_is_the_same_trace(trace, tmp_path, registry):
     original = trace()
