@@ -98,6 +98,7 @@ def convert(
 class OutputFormat(StrEnum):
     text = "text"
     json = "json"
+    csv = "csv"
 
 
 @app.command()
@@ -121,6 +122,8 @@ def analyze(
         "--jobs", "-j", help="Tasks at once with --engine (default: one per CPU).")] = None,
     scheduler: Annotated[str | None, typer.Option(
         "--scheduler", help="A running Dask scheduler to use (tcp://host:8786).")] = None,
+    table: Annotated[str | None, typer.Option(
+        "--table", help="With --format csv: the report table to write (e.g. kernels).")] = None,
 ) -> None:
     """Analyze traces and report what they show."""
     from tracekit.outputs import open_output
@@ -134,7 +137,7 @@ def analyze(
         else:
             _, reports = analyze_inputs(inputs, analyzer, from_=from_, options=option,
                                         output=output, force=force, progress=progress)
-    data = render(reports, format.value, [str(p) for p in inputs])
+    data = render(reports, format.value, [str(p) for p in inputs], table=table)
     with open_output(output if output is not None else "-", force=force) as stream:
         stream.write(data)
     if output is not None and str(output) != "-" and not quiet:

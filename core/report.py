@@ -91,14 +91,41 @@ def reports_to_json(reports: list[Report], inputs: list[str]) -> bytes:
 
 
 def render(reports: list[Report], format: str = "text", inputs: list[str] | None = None,
-           ) -> bytes:
-    """Reports as ``tracekit analyze`` writes them: ``text`` (see :func:`render_text`) or
-    ``json`` (see :func:`reports_to_json`, which names the ``inputs``)."""
+           table: str | None = None) -> bytes:
+    """Reports as ``tracekit analyze`` writes them: ``text`` (see :func:`render_text`),
+    ``json`` (see :func:`reports_to_json`, which names the ``inputs``) or ``csv`` (one
+    table, see :func:`table_csv`)."""
     if format == "json":
         return reports_to_json(reports, inputs or [])
     if format == "text":
         return render_text(reports).encode()
-    raise ValueError(f"unknown report format {format!r} (text or json)")
+    if format == "csv":
+        return table_csv(reports, table)
+    raise ValueError(f"unknown report format {format!r} (text, json or csv)")
+
+
+def table_csv(reports: list[Report], name: str | None) -> bytes:
+    """One report table as CSV for spreadsheets: raw values (times in ns, sizes in bytes),
+    each column's unit in its header (``total [ns]``). ``name`` picks the table; it may be
+    left out when the reports hold one table."""
+    import io
+
+    import pyarrow.csv as pacsv
+    from tracekit.errors import UsageError
+
+    tables = {n: t for r in reversed(reports) for n, t in r.tables.items()}
+    if name is None and len(tables) != 1:
+        raise UsageError("--format csv writes one table: pick it with --table NAME (here: "
+                         f"{', '.join(sorted(tables)) or 'none'})")
+    key = name if name is not None else next(iter(tables))
+    if key not in tables:
+        raise UsageError(f"no table '{key}' in the report (tables: "
+                         f"{', '.join(sorted(tables)) or 'none'})")
+    chosen = tables[key]
+    heads = [f"{f.name} [{_unit(f)}]" if _unit(f) else f.name for f in chosen.schema]
+    out = io.BytesIO()
+    pacsv.write_csv(chosen.rename_columns(heads), out)
+    return out.getvalue()
 
 
 def render_text(reports: list[Report], width: int | None = None) -> str:

@@ -65,3 +65,20 @@ def test_cli_refuses_an_unknown_engine(capsys):
 
     assert main(["analyze", "--engine", "spark", str(RANKS[0])]) == 2
     assert "unknown engine 'spark'" in capsys.readouterr().err
+
+
+def test_csv_writes_one_report_table_with_units_in_the_header(capsys):
+    import csv
+    import io
+
+    from tracekit.cli import main
+
+    path = shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite")
+    assert main(["analyze", "-a", "summary", "--format", "csv", "--table", "kernels",
+                 str(path)]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert rows[0][:3] == ["time_pct [%]", "total [ns]", "count"]
+    assert rows[1][1:3] == ["536542", "4"]
+    assert rows[1][-1] == "add_parallel(const float *, const float *, float *, int)"
+    assert main(["analyze", "-a", "summary", "--format", "csv", str(path)]) == 2
+    assert "pick it with --table NAME (here: api, kernels" in capsys.readouterr().err
