@@ -33,6 +33,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, Path]:
             "png": png}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,message", [
     ("missing", "no such file"), ("empty", "file is empty"),
     ("truncated", "truncated"), ("png", "no reader recognises this file"),
@@ -48,11 +49,13 @@ def test_bad_input_exits_1_with_one_line_and_no_output(tmp_path, case, message):
     assert not out.exists() and list(tmp_path.glob(".out.pftrace*")) == []
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback(tmp_path):
     proc = run("--debug", "convert", str(tmp_path / "nope.json"), "-o", str(tmp_path / "o.pftrace"))
     assert proc.returncode == 1 and "Traceback" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (["convert", "IN", "-o", "out.xyz"], "cannot tell the output format"),
     (["convert", "IN", "-o", "out.pftrace", "-O", "bogus=1"], "unknown option 'bogus'"),
@@ -67,6 +70,7 @@ def test_usage_errors_exit_2(tmp_path, args, message):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_convert_and_info(tmp_path):
     out = tmp_path / "mlp.pftrace"
     proc = run("convert", str(CPU_TRACE), "-o", str(out))
@@ -77,6 +81,7 @@ def test_convert_and_info(tmp_path):
     assert "format     kineto" in info.stdout and "host.op" in info.stdout
 
 
+@pytest.mark.slow
 def test_analyze_json_validates_and_kernel_total_is_independent(tmp_path):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     out = tmp_path / "report.json"
@@ -95,6 +100,7 @@ def test_analyze_json_validates_and_kernel_total_is_independent(tmp_path):
     assert sum(row[cols.index("count")] for row in kernels["rows"]) == 2700
 
 
+@pytest.mark.slow
 def test_analyze_text_output():
     proc = run("analyze", str(CPU_TRACE))
     assert proc.returncode == 0
@@ -103,6 +109,7 @@ def test_analyze_text_output():
     assert "Annotation ranges" in proc.stdout and "forward" in proc.stdout
 
 
+@pytest.mark.slow
 def test_formats_and_plugins():
     formats = run("formats")
     assert "reader    kineto" in formats.stdout and "writer    perfetto" in formats.stdout
@@ -111,6 +118,7 @@ def test_formats_and_plugins():
     assert names["kineto"]["status"] == "ok" and names["kineto"]["distribution"] == "tracekit"
 
 
+@pytest.mark.slow
 def test_gzip_detected_by_magic_not_name(tmp_path):
     path = tmp_path / "trace.bin"
     path.write_bytes(gzip.compress(gzip.decompress(CPU_TRACE.read_bytes())))
@@ -118,6 +126,7 @@ def test_gzip_detected_by_magic_not_name(tmp_path):
     assert proc.returncode == 0 and "kineto" in proc.stdout
 
 
+@pytest.mark.slow
 def test_reader_and_writer_options_are_routed(tmp_path):
     out = tmp_path / "o.pftrace"
     proc = run("convert", str(CPU_TRACE), "-o", str(out), "-O", "memory_counters=false",
@@ -126,11 +135,13 @@ def test_reader_and_writer_options_are_routed(tmp_path):
     assert "0 counter values" in proc.stderr
 
 
+@pytest.mark.slow
 def test_quiet_prints_nothing(tmp_path):
     proc = run("convert", str(CPU_TRACE), "-o", str(tmp_path / "o.pftrace"), "--quiet")
     assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["reader.memory_counters", "kineto.memory_counters"])
 def test_prefixed_reader_option_with_a_detected_reader(tmp_path, key):
     """The documented reader.key=value form works when the reader is found by sniffing."""
@@ -156,6 +167,7 @@ def test_inputs_with_the_same_file_name_are_told_apart_by_their_folder(tmp_path,
                       registry=registry)
 
 
+@pytest.mark.slow
 def test_analyze_passes_reader_options_to_the_reader(tmp_path):
     path = shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite")
     long = run("analyze", str(path), "-a", "summary", "--format", "json")
@@ -171,6 +183,7 @@ def test_analyze_passes_reader_options_to_the_reader(tmp_path):
     assert all("(" not in name for name in kernels(short))
 
 
+@pytest.mark.slow
 def test_ambiguous_option_suggests_spellings_that_work(tmp_path):
     proc = run("analyze", str(CPU_TRACE), "-a", "gaps", "-a", "launch", "-O", "top=3")
     assert proc.returncode == 2
@@ -180,6 +193,7 @@ def test_ambiguous_option_suggests_spellings_that_work(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_symlink_loop_input_is_named_as_such(tmp_path):
     loop = tmp_path / "loop.json"
     loop.symlink_to(loop)
@@ -189,6 +203,7 @@ def test_symlink_loop_input_is_named_as_such(tmp_path):
                                    "itself)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", ["perf-script/flamegraph/perf-funcab-cmd-01.txt",
                                  "vtune-csv/vtune-plot/advanced-hotspots.csv"])
 def test_default_analyze_of_a_cpu_profile_is_a_cpu_report(rel):
@@ -201,6 +216,7 @@ def test_default_analyze_of_a_cpu_profile_is_a_cpu_report(rel):
     assert "record with" not in text and "nsys --trace=cuda" not in text
 
 
+@pytest.mark.slow
 def test_default_analyze_of_aggregates_only_gives_the_summary():
     path = shared_path("rocprof-v1", "gunrock_mi300_gfx942", "results.stats.csv")
     proc = run("analyze", str(path), "--format", "json")

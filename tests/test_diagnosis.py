@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import tracekit
-from helpers import FIXTURES, SHARED, shared_path, torch_traces
+from helpers import FIXTURES, SHARED, shared_path, sweep, torch_traces
 from independent import (
     hta_temporal_breakdown,
     length,
@@ -56,7 +56,9 @@ def rows(report, table):
 
 # --- planted causes -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(make_scenarios.SCENARIOS))
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n == "tiny_kernels" else n
+    for n in sorted(make_scenarios.SCENARIOS)])
 def test_committed_scenario_traces_are_what_the_generator_writes(name):
     assert make_scenarios.path(name).read_bytes() == make_scenarios.render(name)
 
@@ -106,6 +108,7 @@ def test_cpu_data_prep_gap_shows_the_host_work(registry):
     assert all(r["next_gpu_work"] == "Memcpy HtoD (Pinned -> Device)" for r in largest[:4])
 
 
+@pytest.mark.slow
 def test_tiny_kernels_launch_figures(registry):
     path = make_scenarios.path("tiny_kernels")
     report = report_of(path, "launch", registry)
@@ -139,7 +142,8 @@ def test_unoverlapped_allreduce_has_no_overlap(registry):
 
 # --- the real traces against independent computations -----------------------------------
 
-@pytest.mark.parametrize("rel", torch_traces())
+@pytest.mark.parametrize(
+    "rel", sweep(torch_traces(), "torch-trace/tracelens/mi300_bert-small.json.gz"))
 def test_breakdown_matches_hta_temporal_breakdown(rel, registry):
     """Idle, compute and non-compute shares per device equal HTA's definitions, computed here
     from the JSON with plain Python (see docs/analyzers/diagnosis.md for the choices)."""
@@ -164,6 +168,7 @@ def test_breakdown_matches_hta_temporal_breakdown(rel, registry):
             assert abs(g[ours] - 100 * w[theirs] / w["span"]) <= 0.5
 
 
+@pytest.mark.slow
 def test_breakdown_per_step(registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     doc, events = load(path)
@@ -185,6 +190,7 @@ def test_breakdown_per_step(registry):
         assert row["idle_pct"] == round(100 * idle / (hi - lo), 1)
 
 
+@pytest.mark.slow
 def test_gaps_total_equals_independent_union(registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     doc, events = load(path)
@@ -204,6 +210,7 @@ def test_gaps_total_equals_independent_union(registry):
     assert rows(report, "largest")[0]["duration"] == max(holes)
 
 
+@pytest.mark.slow
 def test_launch_delay_matches_correlated_events(registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     doc, events = load(path)
@@ -223,6 +230,7 @@ def test_launch_delay_matches_correlated_events(registry):
     assert delay["outliers"] == sum(d > 100_000 for d in delays)
 
 
+@pytest.mark.slow
 def test_sync_calls_and_pageable_copies_match_the_json(registry):
     path = shared_path("torch-trace", "kineto-tb_plugin", "resnet50_v100_2021.pt.trace.json.gz")
     _, events = load(path)
@@ -242,6 +250,7 @@ def test_sync_calls_and_pageable_copies_match_the_json(registry):
     assert sum(r["bytes"] for r in got_pageable) == sum(e["args"]["bytes"] for e in pageable)
 
 
+@pytest.mark.slow
 def test_overlap_matches_independent_intersection(registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     doc, events = load(path)
@@ -309,7 +318,8 @@ def test_analyze_defaults_to_the_verdict_in_80_columns(capsys, monkeypatch):
 
 @pytest.mark.parametrize("path", [
     str(SCENARIOS / "tiny_kernels.pt.trace.json.gz"),
-    str(SHARED / "torch-trace" / "hta" / "nccl_data_rank0_a100.json.gz"),
+    pytest.param(str(SHARED / "torch-trace" / "hta" / "nccl_data_rank0_a100.json.gz"),
+                 marks=pytest.mark.slow),
     str(SHARED / "nsys-sqlite" / "pipit_cloverleaf_nsys2024.5.1_a100.sqlite"),
     str(FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz")])
 def test_every_diagnosis_report_validates_and_renders(path, registry):
@@ -344,6 +354,7 @@ def _kernel_totals(path):
     return totals
 
 
+@pytest.mark.slow
 def test_diff_per_kernel_counts_and_times(registry):
     a = shared_path("torch-trace", "hta", "sampled_rank-0.json.gz")
     b = shared_path("torch-trace", "hta", "sampled_rank-1.json.gz")

@@ -95,7 +95,12 @@ SLOW = {"torch-trace/hta/ns_resolution_rank0_v100.pt.trace.json.gz",
         "torch-trace/hpcte-tracelens-fused/merged_4rank_rocm_cifar100.json.gz",
         "torch-trace/hta/sampled_rank-0.json.gz", "torch-trace/hta/sampled_rank-1.json.gz",
         "torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz",
-        "torch-trace/hta/trace_diff_control_rank3_a100.json.gz"}
+        "torch-trace/hta/trace_diff_control_rank3_a100.json.gz",
+        "bonus/rocprofv3-json/tracelens_908_results.json.gz",
+        "torch-trace/tracelens/vllm_hipgraph_capture_rank0_rocm7.pt.trace.json.gz",
+        "torch-trace/tracelens/mi300_resnet_act_checkpoint.json.gz",
+        "torch-trace/hta/nccl_data_rank0_a100.json.gz",
+        "nsys-sqlite/nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite"}
 
 
 @functools.cache

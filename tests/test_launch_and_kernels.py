@@ -223,10 +223,12 @@ def test_sm_limits_match_nsys_target_info(name):
 
 KINETO_WITH_PROPERTIES = [
     ("hta", "alexnet_a100_trace.json.gz"), ("hta", "nccl_data_rank0_a100.json.gz"),
-    ("hta", "ns_resolution_rank0_v100.pt.trace.json.gz"),
+    pytest.param(("hta", "ns_resolution_rank0_v100.pt.trace.json.gz"), marks=pytest.mark.slow),
     ("hta", "step_based_trace_gpu_user_annotation.json.gz"),
-    ("hta", "trace_diff_control_rank3_a100.json.gz"), ("hta", "triton_example_cuda12.json.gz"),
-    ("kineto-tb_plugin", "resnet50_v100_2021.pt.trace.json.gz"),
+    pytest.param(("hta", "trace_diff_control_rank3_a100.json.gz"), marks=pytest.mark.slow),
+    ("hta", "triton_example_cuda12.json.gz"),
+    pytest.param(("kineto-tb_plugin", "resnet50_v100_2021.pt.trace.json.gz"),
+                 marks=pytest.mark.slow),
     ("tracelens", "h100_bert-small.json.gz")]
 
 

@@ -660,6 +660,7 @@ def test_own_output_reads_back_to_the_same_events(path, tmp_path, registry):
     _check_layout_round_trip(*_round_trip(path, tmp_path, registry))
 
 
+@pytest.mark.slow
 def test_own_output_of_an_nsys_export_reads_back(tmp_path, registry):
     path = shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite")
     original, result, back = _round_trip(path, tmp_path, registry)
@@ -695,6 +696,7 @@ def test_every_real_fixture_round_trips(rel, tmp_path, registry):
         _check_typed_round_trip(original, result, back)
 
 
+@pytest.mark.slow
 def test_damaged_bytes_never_crash_the_reader(tmp_path, registry):
     """Random damage to a real conversion (bytes changed, cut out, put in) is read, with
     what was lost counted, or refused in one line: never a reader crash."""

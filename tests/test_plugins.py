@@ -131,6 +131,7 @@ def _tracekit(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess
                           text=True, env=environ, timeout=300)
 
 
+@pytest.mark.slow
 def test_pip_installed_plugin_is_listed_and_works(plugin_site, tmp_path):
     listing = json.loads(_tracekit(plugin_site, "plugins", "--json").stdout)
     status = {p["name"]: p for p in listing}
@@ -147,6 +148,7 @@ def test_pip_installed_plugin_is_listed_and_works(plugin_site, tmp_path):
     assert "2 slices" in proc.stderr
 
 
+@pytest.mark.slow
 def test_plugin_command_runs(plugin_site):
     proc = _tracekit(plugin_site, "csvtrace-total", str(EXAMPLE / "spans.csv"))
     assert proc.returncode == 0, proc.stderr
@@ -155,6 +157,7 @@ def test_plugin_command_runs(plugin_site):
     assert unknown.returncode == 2 and "No such command 'no-such-command'" in unknown.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,out", [(["--version"], "tracekit 0.1.0\n"),
                                       (["--help"], "Usage: tracekit [OPTIONS] COMMAND"),
                                       (["convert", "--help"], "Usage: tracekit convert")])
@@ -173,6 +176,7 @@ def test_start_imports_neither_pyarrow_nor_plugins(plugin_site, args, out):
     assert heavy == set()
 
 
+@pytest.mark.slow
 def test_import_tracekit_loads_the_model_on_first_use():
     code = ("import sys, tracekit; assert 'pyarrow' not in sys.modules; "
             "from tracekit import Trace, read; assert 'pyarrow' in sys.modules; "
@@ -184,6 +188,7 @@ def test_import_tracekit_loads_the_model_on_first_use():
     assert proc.stdout == "0.1.0\n"
 
 
+@pytest.mark.slow
 def test_disabled_third_party_plugin(plugin_site, tmp_path):
     proc = _tracekit(plugin_site, "convert", str(EXAMPLE / "spans.csv"), "-o",
                      str(tmp_path / "x.pftrace"), TRACEKIT_DISABLE_PLUGINS="csvtrace")
@@ -191,6 +196,7 @@ def test_disabled_third_party_plugin(plugin_site, tmp_path):
     assert "no reader recognises this file" in proc.stderr
 
 
+@pytest.mark.slow
 def test_example_plugin_own_tests_pass(plugin_site):
     env = {**os.environ, "PYTHONPATH": str(plugin_site)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -11,6 +12,7 @@ from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message
 u64 = st.integers(min_value=0, max_value=2**64 - 1)
 
 
+@pytest.mark.slow
 @given(st.lists(st.tuples(u64, u64, st.booleans(), st.floats(allow_nan=False),
                           st.text(max_size=20)), min_size=1, max_size=30))
 def test_columns_decode_like_protobuf(rows):
