@@ -46,7 +46,9 @@ class Page:
         """A plot's placeholder, its data, and a caption naming where the numbers come from."""
         self.plots += 1
         pid = f"plot-{self.plots}"
-        return (f'<figure><div class="plot" id="{pid}"></div>'
+        # The plot's height reserved: the page does not move while plots draw.
+        height = int(figure.get("layout", {}).get("height", 300))
+        return (f'<figure><div class="plot" id="{pid}" style="height:{height}px"></div>'
                 f'<script type="application/json" id="{pid}-data">{script_json(figure)}</script>'
                 f"<figcaption>{text(caption)}</figcaption></figure>")
 
