@@ -358,7 +358,20 @@ def test_many_steps_are_drawn_as_areas_not_a_bar_each():
     few, many = steps_figure(steps(MAX_BARS)), steps_figure(steps(MAX_BARS + 1))
     assert [t["type"] for t in few["data"]] == ["bar"] * 4
     assert [t.get("stackgroup") for t in many["data"]] == ["steps"] * 4
-    assert many["data"][0]["x"][:2] == ["#0", "#1"] and many["data"][0]["customdata"][0] == 2.0
+    assert many["data"][0]["x"][:2] == [0, 1] and many["data"][0]["customdata"][0] == ["#0", 2.0]
+
+
+def test_repeated_step_numbers_stay_apart():
+    from tracekit.plugins.html_report.figures import steps_figure
+    from tracekit.report import report_table
+
+    table = report_table([("step", "int", None, [4, 5, 4]), ("device", "str", None, ["G"] * 3),
+                          ("duration", "int", "ns", [1, 2, 3])] + [
+        (c, "float", "%", [10.0, 20.0, 30.0]) for c in ("compute_pct", "comm_pct", "mem_pct",
+                                                        "idle_pct")])
+    compute = steps_figure(table)["data"][0]
+    assert compute["x"] == [0, 1, 2] and compute["y"] == [10.0, 20.0, 30.0]
+    assert steps_figure(table)["layout"]["xaxis"]["ticktext"] == ["#4", "#5", "#4"]
 
 
 def test_without_plotly_the_command_says_what_to_install(tmp_path, capsys, monkeypatch):

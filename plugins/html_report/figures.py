@@ -85,12 +85,20 @@ def breakdown_figure(devices: pa.Table, idle_causes: dict[str, dict[str, int]]) 
 
 def steps_figure(steps: pa.Table) -> Figure:
     """Per step (and device), stacked % of the step: compute, comm, memory, idle; bars, or
-    for more than ``MAX_BARS`` steps stacked areas (four shapes instead of a bar each)."""
+    for more than ``MAX_BARS`` steps stacked areas (four shapes instead of a bar each).
+
+    Steps are placed in table order and labelled by number: a trace may repeat a number
+    (step counters restarted), which a category axis would merge into one.
+    """
     several = len(set(_col(steps, "device"))) > 1
-    x = [plot_text(f"#{s} {d}" if several else f"#{s}")
-         for s, d in zip(_col(steps, "step"), _col(steps, "device"), strict=True)]
-    durations = [d / MS for d in _col(steps, "duration")]
-    bars = steps.num_rows <= MAX_BARS
+    labels = [plot_text(f"#{s} {d}" if several else f"#{s}")
+              for s, d in zip(_col(steps, "step"), _col(steps, "device"), strict=True)]
+    hover = [[label, round(d / MS, 3)] for label, d in
+             zip(labels, _col(steps, "duration"), strict=True)]
+    n = steps.num_rows
+    x = list(range(n))
+    bars = n <= MAX_BARS
+    ticks = x if bars else x[:: max(n // 12, 1)]
     data = []
     for name, column in (("compute", "compute_pct"), ("communication", "comm_pct"),
                          ("memory", "mem_pct"), ("idle", "idle_pct")):
@@ -98,13 +106,14 @@ def steps_figure(steps: pa.Table) -> Figure:
             "type": "scatter", "mode": "lines", "stackgroup": "steps",
             "line": {"width": 0, "color": COLORS[name]}, "fillcolor": COLORS[name]}
         data.append({**shape, "name": name, "x": x, "y": _col(steps, column),
-                     "customdata": durations,
-                     "hovertemplate": f"{name}: %{{y:.1f}}% of %{{customdata:.3f}} ms"
-                                      "<extra>step %{x}</extra>"})
-    return {"data": data, "layout": layout(320, barmode="stack",
-                                           xaxis={"type": "category", "title": {"text": "step"}},
-                                           yaxis={"title": {"text": "% of the step"},
-                                                  "range": [0, 100]})}
+                     "customdata": hover,
+                     "hovertemplate": f"{name}: %{{y:.1f}}% of %{{customdata[1]}} ms"
+                                      "<extra>step %{customdata[0]}</extra>"})
+    return {"data": data, "layout": layout(
+        320, barmode="stack", hovermode="x unified" if not bars else "closest",
+        xaxis={"title": {"text": "step" if bars else f"{n} steps in trace order"},
+               "tickvals": ticks, "ticktext": [labels[i] for i in ticks]},
+        yaxis={"title": {"text": "% of the step"}, "range": [0, 100]})}
 
 
 def ranks_figure(ranks: pa.Table) -> Figure:
