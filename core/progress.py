@@ -26,7 +26,7 @@ class Progress:
         self._label = ""
         self._done = 0.0
         self._total = 0.0
-        self._start = time.monotonic()
+        self._start = self._phase_start = time.monotonic()
         self._shown = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -48,6 +48,7 @@ class Progress:
     def phase(self, label: str, total: float = 0) -> None:
         """Start a new phase of work, with ``total`` units if known."""
         self._label, self._done, self._total = label, 0.0, float(total)
+        self._phase_start = time.monotonic()
 
     def update(self, done: float, total: float | None = None) -> None:
         """Report that ``done`` units of the current phase are finished."""
@@ -59,11 +60,21 @@ class Progress:
         while not self._stop.wait(_REFRESH_S):
             if time.monotonic() - self._start < _DELAY_S:
                 continue
-            pct = f" {100 * self._done / self._total:5.1f}%" if self._total else " ..."
-            elapsed = time.monotonic() - self._start
-            self.stream.write(f"\r\033[K{self._label}{pct}  {elapsed:5.1f}s")
+            self.stream.write(f"\r\033[K{self._line(time.monotonic())}")
             self.stream.flush()
             self._shown = True
+
+    def _line(self, now: float) -> str:
+        """The line at monotonic time ``now``: phase, percent, time since the start and, once
+        the phase is a second old, the time left at its pace so far."""
+        line = f"{self._label}"
+        line += f" {100 * self._done / self._total:5.1f}%" if self._total else " ..."
+        line += f"  {now - self._start:5.1f}s"
+        spent = now - self._phase_start
+        if self._total and 0 < self._done < self._total and spent >= _DELAY_S:
+            left = spent * (self._total - self._done) / self._done
+            line += f"  ETA {int(left) // 60}:{int(left) % 60:02d}"
+        return line
 
 
 NO_PROGRESS = Progress(enabled=False)
