@@ -14,13 +14,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import shared_path, torch_traces
+from helpers import shared_path, sweep, torch_traces
 from independent import LEGACY_TO_CATEGORY, load, ns, x_counts_by_cat
 from tracekit.errors import ReaderCrashError, TraceReadError
 from tracekit.plugins.kineto.timestamps import NeedsExactDecimals, us_to_ns
 
 
-@pytest.mark.parametrize("rel", torch_traces())
+@pytest.mark.parametrize(
+    "rel", sweep(torch_traces(), "torch-trace/tracelens/h100_bert-small.json.gz"))
 def test_every_real_trace_reads_with_exact_counts_and_times(rel, registry):
     path = shared_path(*rel.split("/"))
     doc, events = load(path)
@@ -47,6 +48,7 @@ def test_every_real_trace_reads_with_exact_counts_and_times(rel, registry):
     assert accounted == len(events)
 
 
+@pytest.mark.slow
 def test_nccl_trace_details(registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     doc, events = load(path)
@@ -77,6 +79,7 @@ def test_nccl_trace_details(registry):
     assert meta["distributed"]["world_size"] == 2
 
 
+@pytest.mark.slow
 def test_legacy_2021_trace(registry):
     """Operator/Runtime/Kernel categories, 'stream 7' tids, 'async' flows, integer µs."""
     path = shared_path("torch-trace", "kineto-tb_plugin", "resnet50_v100_2021.pt.trace.json.gz")
@@ -95,6 +98,7 @@ def test_legacy_2021_trace(registry):
     assert outcomes[("s:async", "links (the slices' correlation)")] == 9096
 
 
+@pytest.mark.slow
 def test_absolute_float_timestamps_are_exact(registry):
     """ns_resolution: absolute epoch µs with ns fractions; a float cannot hold them."""
     path = shared_path("torch-trace", "hta", "ns_resolution_rank0_v100.pt.trace.json.gz")
@@ -254,6 +258,7 @@ def test_us_to_ns_is_exact_or_asks_for_decimals():
     assert us_to_ns(["12.5"])[0].tolist() == [12500]
 
 
+@pytest.mark.slow
 def test_merged_ranks_keep_one_device_id_per_gpu(registry):
     """TraceLens' merged file encodes the rank in the GPU pid (rank * 1e8 + device); kernels
     carry args.device, GPU annotations do not: both must land on the same device id."""
@@ -542,6 +547,7 @@ class _OnceSource:
 
 @pytest.mark.parametrize("rel", [TRITON, ("torch-trace", "hta",
                                           "ns_resolution_rank0_v100.pt.trace.json.gz")])
+@pytest.mark.slow
 def test_reads_a_stream_once(registry, rel):
     """Content only through the Source, once (the exact re-parse of absolute float µs too)."""
     from tracekit.builder import TraceBuilder
@@ -584,6 +590,7 @@ def _forgiving(monkeypatch, path, registry):
         return tracekit.read(path, registry=registry)
 
 
+@pytest.mark.slow
 def test_typed_decode_reads_like_the_forgiving_path(monkeypatch, registry):
     from tracekit.inputs import Source
     from tracekit.plugins.kineto.reader import _decode_file

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import FIXTURES, shared_path, torch_traces
+from helpers import FIXTURES, shared_path, sweep, torch_traces
 from independent import load
 from perfetto_check import decode_and_check
 from tracekit.builder import TraceBuilder
@@ -32,6 +32,7 @@ def _convert(path, tmp_path, registry, **kw):
     return trace, result, decode_and_check(out)
 
 
+@pytest.mark.slow
 def test_nccl_trace_end_to_end(tmp_path, registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     _, events = load(path)
@@ -58,7 +59,8 @@ def test_nccl_trace_end_to_end(tmp_path, registry):
     assert {"correlation", "grid", "block", "stream"} <= set(k.args)
 
 
-@pytest.mark.parametrize("rel", torch_traces())
+@pytest.mark.parametrize(
+    "rel", sweep(torch_traces(), "torch-trace/tracelens/h100_bert-small.json.gz"))
 def test_every_real_trace_converts_without_loss_or_violations(rel, tmp_path, registry):
     path = shared_path(*rel.split("/"))
     trace, result, decoded = _convert(path, tmp_path, registry)
@@ -141,6 +143,7 @@ def test_deterministic_output(tmp_path, registry):
     assert pc.sum(trace.events["dur_ns"]).as_py() > 0
 
 
+@pytest.mark.slow
 def test_two_ranks_into_one_trace(tmp_path, registry):
     paths = [shared_path("torch-trace", "hta", f"sampled_rank-{r}.json.gz") for r in (0, 1)]
     trace = tracekit.read(paths, registry=registry)
