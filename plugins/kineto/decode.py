@@ -117,7 +117,9 @@ def decode(blocks: Iterable[bytes]) -> tuple[dict[str, Any], ColumnEvents, list[
 
 class _Decoder:
     def __init__(self) -> None:
-        self.parts: list[dict[str, Any]] = []
+        # Each phase's blocks apart, in order of first appearance: the columns come out
+        # grouped by phase, so that the conversion takes each phase as a slice, not a copy.
+        self.phases: dict[str | None, list[dict[str, Any]]] = {}
         self.n = 0
 
     def run(self, blocks: Iterator[bytes]) -> tuple[dict[str, Any], ColumnEvents, list[str]]:
@@ -136,8 +138,8 @@ class _Decoder:
             del pending[:start + 1]
         else:
             prefix, pending = self._head(pending, blocks)
-        # pending holds '[' and then the events not decoded yet: a chunk of it is decoded in
-        # place, framed by that '[' and a ']' written over the ',' after its last event.
+        # pending holds '[' and then the events not decoded yet: a chunk of it is decoded,
+        # framed by that '[' and a ']' written over the ',' after its last event.
         pending[0:0] = b"["
         for block in blocks:
             pending += block
@@ -147,8 +149,8 @@ class _Decoder:
             after = pending[cut + 1]
             pending[cut + 1] = ord("]")
             try:
-                with memoryview(pending) as view, view[:cut + 2] as chunk:
-                    self._events(chunk)
+                # A copy: the raw args point into it, and pending must stay resizable.
+                self._events(bytes(memoryview(pending)[:cut + 2]))
             except _NotEvents:
                 # The split was past the end of the events (between objects of a later
                 # top-level field) or inside a string: the tail sorts it out.
@@ -213,8 +215,17 @@ class _Decoder:
             failure = Unfit
         if failure is not None:
             raise failure
-        self.parts.append(part)
-        self.n += part.pop("n")
+        n = part.pop("n")
+        ph = part["ph"]
+        codes = ph.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+        names = ph.dictionary.to_pylist()
+        seen, first = np.unique(codes, return_index=True)
+        for code in seen[np.argsort(first)].tolist():
+            rows = np.flatnonzero(codes == code)
+            phase = names[code] if code >= 0 else None
+            self.phases.setdefault(phase, []).append(
+                part if len(rows) == n else _take_part(part, rows))
+        self.n += n
 
     def _part(self, evs: list[_Event]) -> dict[str, Any]:
         part: dict[str, Any] = {
@@ -236,14 +247,20 @@ class _Decoder:
                 decoded = decoder.decode(b"[" + b",".join([raws[i] for i in rows]) + b"]")
                 for key, values in extract(decoded).items():
                     present = values.is_valid()
-                    keys[key] = Sparse(rows[present.to_numpy(zero_copy_only=False)] + self.n,
+                    keys[key] = Sparse(rows[present.to_numpy(zero_copy_only=False)],
                                        values.filter(present))
         part["keys"] = keys
         return part
 
     def _columns(self) -> ColumnEvents:
-        """The blocks' columns joined, each freed from the blocks as soon as it is joined."""
-        parts = self.parts
+        """The blocks' columns joined, phase after phase, each freed from the blocks as soon
+        as it is joined."""
+        parts = [p for blocks in self.phases.values() for p in blocks]
+        self.phases = {}
+        start = 0
+        for p in parts:  # keys' rows: from rows of their block to rows of the whole
+            p["keys"] = {k: Sparse(s.rows + start, s.values) for k, s in p["keys"].items()}
+            start += len(p["id"])
 
         def pop(key: str) -> list[Any]:
             return [p.pop(key) for p in parts]
@@ -272,8 +289,16 @@ class _Decoder:
             have = [f.pop(key) for f in found if key in f]
             keys[key] = Sparse(np.concatenate([s.rows for s in have]),
                                pa.concat_arrays([s.values for s in have]))
-        self.parts = []
         return ColumnEvents(self.n, columns, micros, text, keys)
+
+
+def _take_part(part: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    """The ``rows`` of a block's columns."""
+    idx = pa.array(rows, type=pa.int64())
+    out = {k: part[k].take(idx) for k in ("ph", "cat", "name", "pid", "tid", "id", "args")}
+    out.update({k: part[k].take(rows) for k in ("ts", "dur")})
+    out["keys"] = {k: s.take(rows) for k, s in part["keys"].items()}
+    return out
 
 
 def _lone_surrogate(data: bytes | memoryview) -> bool:

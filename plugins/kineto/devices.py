@@ -90,7 +90,7 @@ def devices_and_processes(ctx: Context, table: pa.Table | None) -> None:
     rank = _rank(ctx.top)
     host = ctx.top.get("host_name") if isinstance(ctx.top.get("host_name"), str) else None
     host_rows = table.filter(pc.is_valid(table["tid"]))
-    pairs = host_rows.group_by(["pid", "tid"]).aggregate([]).to_pylist()
+    pairs = host_rows.group_by(["pid", "tid"], use_threads=False).aggregate([]).to_pylist()
     host_pids = set(pc.unique(table.filter(pc.invert(pc.is_in(
         table["category"].cast(pa.string()), pa.array(sorted(DEVICE_CATEGORIES)))))["pid"]
         .drop_null()).to_pylist())

@@ -139,7 +139,8 @@ class DictArgs:
 
 @dataclass
 class ColumnEvents:
-    """Events as columns (see ``decode``); ``keys`` are the extracted args keys."""
+    """Events as columns (see ``decode``), grouped by phase (each phase's events in their
+    order in the document); ``keys`` are the extracted args keys."""
 
     n: int
     columns: dict[str, pa.Array]
@@ -157,13 +158,28 @@ class ColumnEvents:
         return self.micros[key]
 
     def take(self, idx: np.ndarray, args: bool = True) -> ColumnEvents:
-        """The events at ``idx``; without their args when ``args`` is false."""
+        """The events at ``idx``; without their args when ``args`` is false. Consecutive
+        rows (a phase, as the typed decode groups them) are a slice, not a copy."""
+        if len(idx) and idx[-1] - idx[0] + 1 == len(idx) and \
+                bool((idx[1:] > idx[:-1]).all()):
+            return self._slice(int(idx[0]), len(idx), args)
         arrow_idx = pa.array(idx, type=pa.int64())
         return ColumnEvents(
             len(idx), {k: v.take(arrow_idx) for k, v in self.columns.items()},
             {k: v.take(idx) for k, v in self.micros.items()},
             self.text.take(arrow_idx) if args else pa.nulls(len(idx), pa.string()),
             {k: v.take(idx) for k, v in self.keys.items()} if args else {})
+
+    def _slice(self, start: int, n: int, args: bool) -> ColumnEvents:
+        keys = {}
+        for k, s in self.keys.items() if args else ():
+            lo, hi = np.searchsorted(s.rows, [start, start + n])
+            keys[k] = Sparse(s.rows[lo:hi] - start, s.values.slice(lo, hi - lo))
+        return ColumnEvents(
+            n, {k: v.slice(start, n) for k, v in self.columns.items()},
+            {k: Micros(v.ns[start:start + n], v.valid[start:start + n])
+             for k, v in self.micros.items()},
+            self.text.slice(start, n) if args else pa.nulls(n, pa.string()), keys)
 
     def where(self, mask: np.ndarray) -> ColumnEvents:
         return self.take(np.flatnonzero(mask))
