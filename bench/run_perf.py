@@ -3,12 +3,18 @@ about 1 GB, read, analyzed and converted, next to a bare line-by-line read of th
 
     python bench/run_perf.py                  # haandfeng aarch64 recording from ../shared
     python bench/run_perf.py --mib 200 --source fixtures/perf-recorded/burn.perf
+    python bench/run_perf.py --steps read --old 1630a86 --repeat 3
+
+``--old REV`` also measures the perf reader of git revision REV (its plugins/perf files,
+imported from a temporary folder), on the same file in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -17,19 +23,23 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_SOURCE = HERE.parent.parent / "shared" / "fixtures" / "perf-script" / \
     "haandfeng_aarch64" / "out.perf"
 TIMESTAMP = re.compile(r"(\s)(\d+)\.(\d{6}):")
+BASELINE = "python line loop (baseline)"
 
 STEPS = {
-    "python line loop (baseline)":
+    BASELINE:
         "import sys\nfor line in open(sys.argv[1], errors='replace'): pass",
     "tracekit read":
         "import sys,tracekit; tracekit.read(sys.argv[1])",
     "tracekit analyze -a hotspots":
         "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[1]), 'hotspots')",
     "tracekit convert -> .folded":
-        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2])",
+        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2], force=True)",
     "tracekit convert -> .pftrace":
-        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[3])",
+        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[3], force=True)",
 }
+OLD_STEP = ("import sys; sys.path.insert(0, sys.argv[4]); import tracekit, oldperf; "
+            "from tracekit.pipeline import read_one; "
+            "read_one(sys.argv[1], format=oldperf.PerfScriptReader)")
 
 
 def scale(source: Path, target: Path, mib: int) -> int:
@@ -56,24 +66,54 @@ def scale(source: Path, target: Path, mib: int) -> int:
     return per_copy * copies
 
 
+def old_reader(rev: str, folder: Path) -> None:
+    """Write the perf reader of git revision ``rev`` to ``folder/oldperf``."""
+    package = folder / "oldperf"
+    package.mkdir()
+    repo = HERE.parent
+    names = subprocess.run(["git", "ls-tree", "--name-only", f"{rev}:plugins/perf"], cwd=repo,
+                           check=True, capture_output=True, text=True).stdout.split()
+    for name in names:
+        if name.endswith(".py"):
+            code = subprocess.run(["git", "show", f"{rev}:plugins/perf/{name}"], cwd=repo,
+                                  check=True, capture_output=True, text=True).stdout
+            (package / name).write_text(code.replace("tracekit.plugins.perf.", "oldperf."))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     ap.add_argument("--mib", type=int, default=1024)
+    ap.add_argument("--steps", default="", help="a regex: run only the steps it matches "
+                    "(the baseline always runs)")
+    ap.add_argument("--old", metavar="REV", help="also measure the perf reader of this git "
+                    "revision")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of all steps, run in turn; the median of each is kept")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
     from run import measure, print_results
 
+    steps = {k: v for k, v in STEPS.items() if k == BASELINE or re.search(a.steps, k)}
     with tempfile.TemporaryDirectory() as tmp:
+        if a.old:
+            old_reader(a.old, Path(tmp))
+            steps[f"read, perf reader of {a.old}"] = OLD_STEP
         text = Path(tmp) / "scaled.perf"
         n = scale(a.source, text, a.mib)
         print(f"input: {n:,} samples ({text.stat().st_size / 2**20:,.0f} MiB of text), "
               f"scaled from {a.source.name}")
-        results = {label: measure(code, str(text), str(Path(tmp) / "out.folded"),
-                                  str(Path(tmp) / "out.pftrace"))
-                   for label, code in STEPS.items()}
-        print_results(results, "python line loop (baseline)", n, "samples/s")
+        args = (str(text), str(Path(tmp) / "out.folded"), str(Path(tmp) / "out.pftrace"),
+                tmp)
+        rounds: dict[str, list[tuple[float, float]]] = {label: [] for label in steps}
+        for _ in range(a.repeat):
+            for label, code in steps.items():
+                rounds[label].append(measure(code, *args))
+        results = {label: (statistics.median(s for s, _ in runs),
+                           statistics.median(m for _, m in runs))
+                   for label, runs in rounds.items()}
+        print_results(results, BASELINE, n, "samples/s")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -23,6 +24,9 @@ from helpers import FIXTURES, SHARED, read_text, shared_path
 from perfetto_check import decode_and_check
 from tracekit.cli import main
 from tracekit.errors import ReaderCrashError, TraceReadError
+from tracekit.plugins.perf import PerfScriptReader
+from tracekit.plugins.perf import blocks as perf_blocks
+from tracekit.plugins.perf.parser import PerfScriptParser
 from tracekit.progress import Progress
 
 RECORDED = FIXTURES / "perf-recorded"
@@ -706,3 +710,186 @@ def test_a_damaged_first_header_does_not_decide_the_layout(tmp_path, registry):
     assert {k[2]: v for k, v in trace.log.notices().items()} == {
         "skipped: malformed timestamp (first at line 1)": 2,
         "skipped: no timestamp, unlike the samples before it (first at line 10)": 1}
+
+
+# --- column-wise reading: the same trace as the line parser ----------------------------------
+
+def _by_lines(self, source, parser, out) -> None:
+    """How the reader parsed before the column-wise path: the line parser fed from a text
+    stream."""
+    with source.open() as raw:
+        parser.feed(io.TextIOWrapper(raw, "utf-8", "replace", newline=""))
+    parser.finish()
+    for batch in parser.take_batches():
+        out.add_events(batch)
+
+
+def _model(trace) -> dict:
+    """Every table of ``trace`` as plain values (dictionary columns decoded), its metadata
+    and account."""
+    tables = {name: [{k: v for k, v in row.items() if k != "source"}
+                     for row in trace.table(name).to_pylist()]
+              for name in ("events", "stacks", "frames", "threads", "processes")}
+    return {**tables, "metadata": trace.metadata, "log": dict(trace.log.outcomes)}
+
+
+def every_perf_input() -> list[str]:
+    bad = sorted(str(p.relative_to(FIXTURES)) for p in (FIXTURES / "bad" / "perf").iterdir())
+    recorded = sorted(str(p.relative_to(FIXTURES)) for p in RECORDED.glob("*.perf*"))
+    return [f"shared:{rel}" for rel in perf_files()] + recorded + bad
+
+
+def _input(rel: str) -> Path:
+    return shared_path(*rel[7:].split("/")) if rel.startswith("shared:") else FIXTURES / rel
+
+
+def _read_or_error(path: Path, registry) -> dict | str:
+    try:
+        return _model(tracekit.read(path, format="perf", registry=registry))
+    except TraceReadError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("rel", every_perf_input())
+def test_column_wise_reading_gives_the_line_parsers_trace(rel, registry, monkeypatch):
+    path = _input(rel)
+    column_wise = _read_or_error(path, registry)
+    monkeypatch.setattr(perf_blocks, "MIN_RUN", 1)  # every record it can take, however few
+    monkeypatch.setattr(perf_blocks, "BLOCK_BYTES", 4096)  # records cut by block ends
+    small_blocks = _read_or_error(path, registry)
+    monkeypatch.setattr(PerfScriptReader, "_parse", _by_lines)
+    by_lines = _read_or_error(path, registry)
+    assert column_wise == by_lines
+    assert small_blocks == by_lines
+
+
+def test_the_column_wise_path_reads_the_records_of_perfs_default_layout(registry,
+                                                                         monkeypatch):
+    """Guard against a column-wise path that gives every record to the line parser."""
+    taken = []
+    emit = perf_blocks.BlockParser._emit
+
+    def counting(self, rows, *args):
+        taken.append(rows.stop - rows.start)
+        return emit(self, rows, *args)
+    monkeypatch.setattr(perf_blocks.BlockParser, "_emit", counting)
+    monkeypatch.setattr(perf_blocks, "MIN_RUN", 1)
+    trace = tracekit.read(RECORDED / "burn.perf", registry=registry)
+    # All but the first sample (which fixes the layout) and the last: its header is
+    # followed by PERF_RECORD lines in the same record.
+    assert trace.events.num_rows == 346 and sum(taken) == 344
+
+
+_HEADERS = ["burn 8180 [001] 2536.576360: 1001001 cpu-clock:ppp:",
+            "  java  12/34 5.000000001:  7 cycles:u:",
+            "my comm 9 [3] 1.123456: instructions:"]
+_DAMAGE = ["\t", "  ", "x", "1.000000:", "12345678901234567890", "-1", "[1234567890]", "1/2/3",
+           "#", "PERF_RECORD_MMAP", "LOST", ":", "é", "\x0b", "\xa0", "nan:", "0x10", "a:",
+           "1234567890.123456:", "99999999999999999", "007", "[x]", "ev::", "\x00"]
+_FRAMES = ["\t 10 f (/x)", "\tffff80000845a024 perf_lock+0x0 ([kernel.kallsyms])",
+           "\t    ffff888aa6cc [unknown] ([unknown])", "    7f1e g (/y)", " a 1 2.000000: b:",
+           "\t", "\u3000", "#c", "\tsrc.c:10", "plain", "\x0c"]
+
+
+def _variant(rng: random.Random) -> bytes:
+    """perf script text near the default layout: headers with a token added, replaced or
+    dropped, odd separators, odd frame lines, blank lines and CRs."""
+    lines = []
+    for _ in range(rng.randint(1, 25)):
+        words = rng.choice(_HEADERS).split(" ")
+        if rng.random() < 0.4:
+            at = rng.randrange(len(words))
+            change = rng.choice(["add", "replace", "drop"])
+            if change == "add":
+                words.insert(at, rng.choice(_DAMAGE))
+            elif change == "replace":
+                words[at] = rng.choice(_DAMAGE)
+            else:
+                del words[at]
+        header = rng.choice([" ", " ", " ", "  ", "\t"]).join(words)
+        lines.append(rng.choice(["", "", "   "]) + header + rng.choice(["", " ", "  "]))
+        lines += [rng.choice(_FRAMES[:3]) if rng.random() < 0.9 else rng.choice(_FRAMES)
+                  for _ in range(rng.choice([0, 1, 3, 6]))]
+        lines += [""] * rng.choice([1, 1, 2, 0])
+    text = "\n".join(lines) + rng.choice(["\n", "", "\n\n"])
+    if rng.random() < 0.1:  # a line end a text stream splits at too
+        text = text.replace("\n", rng.choice(["\r\n", "\r"]), 1)
+    data = text.encode()
+    return data.replace(b"f (", b"\xff (") if rng.random() < 0.05 else data
+
+
+def _parse(data: bytes, block: int | None = None) -> tuple:
+    """The parser's state after ``data``: read in blocks of ``block`` bytes, every record the
+    column-wise path can take taken; with no block size, line by line from a text stream
+    (as tracekit read perf text before the column-wise path)."""
+    parser = PerfScriptParser()
+    if block is None:
+        parser.feed(io.TextIOWrapper(io.BytesIO(data), "utf-8", "replace", newline=""))
+    else:
+        reader = perf_blocks.BlockParser(parser, min_run=1)
+        for buf, size, whole in perf_blocks.read_blocks(io.BytesIO(data), block):
+            reader.feed(buf, size, whole)
+    parser.finish()
+    rows = []
+    for batch in parser.take_batches():
+        columns = {k: v.to_pylist() if hasattr(v, "to_pylist") else list(v)
+                   for k, v in batch.items()}
+        rows += [dict(zip(columns, values, strict=True))
+                 for values in zip(*columns.values(), strict=True)]
+    frames, stacks = parser.stacks.tables()
+    return (rows, vars(parser.counts), parser.threads, list(parser.events.items()),
+            list(parser.periods.items()), list(parser.synthetic_pids.items()),
+            parser.header_lines, frames.to_pylist(), stacks.to_pylist())
+
+
+def test_the_column_wise_path_agrees_with_the_line_parser_on_damaged_variants(monkeypatch):
+    taken, rows = [], 0
+    emit = perf_blocks.BlockParser._emit
+
+    def counting(self, run, *args):
+        taken.append(run.stop - run.start)
+        return emit(self, run, *args)
+    for seed in range(120):
+        data = _variant(random.Random(seed))
+        by_lines = _parse(data)
+        with monkeypatch.context() as m:
+            m.setattr(perf_blocks.BlockParser, "_emit", counting)
+            assert _parse(data, 64 if seed % 2 else 4096) == by_lines, (seed, data)
+        rows += len(by_lines[0])
+    assert sum(taken) > rows // 8  # the column-wise path took its share
+
+
+class _Recording(Progress):
+    def __init__(self, enabled: bool) -> None:
+        super().__init__(enabled)
+        self.calls: list[tuple] = []
+
+    def phase(self, label, total=0):
+        self.calls.append(("phase", label, total))
+
+    def update(self, done, total=None):
+        self.calls.append(("update", done, total))
+
+
+def test_progress_reports_the_file_bytes_read(tmp_path, registry, monkeypatch):
+    monkeypatch.setattr(perf_blocks, "BLOCK_BYTES", 64 << 10)
+    text = (RECORDED / "burn.perf").read_bytes() * 8
+    for name, data in [("p.perf", text), ("p.perf.gz", gzip.compress(text))]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        progress = _Recording(enabled=False)
+        tracekit.read(path, registry=registry, progress=progress)
+        calls = progress.calls
+        size = len(data)
+        start = calls.index(("phase", f"reading {name}", size))
+        done = [c[1] for c in calls[start:] if c[0] == "update"]
+        assert done == sorted(done) and done[-1] == size
+        if name == "p.perf":
+            assert len(done) == -(-len(text) // (64 << 10))  # one per block
+
+
+def test_batches_hold_at_most_batch_rows(registry):
+    trace = tracekit.read(RECORDED / "burn.perf", registry=registry,
+                          options=["batch_rows=100"])
+    sizes = [len(c) for c in trace.events["kind"].chunks]
+    assert sum(sizes) == 346 and max(sizes) == 100 and len(sizes) >= 4

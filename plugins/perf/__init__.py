@@ -1,21 +1,22 @@
 """Reader for Linux ``perf script`` text: CPU samples with call stacks, and tracepoints.
 
-It streams: lines are parsed in batches and rows leave as Arrow batches, so memory follows
-the number of samples and distinct call sites, not the size of the text. The text is read in
-one pass through ``source.open()``, so a pipe (``perf script | tracekit convert -``) works.
+It streams: the text is read in blocks of some megabytes of whole lines, parsed column-wise
+(blocks.py; records of other shapes go through the line parser, parser.py) and rows leave as
+Arrow batches, so memory follows the block, the number of samples and the distinct call
+sites, not the size of the text. The text is read in one pass through ``source.open()``, so a
+pipe (``perf script | tracekit convert -``) works.
 """
 
 from __future__ import annotations
 
 import gzip
-import io
-import itertools
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import tracekit
 from tracekit import Source, TraceBuilder, TraceReadError
+from tracekit.plugins.perf.blocks import BlockParser, read_blocks
 from tracekit.plugins.perf.header import header_metadata
 from tracekit.plugins.perf.parser import (
     Counts,
@@ -27,7 +28,6 @@ from tracekit.plugins.perf.parser import (
 from tracekit.toolkit import HEAD_SIZE, event_base
 
 CLOCK = "perf clock: seconds since boot (CLOCK_MONOTONIC-like), not the Unix epoch"
-_LINES_PER_BATCH = 50_000
 # Appended to the name of a process made up for a comm printed without its pid.
 SYNTHETIC_MARK = "(pid not recorded)"
 
@@ -98,28 +98,34 @@ class PerfScriptReader(tracekit.Reader):
         self._account(parser.counts, out)
 
     def _parse(self, source: Source, parser: PerfScriptParser, out: TraceBuilder) -> None:
-        """Stream the text through ``parser`` in one pass, handing rows to ``out``."""
+        """Stream the text through ``parser`` in one pass, block by block, handing rows to
+        ``out`` as they are ready."""
         track = bool(source.size)  # progress in bytes needs the size
+        if track:
+            out.progress.phase(f"reading {source.name}", source.size)
         with source.open() as raw:
             # Progress in file bytes: the compressed offset under a gzip stream.
             position = getattr(raw, "fileobj", None) or raw
-            text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
-            line_no = 1
-            while True:
-                lines = list(itertools.islice(text, _LINES_PER_BATCH))
-                if not lines:
-                    break
-                parser.feed(lines, line_no)
-                line_no += len(lines)
-                if len(parser.columns) >= self.options.batch_rows:
-                    out.add_events(parser.take_columns().as_dict())
+            reader = BlockParser(parser)
+            for buf, size, whole in read_blocks(raw):
+                reader.feed(buf, size, whole)
+                self._hand_over(parser.take_batches(self.options.batch_rows), out)
                 if track:
                     try:
                         out.progress.update(position.tell(), source.size)
                     except (OSError, ValueError):  # a stream that cannot tell its offset
                         track = False
         parser.finish()
-        out.add_events(parser.take_columns().as_dict())
+        self._hand_over(parser.take_batches(), out)
+
+    def _hand_over(self, batches: list[dict[str, Any]], out: TraceBuilder) -> None:
+        """Give ``out`` the rows of ``batches``, at most ``batch_rows`` at a time."""
+        step = max(self.options.batch_rows, 1)
+        for batch in batches:
+            rows = len(batch["kind"])
+            for at in range(0, rows, step):
+                out.add_events(batch if rows <= step else
+                               {k: v[at:at + step] for k, v in batch.items()})
 
     @staticmethod
     def _account(counts: Counts, out: TraceBuilder) -> None:

@@ -231,6 +231,9 @@ class PerfScriptParser:
 
     def __init__(self) -> None:
         self.columns = Columns()
+        # Rows ready to leave, in file order: columns of the line parser, or Arrow arrays of
+        # records read column-wise (see blocks.py).
+        self.batches: list[dict[str, Any]] = []
         self.stacks = CallSites()
         self.counts = Counts()
         self.header_lines: list[str] = []
@@ -422,17 +425,36 @@ class PerfScriptParser:
             return self.stacks.stack_of([frame]), frame[0]
         if not lines:
             return None, None
-        key = "\n".join(lines)
-        hit = self._stack_cache.get(key)
+        stack, leaf, detail = self.stack_of_text("\n".join(lines))
+        self.counts.detail_lines += detail  # -F +srcline and other per-frame lines
+        return stack, leaf
+
+    def stack_of_text(self, text: str) -> tuple[int | None, str | None, int]:
+        """The call-site id and leaf name of a sample's frame lines ``text`` (newline
+        separated), and how many of them are no frame; interned on first use."""
+        hit = self._stack_cache.get(text)
         if hit is None:
+            lines = text.split("\n")
             frames = [f for f in map(parse_frame, lines) if f is not None]
             stack = self.stacks.stack_of(frames)
             hit = (stack, frames[0][0] if frames else None, len(lines) - len(frames))
             if len(self._stack_cache) >= 100_000:
                 self._stack_cache.clear()
-            self._stack_cache[key] = hit
-        self.counts.detail_lines += hit[2]  # -F +srcline and other per-frame lines
-        return hit[0], hit[1]
+            self._stack_cache[text] = hit
+        return hit
+
+    def add_batch(self, columns: dict[str, Any]) -> None:
+        """Rows parsed elsewhere (column-wise), after the rows parsed so far."""
+        if len(self.columns):
+            self.batches.append(self.take_columns().as_dict())
+        self.batches.append(columns)
+
+    def take_batches(self, min_rows: int = 0) -> list[dict[str, Any]]:
+        """The rows ready to leave, the line parser's own once at least ``min_rows``."""
+        if len(self.columns) and len(self.columns) >= min_rows:
+            self.batches.append(self.take_columns().as_dict())
+        out, self.batches = self.batches, []
+        return out
 
     def take_columns(self) -> Columns:
         """The rows parsed so far; the parser starts a new batch."""
