@@ -14,7 +14,8 @@ import os
 import stat
 import sys
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -146,24 +147,31 @@ class Source:
     def read_bytes(self, progress: Callable[[int, int], None] | None = None) -> bytes:
         """Return the whole decompressed content; ``progress(done, total)`` in file bytes."""
         out = io.BytesIO()
-        try:
-            with self._raw() as raw:
-                stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if self.compression else raw
-                while chunk := stream.read(_CHUNK):
-                    out.write(chunk)
-                    if progress and not self.is_stream:
-                        progress(raw.tell(), self.size)
-        except EOFError as exc:
-            raise TraceReadError("gzip data is truncated (the file ends early)",
-                                 path=self.path) from exc
-        except (gzip.BadGzipFile, zlib.error) as exc:
-            raise TraceReadError(f"corrupt gzip data: {exc}", path=self.path) from exc
-        except OSError as exc:
-            raise TraceReadError(exc.strerror or str(exc), path=self.path) from exc
+        with read_errors(self.path), self._raw() as raw:
+            stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if self.compression else raw
+            while chunk := stream.read(_CHUNK):
+                out.write(chunk)
+                if progress and not self.is_stream:
+                    progress(raw.tell(), self.size)
         return out.getvalue()
 
     def __repr__(self) -> str:
         return f"Source({os.fspath(self.path)!r}, compression={self.compression!r})"
+
+
+@contextmanager
+def read_errors(path: Path, reader: str | None = None) -> Iterator[None]:
+    """Turn what reading a (possibly gzipped) input raises into one TraceReadError naming
+    ``path``: a truncated or corrupt gzip stream, or an OS error."""
+    try:
+        yield
+    except EOFError as exc:
+        raise TraceReadError("gzip data is truncated (the file ends early)", path=path,
+                             reader=reader) from exc
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise TraceReadError(f"corrupt gzip data: {exc}", path=path, reader=reader) from exc
+    except OSError as exc:
+        raise TraceReadError(exc.strerror or str(exc), path=path, reader=reader) from exc
 
 
 def _stat_problem(exc: OSError) -> str:

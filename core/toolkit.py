@@ -19,7 +19,7 @@ from tracekit.columns import any_true, arg_strings, equals, is_in, starts_with
 from tracekit.defaults import default_analyzers, trace_kind
 from tracekit.factorize import factorize
 from tracekit.gcpause import gc_paused
-from tracekit.inputs import HEAD_SIZE
+from tracekit.inputs import HEAD_SIZE, read_errors
 from tracekit.links import launch_links, mix64
 from tracekit.model import SYNTHETIC_ID_MAX, TABLE_NAMES
 from tracekit.outputs import check_not_input, open_output, preflight
@@ -97,7 +97,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Reports", "Building report tables and the numbers in findings.",
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
       "format_evidence"]),
-    ("Reading and progress", "", ["Progress", "NO_PROGRESS", "HEAD_SIZE", "gc_paused"]),
+    ("Reading and progress", "", ["Progress", "NO_PROGRESS", "HEAD_SIZE", "read_errors",
+                                   "gc_paused"]),
     ("Outputs", "For plugin commands that write files: the rules ``tracekit convert`` "
      "follows (no partial outputs, ``--force`` to replace, never an input).",
      ["preflight", "open_output", "check_not_input"]),
@@ -165,6 +166,7 @@ __all__ = [
     "open_output",
     "percent",
     "preflight",
+    "read_errors",
     "report_table",
     "sample_events",
     "sample_weights",

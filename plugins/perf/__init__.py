@@ -9,8 +9,6 @@ pipe (``perf script | tracekit convert -``) works.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +23,7 @@ from tracekit.plugins.perf.parser import (
     parse_frame,
     parse_header,
 )
-from tracekit.toolkit import HEAD_SIZE, event_base
+from tracekit.toolkit import HEAD_SIZE, event_base, read_errors
 
 CLOCK = "perf clock: seconds since boot (CLOCK_MONOTONIC-like), not the Unix epoch"
 # Appended to the name of a process made up for a comm printed without its pid.
@@ -64,17 +62,8 @@ class PerfScriptReader(tracekit.Reader):
 
     def read(self, source: Source, out: TraceBuilder) -> None:
         parser = PerfScriptParser()
-        try:
+        with read_errors(source.path, self.name):
             self._parse(source, parser, out)
-        except EOFError as exc:
-            raise TraceReadError("gzip data is truncated (the file ends early)",
-                                 path=source.path, reader=self.name) from exc
-        except (gzip.BadGzipFile, zlib.error) as exc:
-            raise TraceReadError(f"corrupt gzip data: {exc}", path=source.path,
-                                 reader=self.name) from exc
-        except OSError as exc:
-            raise TraceReadError(exc.strerror or str(exc), path=source.path,
-                                 reader=self.name) from exc
         counts = parser.counts
         if not counts.samples and not counts.tracepoints:
             where = (f" (line {counts.first_unparsed[0]}: {counts.first_unparsed[1]!r})"

@@ -10,8 +10,6 @@ whole as bytes or as protobuf objects.
 from __future__ import annotations
 
 import contextlib
-import gzip
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +27,7 @@ from tracekit.plugins.perfetto.read_framing import (
 )
 from tracekit.plugins.perfetto.read_packets import PacketReader
 from tracekit.schemas import perfetto_subset_pb2 as pb
+from tracekit.toolkit import read_errors
 
 _MAX_PACKET = 256 << 20  # far above what producers write: a longer packet means not a trace
 _PACKET_FIELDS = {f.number: 2 if f.type in (f.TYPE_MESSAGE, f.TYPE_BYTES, f.TYPE_STRING)
@@ -57,7 +56,7 @@ class PerfettoReader(tracekit.Reader):
         tail = Tail()
         damaged = _Damage()
         try:
-            with source.open() as stream:
+            with read_errors(source.path, self.name), source.open() as stream:
                 for offset, block in packet_blocks(stream, tail, _ticker(stream, source,
                                                                          progress)):
                     _feed(reader, block, offset, damaged)
@@ -68,15 +67,6 @@ class PerfettoReader(tracekit.Reader):
                     from None
             out.note("packets", f"skipped: everything from byte {exc.offset} on, which is "
                      f"not Perfetto packets ({exc.reason})")
-        except EOFError as exc:
-            raise TraceReadError("gzip data is truncated (the file ends early)",
-                                 path=source.path, reader=self.name) from exc
-        except (gzip.BadGzipFile, zlib.error) as exc:
-            raise TraceReadError(f"corrupt gzip data: {exc}", path=source.path,
-                                 reader=self.name) from exc
-        except OSError as exc:
-            raise TraceReadError(exc.strerror or str(exc), path=source.path,
-                                 reader=self.name) from exc
         if tail.truncated and not reader.packets:
             raise TraceReadError(f"the file ends inside its first packet ({tail.truncated} "
                                  "bytes of it)", path=source.path, reader=self.name)
