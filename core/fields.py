@@ -46,6 +46,21 @@ FIELD_PREFIX = "field "
 Mask = np.ndarray | bool
 
 
+def keep_writable(events: pa.Table, checks: Iterable[tuple[Any, str]],
+                  skipped: Counter[str]) -> pa.Table:
+    """The rows of ``events`` no check rejects; each ``(mask, reason)`` check counts the rows
+    it is the first to reject in ``skipped[reason]`` (a null mask value rejects nothing)."""
+    keep = pa.array(np.ones(events.num_rows, dtype=bool))
+    for mask, reason in checks:
+        mask = pc.and_(pc.fill_null(mask, False), keep)
+        count = pc.sum(mask).as_py() or 0
+        if count:
+            skipped[reason] += count
+        keep = pc.and_(keep, pc.invert(mask))
+    # Filtering copies every column: only do it when something is left out.
+    return events if pc.all(keep).as_py() else events.filter(keep)
+
+
 def field_skip(column: str, why: str) -> str:
     """The ``WriteResult.skipped`` key for values of ``column`` that were not written although
     their events were: ``field <column>: <why>``."""

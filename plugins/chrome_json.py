@@ -180,14 +180,7 @@ def _writable(events: pa.Table, result: tracekit.WriteResult) -> pa.Table:
         (pc.and_(is_counter, pc.invert(pc.fill_null(pc.is_finite(events["value"]), False))),
          "counter rows without a finite value"),
     ]
-    keep = pa.array(np.ones(events.num_rows, dtype=bool))
-    for mask, reason in checks:
-        mask = pc.and_(pc.fill_null(mask, False), keep)
-        n = pc.sum(mask).as_py() or 0
-        if n:
-            result.skipped[reason] += n
-        keep = pc.and_(keep, pc.invert(mask))
-    return events if pc.all(keep).as_py() else events.filter(keep)
+    return fields.keep_writable(events, checks, result.skipped)
 
 
 class _Plan:

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
+from tracekit import fields
 from tracekit.errors import EmptyOutputError
 from tracekit.links import launch_links, mix64
 from tracekit.model import Trace
@@ -108,15 +109,7 @@ class PerfettoWriter(tracekit.Writer):
             (pc.and_(is_counter, pc.invert(pc.is_finite(events["value"]))),
              "counter values that are NaN or infinite"),
         ]
-        keep = pa.array(np.ones(events.num_rows, dtype=bool))
-        for mask, reason in checks:
-            mask = pc.and_(pc.fill_null(mask, False), keep)
-            count = pc.sum(mask).as_py() or 0
-            if count:
-                result.skipped[reason] += count
-            keep = pc.and_(keep, pc.invert(mask))
-        # Filtering copies every column: only do it when something is left out.
-        return events if pc.all(keep).as_py() else events.filter(keep)
+        return fields.keep_writable(events, checks, result.skipped)
 
     def _packets(self, events: pa.Table, plan: Any, result: tracekit.WriteResult) -> _Packets:
         kind = events["kind"].cast(pa.string())
