@@ -267,10 +267,12 @@ def _too_little_gpu_work(trace: Trace, per_device: list[Gaps]) -> Report | None:
     """The report for a trace whose GPU work is too little to judge (``TOO_LITTLE_GPU_*``),
     or None."""
     busy = sum(iv.total(g.timeline.busy) for g in per_device)
+    if busy >= TOO_LITTLE_GPU_NS:
+        return None  # the common case: no need to look at the host side
     ev = trace.events
     timed = ev.filter(pc.and_(ev["ts_ns"].is_valid(), pc.invert(pc.equal(
         ev["category"].cast(pa.string()), "host.profiler"))))
-    if busy >= TOO_LITTLE_GPU_NS or not timed.num_rows:
+    if not timed.num_rows:
         return None
     start = pc.min(timed["ts_ns"]).as_py()
     end = pc.max(pc.add(timed["ts_ns"], timed["dur_ns"].fill_null(0))).as_py()
