@@ -1,4 +1,4 @@
-"""The component interfaces plugins implement: Reader, Writer and Analyzer."""
+"""The component interfaces plugins implement: Reader, Writer, Analyzer and ReportFormat."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tracekit.builder import TraceBuilder
     from tracekit.inputs import Source
     from tracekit.model import Trace
+    from tracekit.registry import Registry
     from tracekit.report import Report
 
 
@@ -182,3 +183,26 @@ class Analyzer(Component):
     def combines_inputs(cls) -> bool:
         """Whether the analyzer implements ``per_input`` and ``combine``."""
         return cls.per_input is not Analyzer.per_input and cls.combine is not Analyzer.combine
+
+
+class ReportFormat(Component):
+    """Renders reports as a file: ``tracekit analyze --format NAME`` (``text``, ``json`` and
+    ``csv`` are core's own; plugins register more with ``register_report_formats``)."""
+
+    kind = "report-format"
+    #: File name endings of this format, the usual one first (``(".html",)``).
+    extensions: ClassVar[tuple[str, ...]] = ()
+    #: The media (MIME) type of what ``render`` returns.
+    media_type: ClassVar[str] = "application/octet-stream"
+
+    def analyzers(self, trace: Trace, registry: Registry) -> list[str] | None:
+        """Optional: what a plain ``analyze --format NAME`` (no ``-a``) runs on ``trace``;
+        None (the default) runs the defaults for the kind of trace."""
+        return None
+
+    @abstractmethod
+    def render(self, reports: list[Report], inputs: list[str], *, trace: Trace | None = None,
+               analyzer_options: tuple[str, ...] = ()) -> bytes:
+        """``reports`` of ``inputs`` as this format's bytes. ``trace`` is the events the
+        reports were made from (None where they are not at hand: ``analyze --engine``);
+        ``analyzer_options`` the ``-O`` pairs the analyzers were given."""
