@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from tracekit.registry import load_registry
+
+# jsonschema imports rfc3987_syntax, when installed, to check the "iri" formats: that builds a
+# Lark parser and takes 3-5 s, the largest part of collecting the suite. The report schema uses
+# no such format (and validate() checks formats only when asked), so the tests go without it.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")
