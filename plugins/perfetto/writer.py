@@ -1,0 +1,293 @@
+"""Writer for Perfetto traces (protobuf TrackEvent), streamed packet chunk by packet chunk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import tracekit
+from tracekit import fields
+from tracekit.errors import EmptyOutputError
+from tracekit.links import launch_links, mix64
+from tracekit.model import Trace
+from tracekit.plugins.perfetto.annotations import (
+    AnnotationEncoder,
+    annotated_args,
+    sample_native,
+)
+from tracekit.plugins.perfetto.lanes import nest_slices
+from tracekit.plugins.perfetto.samples import sample_packets
+from tracekit.plugins.perfetto.tracks import plan_tracks
+from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message
+
+SEQUENCE_ID = 1
+_CLEARED, _NEEDS_STATE = 1, 2
+_BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4
+_CHUNK = 100_000
+_INTERN_BATCH = 10_000
+_INT64_MAX = np.iinfo(np.int64).max
+_KINDS = ("slice", "instant", "counter", "sample")
+_UNTIMED = "untimed aggregate rows (no timestamp)"
+
+
+@dataclass
+class _Packets:
+    """Event packets as columns, sorted into emission order."""
+
+    ts: np.ndarray
+    type: np.ndarray
+    uuid: np.ndarray
+    row: np.ndarray          # event row (for name, category, args, flows)
+    with_fields: np.ndarray  # BEGIN and INSTANT carry name, category, args and flows
+    value: np.ndarray        # counter value
+    name_iid: np.ndarray     # interned name and category ids (dictionary code + 1)
+    cat_iid: np.ndarray
+
+
+class PerfettoWriter(tracekit.Writer):
+    """Perfetto protobuf trace: tracks per process/thread and per GPU stream, flows, counters."""
+
+    name = "perfetto"
+    description = "Perfetto trace (protobuf TrackEvent) for ui.perfetto.dev"
+    extensions = (".pftrace", ".perfetto-trace", ".perfetto")
+    # Tracks hold pid, tid, device and stream; flows link by correlation and flow_id, but
+    # their values travel as annotations (tracekit.fields), like the other typed columns.
+    native_columns = frozenset({"kind", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
+                                "device", "stream", "value", "stack_id", "source"})
+    event_counts = ("slices", "instants", "counter values", "CPU samples")
+
+    @dataclass(frozen=True)
+    class Options:
+        args: bool = field(default=True, metadata={"help": "write args as debug annotations"})
+        flows: bool = field(default=True, metadata={"help": "write flow arrows"})
+
+    def write(self, trace: Trace, stream: IO[bytes]) -> tracekit.WriteResult:
+        result = tracekit.WriteResult()
+        events = self._writable(trace.events, result)
+        if not events.num_rows:
+            raise EmptyOutputError(_nothing_to_draw(trace.events, result))
+        plan = plan_tracks(trace, events)
+        args = annotated_args(events, _native(events, plan), self.options.args, result.skipped)
+        packets = self._packets(events, plan, result)
+        flows = _flow_lists(events) if self.options.flows else None
+        progress = self.progress
+        annotations = AnnotationEncoder()
+        first_ts = int(packets.ts[0]) if len(packets.ts) else 0
+        stream.write(_intern_packets(events, first_ts))
+        for desc in plan.descriptors:
+            stream.write(_packet((8, first_ts), (60, desc)))
+        for lo in range(0, len(packets.ts), _CHUNK):
+            hi = min(lo + _CHUNK, len(packets.ts))
+            stream.write(_encode_chunk(packets, lo, hi, args, flows, annotations))
+            if progress:
+                progress.update(hi, len(packets.ts))
+        samples = events.select(["ts_ns", "pid", "tid", "stack_id"]).filter(
+            pc.equal(events["kind"].cast(pa.string()), "sample"))
+        if samples.num_rows:
+            for chunk in sample_packets(trace, samples):
+                stream.write(chunk)
+            result.written["CPU samples"] = samples.num_rows
+        result.written["tracks"] = plan.track_count
+        if flows is not None:
+            result.written["flow endpoints"] = int(
+                flows.counts[packets.row[packets.with_fields]].sum())
+        return result
+
+    def _writable(self, events: pa.Table, result: tracekit.WriteResult) -> pa.Table:
+        kind = events["kind"].cast(pa.string())
+        is_counter = pc.equal(kind, "counter")
+        checks = [
+            (pc.invert(pc.is_in(kind, pa.array(_KINDS))), "events of an unknown kind"),
+            (pc.is_null(events["ts_ns"]), _UNTIMED),
+            (pc.less(pc.fill_null(events["ts_ns"], 0), 0), "negative timestamps"),
+            (pc.and_(pc.equal(kind, "sample"), pc.is_null(events["stack_id"])),
+             "CPU samples without a call stack"),
+            (pc.and_(is_counter, pc.is_null(events["value"])), "counter rows without a value"),
+            (pc.and_(is_counter, pc.invert(pc.is_finite(events["value"]))),
+             "counter values that are NaN or infinite"),
+        ]
+        return fields.keep_writable(events, checks, result.skipped)
+
+    def _packets(self, events: pa.Table, plan: Any, result: tracekit.WriteResult) -> _Packets:
+        kind = events["kind"].cast(pa.string())
+        ts = events["ts_ns"].to_numpy()
+        # Clamped so that the end never passes int64 (ts >= 0 here, so the bound cannot wrap).
+        dur = np.minimum(np.maximum(events["dur_ns"].fill_null(0).to_numpy(), 0),
+                         _INT64_MAX - ts)
+        track = plan.row_track
+        slice_rows = np.flatnonzero(pc.equal(kind, "slice").to_numpy(zero_copy_only=False))
+        rows, begins, lanes = nest_slices(track[slice_rows], ts[slice_rows],
+                                          ts[slice_rows] + dur[slice_rows])
+        rows = slice_rows[rows]
+        # One uuid per distinct (track, lane), then spread to the rows.
+        pairs, inverse = np.unique(np.stack([track[rows], lanes]), axis=1, return_inverse=True) \
+            if len(rows) else (np.zeros((2, 0), dtype=np.int64), np.array([], dtype=np.int64))
+        pair_uuid = np.array([plan.lane_uuid(int(t), int(lane)) for t, lane in pairs.T],
+                             dtype=np.uint64)
+        lane_uuid = pair_uuid[inverse.reshape(-1)]
+        instant_rows = np.flatnonzero(pc.equal(kind, "instant").to_numpy(zero_copy_only=False))
+        counter_rows = np.flatnonzero(pc.equal(kind, "counter").to_numpy(zero_copy_only=False))
+        uuids = np.array(plan.uuids, dtype=np.uint64)
+        value = events["value"].fill_null(0).to_numpy()
+        parts = [
+            (np.where(begins, ts[rows], ts[rows] + dur[rows]),
+             np.where(begins, _BEGIN, _END), lane_uuid, rows, begins),
+            (ts[instant_rows], np.full(len(instant_rows), _INSTANT), uuids[track[instant_rows]],
+             instant_rows, np.ones(len(instant_rows), dtype=bool)),
+            (ts[counter_rows], np.full(len(counter_rows), _COUNTER),
+             uuids[track[counter_rows]], counter_rows, np.zeros(len(counter_rows), dtype=bool)),
+        ]
+        cat = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+        # Stable: within a track and lane the nesting order above is kept for equal times.
+        order = np.argsort(cat[0], kind="stable")
+        result.written["slices"] = len(rows) // 2
+        result.written["instants"] = len(instant_rows)
+        result.written["counter values"] = len(counter_rows)
+        row = cat[3][order]
+        names = events["name"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+        cats = events["category"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+        return _Packets(ts=cat[0][order], type=cat[1][order],
+                        uuid=cat[2][order].astype(np.uint64), row=row,
+                        with_fields=cat[4][order].astype(bool), value=value[row],
+                        name_iid=names[row] + 1, cat_iid=cats[row] + 1)
+
+
+def _native(events: pa.Table, plan: Any) -> dict[str, Any]:
+    """Per typed column the rows whose Perfetto event or track holds it (tracekit.fields)."""
+    kind = events["kind"].cast(pa.string())
+    slices, counters, samples = (pc.equal(kind, k).to_numpy(zero_copy_only=False)
+                                 for k in ("slice", "counter", "sample"))
+    return {
+        "kind": True, "ts_ns": True, "name": ~samples,
+        "category": ~samples | sample_native(events), "dur_ns": slices,
+        # PerfSample packets name their pid and tid; tracks those of the other rows.
+        "pid": plan.native["pid"] | samples, "tid": plan.native["tid"] | samples,
+        "device": plan.native["device"], "stream": plan.native["stream"],
+        "value": counters, "stack_id": samples,
+        "source": len(events["source"].combine_chunks().dictionary) <= 1,
+    }
+
+
+def _nothing_to_draw(events: pa.Table, result: tracekit.WriteResult) -> str:
+    """Why no event could be written, for EmptyOutputError."""
+    if not events.num_rows:
+        return "nothing to draw: the input has no events"
+    untimed = result.skipped.get(_UNTIMED, 0)
+    if untimed == events.num_rows:
+        kinds = pc.unique(events["kind"].cast(pa.string())).to_pylist()
+        what = "samples" if kinds == ["sample"] else "events"
+        return f"nothing to draw: no event has a timestamp ({untimed} {what} without one)"
+    return "nothing to draw: " + ", ".join(f"{n} {reason}"
+                                           for reason, n in result.skipped.items())
+
+
+def _packet(*fields: tuple[int, object]) -> bytes:
+    """One TracePacket wrapped as a Trace.packet field."""
+    return encode_message((1, encode_message(*fields)))
+
+
+def _intern_packets(events: pa.Table, first_ts: int) -> bytes:
+    """Interned event names and categories; the first packet clears the sequence state."""
+    names = events["name"].combine_chunks().dictionary.to_pylist()
+    cats = events["category"].combine_chunks().dictionary.to_pylist()
+    entries = [(1, encode_message((1, i + 1), (2, c))) for i, c in enumerate(cats)]
+    entries += [(2, encode_message((1, i + 1), (2, nm))) for i, nm in enumerate(names)]
+    out = []
+    for k in range(0, max(len(entries), 1), _INTERN_BATCH):
+        flags = _CLEARED | _NEEDS_STATE if k == 0 else _NEEDS_STATE
+        out.append(_packet((8, first_ts), (10, SEQUENCE_ID), (13, flags),
+                           (12, encode_message(*entries[k:k + _INTERN_BATCH]))))
+    return b"".join(out)
+
+
+@dataclass
+class _FlowLists:
+    """The flow ids of each event row: row ``r`` has ``ids[start[r]:start[r] + counts[r]]``."""
+
+    start: np.ndarray
+    counts: np.ndarray
+    ids: np.ndarray  # uint64, below 2**63
+
+
+def _flow_lists(events: pa.Table) -> _FlowLists:
+    """Flow ids per row, from launch links (see tracekit.links) and from ``flow_id``.
+
+    Trace processor links the events that share a flow id in time order, a chain. A launch
+    with one device row shares one id with it. A launch whose correlation id several
+    device rows share (a CUDA/HIP graph launch and its kernels) must fan out instead of
+    chaining launch -> k1 -> k2: each device row gets an id of its own, and the launch carries
+    all of them, one arrow each. Both ends use ``flow_ids`` rather than ``terminating_flow_ids``
+    so that an arrow is drawn even when clock skew puts the device row first.
+    """
+    n = events.num_rows
+    key, linked, on_device = launch_links(events)
+    rows = np.flatnonzero(linked)
+    keys, device = key[rows], on_device[rows]
+    _, inverse = np.unique(keys, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    hosts = np.bincount(inverse, weights=~device)[inverse]
+    devices = np.bincount(inverse, weights=device)[inverse]
+    fan = (hosts == 1) & (devices > 1)
+    plain = rows[~fan]
+    fan_dev = rows[fan & device]
+    fan_host = rows[fan & ~device]
+    order = np.argsort(key[fan_host], kind="stable")
+    host_of = fan_host[order][np.searchsorted(key[fan_host][order], key[fan_dev])]
+    with np.errstate(over="ignore"):
+        fan_ids = mix64(key[fan_dev] ^ mix64(fan_dev.astype(np.uint64) + np.uint64(1)))
+    fid_rows = np.flatnonzero(events["flow_id"].is_valid().to_numpy(zero_copy_only=False))
+    src = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)[fid_rows]
+    fid = events["flow_id"].take(pa.array(fid_rows)).to_numpy().astype(np.uint64)
+    fid_ids = mix64(src.astype(np.uint64) ^ np.uint64(0x5851F42D4C957F2D)) ^ mix64(fid)
+    all_rows = np.concatenate([plain, host_of, fan_dev, fid_rows]).astype(np.int64)
+    all_ids = np.concatenate([key[plain], fan_ids, fan_ids, fid_ids]).astype(np.uint64) \
+        >> np.uint64(1)
+    # Stable: a row lists its launch ids (in device row order) before its flow_id id.
+    order = np.argsort(all_rows, kind="stable")
+    counts = np.bincount(all_rows, minlength=n).astype(np.int64)
+    start = np.zeros(n, dtype=np.int64)
+    np.cumsum(counts[:-1], out=start[1:])
+    return _FlowLists(start=start, counts=counts, ids=all_ids[order])
+
+
+def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
+                  flows: _FlowLists | None, annotations: AnnotationEncoder) -> bytes:
+    n = hi - lo
+    rows = p.row[lo:hi]
+    fields = p.with_fields[lo:hi]
+    te = MessageColumns(n)
+    te.varint(9, p.type[lo:hi])
+    te.varint(11, p.uuid[lo:hi].view(np.int64))
+    is_counter = p.type[lo:hi] == _COUNTER
+    # Counters carry their category and annotations too: the track only names them.
+    te.varint(3, p.cat_iid[lo:hi], present=fields | is_counter)
+    te.varint(10, p.name_iid[lo:hi], present=fields)
+    te.double(44, p.value[lo:hi], present=is_counter)
+    if flows is not None:
+        counts = np.where(fields, flows.counts[rows], 0)
+        first = np.cumsum(counts) - counts
+        take = np.repeat(flows.start[rows] - first, counts) + np.arange(int(counts.sum()))
+        te.repeated_fixed64(47, counts, flows.ids[take])
+    prefix = b""
+    blobs = [b""] * n
+    arg_rows = np.flatnonzero(fields | is_counter)
+    texts = args.take(pa.array(rows[arg_rows])).to_pylist()
+    for i, text in zip(arg_rows.tolist(), texts, strict=True):
+        if text:
+            blobs[i] = annotations.encode(text)
+    te.raw(Blob.from_list(blobs))
+    fresh = annotations.new_names()
+    if fresh:
+        interned = encode_message(*[(3, encode_message((1, iid), (2, nm)))
+                                    for iid, nm in fresh])
+        prefix = _packet((8, int(p.ts[lo])), (10, SEQUENCE_ID), (13, _NEEDS_STATE),
+                         (12, interned))
+    packet = MessageColumns(n)
+    packet.varint(8, p.ts[lo:hi])
+    packet.message(11, te.encode())
+    packet.varint(10, SEQUENCE_ID)
+    packet.varint(13, _NEEDS_STATE)
+    return prefix + MessageColumns(n).message(1, packet.encode()).encode().tobytes()
