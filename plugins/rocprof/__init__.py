@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Source, TraceBuilder, TraceReadError
-from tracekit.plugins.rocprof import agents, v1json
+from tracekit.plugins.rocprof import agents, runs, v1json
 from tracekit.plugins.rocprof.columns import OutOfRange, add_finished
-from tracekit.plugins.rocprof.convert import CONVERTERS, stats_category
+from tracekit.plugins.rocprof.convert import CONVERTERS, file_pid, stats_category
 from tracekit.plugins.rocprof.database import RocprofDatabaseReader
 from tracekit.plugins.rocprof.files import (
     CsvFile,
@@ -64,6 +65,13 @@ class RocprofCsvReader(tracekit.Reader):
     name = "rocprof"
     description = "AMD rocprof v1 / rocprofv3 CSV traces and stats (file or directory)"
     extensions = (".csv",)
+
+    @dataclass(frozen=True)
+    class Options:
+        run: str = field(default="", metadata={
+            "help": "the run to read from files of several runs: a file name or a process "
+                    "id (default: the run of the file named, else the one with the most GPU "
+                    "records); 'all' reads every file as one"})
 
     @classmethod
     def sniff(cls, source: Source) -> float:
@@ -120,26 +128,28 @@ class RocprofCsvReader(tracekit.Reader):
             _note_other_files(source.path, out)
         if not files:
             raise TraceReadError("no rocprof CSV files here", path=source.path)
-        traced = [f for f in files if f.kind not in ("stats", "v3_agents")]
         converted = []
         for f in files:
-            if f.kind == "v3_agents":
+            if f.kind in ("v3_agents", "stats"):
                 continue
-            if f.kind == "stats" and (traced or stats_category(f) is None):
+            if f.kind not in CONVERTERS:
+                out.note(f.path.name, f"skipped: {f.kind} not read yet", f.table.num_rows)
+                continue
+            converted.append((f, _convert(f)))
+        files, converted = self._one_run(source, files, converted, out)
+        traced = [f for f in files if f.kind not in ("stats", "v3_agents")]
+        for f in files:
+            if f.kind != "stats":
+                continue
+            if traced or stats_category(f) is None:
                 why = ("aggregate totals of the run the trace files here record (not added "
                        "on top of their events)" if traced else
                        "per-domain totals (the other stats files break them down)")
                 out.note(f.path.name, f"skipped: {why}", f.table.num_rows)
                 continue
-            if f.kind not in CONVERTERS:
-                out.note(f.path.name, f"skipped: {f.kind} not read yet", f.table.num_rows)
-                continue
-            try:
-                converted.append((f, CONVERTERS[f.kind](f)))
-            except OutOfRange as exc:
-                exc.column = f.labels.get(exc.column) or spelling(exc.column)
-                raise TraceReadError(exc.message(), path=f.path,
-                                     location=f"line {f.line_of(exc.row)}") from None
+            converted.append((f, _convert(f)))
+        order = {id(f): i for i, f in enumerate(files)}
+        converted.sort(key=lambda fc: order[id(fc[0])])
         for f, _ in converted:
             pair = OPTIONAL_TIMES.get(f.kind)
             if pair and (pair[0] in f.table.column_names) != (pair[1] in f.table.column_names):
@@ -184,6 +194,30 @@ class RocprofCsvReader(tracekit.Reader):
         if not traced:
             out.metadata["aggregates_only"] = True
 
+    def _one_run(self, source: Source, files: list[CsvFile],
+                 converted: list[tuple[CsvFile, dict[str, Any]]], out: TraceBuilder
+                 ) -> tuple[list[CsvFile], list[tuple[CsvFile, dict[str, Any]]]]:
+        """The files of the one run to read (see ``runs``), the others counted as skipped
+        with why; records repeated across files of the run are read once."""
+        columns = {id(f): c for f, c in converted}
+        members = [runs.member(i, f.path, f.kind, columns.get(id(f)), file_pid(f))
+                   for i, f in enumerate(files)]
+        keep, found = runs.select(members, self.options.run.strip(),
+                                  None if source.is_dir else source.path, source.path, out)
+        for m in members:
+            if m.index not in keep:
+                out.note(m.path.name, runs.skip_reason(m, found, keep),
+                         files[m.index].table.num_rows)
+        if len(found) > 1:
+            out.metadata["runs"] = [{
+                "files": [m.path.name for m in r.members], "pids": sorted(r.pids),
+                "start_ns": r.start, "end_ns": r.end, "gpu_records": r.gpu_rows,
+                "read": r.members[0].index in keep} for r in found]
+        read = {id(f) for i, f in enumerate(files) if i in keep}
+        converted = [(f, c) for f, c in converted if id(f) in read]
+        runs.drop_repeats(converted, out)
+        return [f for f in files if id(f) in read], converted
+
     @staticmethod
     def _read_v1_json(source: Source, out: TraceBuilder) -> None:
         doc, replaced = load_json(source)
@@ -216,6 +250,16 @@ class RocprofCsvReader(tracekit.Reader):
         out.metadata.update({"format": "rocprof v1 results.json", "tool": "rocprof",
                              "clock": CLOCK, "other_data_keys": len(other)
                              if isinstance(other, dict) else 0})
+
+
+def _convert(f: CsvFile) -> dict[str, Any]:
+    """A file's event columns; a value out of range is an error naming its line."""
+    try:
+        return CONVERTERS[f.kind](f)
+    except OutOfRange as exc:
+        exc.column = f.labels.get(exc.column) or spelling(exc.column)
+        raise TraceReadError(exc.message(), path=f.path,
+                             location=f"line {f.line_of(exc.row)}") from None
 
 
 def _v1_timeline_in(source: Source) -> Path | None:
