@@ -18,9 +18,12 @@ from multiprocessing import get_context
 from typing import Any, TypeVar
 
 from tracekit.errors import UsageError
+from tracekit.inputs import STDIN
 
 T = TypeVar("T")
 ENGINES = ("local", "dask")
+#: A plain ``analyze`` of more inputs than this takes them one per task (see ``plan``).
+MANY_INPUTS = 8
 
 
 def default_jobs(inputs: int) -> int:
@@ -88,6 +91,40 @@ def _on_dask(task: Callable[[Any], T], inputs: Sequence[Any], jobs: int | None,
             cluster.close()
 
 
+def plan(paths: Sequence[Any], analyzers: Sequence[str] = (), *, engine: str | None = None,
+         jobs: int | None = None, scheduler: str | None = None,
+         registry: Any = None) -> str | None:
+    """The engine ``tracekit analyze`` runs ``paths`` (inputs already expanded, see
+    ``tracekit.pipeline.expand_inputs``) on, or None to read them all into one process.
+
+    ``engine``, ``jobs`` or ``scheduler`` given: per input, on that engine. Otherwise a run of
+    more than ``MANY_INPUTS`` inputs is analyzed per input in local processes when every
+    named analyzer (or, none named, the defaults for runs) combines inputs: memory then holds
+    a few inputs whatever their number, and the inputs are read in parallel. Fewer inputs,
+    or an analyzer that needs the whole run at once (``-a bottleneck``), are read into one
+    process: the verdict over the whole run, with the ``ranks`` report beside it.
+    """
+    if engine or jobs or scheduler:
+        return engine or "local"
+    if len(paths) <= MANY_INPUTS:
+        return None
+    if analyzers:
+        from tracekit.pipeline import default_registry
+
+        registry = registry or default_registry()
+        if not all(registry.get("analyzer", n).combines_inputs() for n in analyzers):
+            return None
+    return "local"
+
+
+def planned_note(inputs: int) -> str:
+    """What the report says when ``plan`` chose per-input analysis by itself."""
+    return (f"{inputs} inputs: each read and summarized in a task of its own (local "
+            f"processes), so that memory holds a few inputs at once; the verdict over the "
+            "whole run needs it read into one process: name the analyzers "
+            "(-a bottleneck -a ranks)")
+
+
 def combining_defaults(registry: Any = None) -> list[str]:
     """The analyzers a plain ``analyze --engine`` runs: those declared a default for runs of
     several ranks that combine inputs."""
@@ -111,7 +148,7 @@ def analyze_run(inputs: Sequence[Any], names: Sequence[str], *, from_: str | Non
     """
     from functools import partial
 
-    from tracekit.pipeline import default_registry, route_options, source_names
+    from tracekit.pipeline import default_registry, expand_inputs, route_options, source_names
 
     registry = registry or default_registry()
     classes = [registry.get("analyzer", n) for n in names]
@@ -125,10 +162,18 @@ def analyze_run(inputs: Sequence[Any], names: Sequence[str], *, from_: str | Non
     reader_opts, analyzer_opts = route_options(list(options), reader_cls, classes)
     task = partial(_parts_of_input, names=tuple(names), from_=from_,
                    reader_options=tuple(reader_opts), analyzer_options=tuple(analyzer_opts))
-    jobs_in = list(zip([str(p) for p in inputs], source_names(list(inputs)), strict=True))
+    run = expand_inputs(inputs, format=from_, registry=registry)
+    if STDIN in run.paths:
+        raise UsageError("standard input ('-') cannot be split into tasks; save it to a file")
+    # Absolute paths: a cluster's workers do not share this process's working directory.
+    paths = [os.path.abspath(p) for p in run.paths]
+    jobs_in = list(zip(paths, source_names(run.paths), strict=True))
     parts = map_inputs(task, jobs_in, engine=engine, jobs=jobs, scheduler=scheduler, done=done)
     analyzers = _analyzers(classes, analyzer_opts)
-    return [a.combine([p[i] for p in parts]) for i, a in enumerate(analyzers)]
+    reports = [a.combine([p[i] for p in parts]) for i, a in enumerate(analyzers)]
+    if reports:
+        reports[0].notes.extend(run.notes())
+    return reports
 
 
 def _analyzers(classes: list[Any], options: Sequence[str]) -> list[Any]:

@@ -1,4 +1,5 @@
-"""Input files: existence checks, gzip detection by magic bytes, and the head that readers sniff.
+"""Input files: existence checks, gzip detection by magic bytes, the head that readers sniff,
+and the expansion of a run folder (or a glob pattern) into the traces inside it.
 
 An input is a file, a directory (for multi-file formats), or a stream: ``-`` (standard input),
 a FIFO, a character device or ``/dev/fd/N`` (``<(zcat x.json.gz)``). A stream is read once,
@@ -8,14 +9,17 @@ front to back; its first bytes are kept for sniffing and replayed to the reader.
 from __future__ import annotations
 
 import errno
+import glob
 import gzip
 import io
 import os
+import re
 import stat
 import sys
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -180,3 +184,111 @@ def _stat_problem(exc: OSError) -> str:
     if exc.errno == errno.ENOENT:
         return "no such file"
     return exc.strerror or str(exc)
+
+
+@dataclass
+class Expanded:
+    """Inputs with every run folder replaced by the traces inside it (see ``expand``)."""
+
+    paths: list[str] = field(default_factory=list)
+    #: run folder (as given) -> files in it that were not read, each with the reason
+    skipped: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        """One line per run folder with files left out: how many, and the first few."""
+        out = []
+        for folder, files in self.skipped.items():
+            shown = ", ".join(f"{name} ({why})" for name, why in files[:3])
+            more = f" and {len(files) - 3} more" if len(files) > 3 else ""
+            out.append(f"{folder}: {len(files)} file{'s' if len(files) != 1 else ''} not read: "
+                       f"{shown}{more}")
+        return out
+
+
+def expand(paths: Sequence[str | Path], recognises: Callable[[Source], bool]) -> Expanded:
+    """Expand the inputs of a run: ``paths`` with each folder that ``recognises`` does not
+    accept as one input (a folder of one trace per rank, not an nsys or rocprof output
+    folder) replaced by the files inside it that it accepts, recursively, sorted by path with
+    numbers by value (``rank-2`` before ``rank-10``); the files it does not accept are listed
+    in ``skipped`` with why (hidden files and folders are not looked into).
+    A path that does not exist but holds ``*``, ``?`` or ``[`` is a glob pattern (quoted on
+    the command line, or from Python), expanded the same way.
+    """
+    out = Expanded()
+    for given in map(os.fspath, paths):
+        if given != STDIN and not os.path.lexists(given) and glob.has_magic(given):
+            matches = sorted(glob.glob(given, recursive=True), key=_natural)
+            if not matches:
+                raise TraceReadError("no such file, and no file matches it as a pattern",
+                                     path=given)
+        else:
+            matches = [given]
+        for path in matches:
+            if given == STDIN or not os.path.isdir(path) or recognises(Source(path)):
+                out.paths.append(path)
+                continue
+            found, skipped = _walk(Path(path), recognises)
+            if not found:  # not a run either: the reader (or detection) says what it is not
+                out.paths.append(path)
+                continue
+            if skipped:
+                out.skipped[path] = skipped
+            out.paths.extend(found)
+    return out
+
+
+def _walk(top: Path, recognises: Callable[[Source], bool]) -> tuple[list[str],
+                                                                      list[tuple[str, str]]]:
+    """The inputs in run folder ``top`` and the files left out, with why."""
+    found: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    seen = {os.path.realpath(top)}
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        try:
+            entries = sorted(folder.iterdir(), key=lambda p: _natural(p.name))
+        except OSError as exc:
+            raise TraceReadError(exc.strerror or str(exc), path=folder) from exc
+        folders = []
+        for entry in entries:
+            name = os.fspath(entry.relative_to(top))
+            if entry.name.startswith("."):
+                skipped.append((name, "hidden"))
+            elif entry.is_dir():
+                if os.path.realpath(entry) in seen:
+                    continue  # a link back into the run: its files are listed once
+                seen.add(os.path.realpath(entry))
+                if _recognised(entry, recognises, skipped, name):
+                    found.append(os.fspath(entry))
+                else:
+                    folders.append(entry)
+            elif not entry.is_file():
+                skipped.append((name, "not a regular file"))
+            elif _recognised(entry, recognises, skipped, name):
+                found.append(os.fspath(entry))
+        pending.extend(folders)
+    # As ``find | sort`` lists them, numbers by value.
+    found.sort(key=lambda p: [_natural(part) for part in Path(p).relative_to(top).parts])
+    skipped.sort(key=lambda f: [_natural(part) for part in Path(f[0]).parts])
+    return found, skipped
+
+
+def _recognised(path: Path, recognises: Callable[[Source], bool],
+                skipped: list[tuple[str, str]], name: str) -> bool:
+    """Whether ``path`` is one input; a file that is not is added to ``skipped``."""
+    try:
+        source = Source(path)
+    except TraceReadError as exc:
+        skipped.append((name, exc.message))
+        return False
+    if recognises(source):
+        return True
+    if not source.is_dir:
+        skipped.append((name, "no reader recognises it"))
+    return False
+
+
+def _natural(text: str) -> list[Any]:
+    """Sort key that orders the numbers in names by value: ``rank-2`` before ``rank-10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]

@@ -23,7 +23,7 @@ from tracekit.errors import (
     TraceWriteError,
     UsageError,
 )
-from tracekit.inputs import STDIN, Source
+from tracekit.inputs import STDIN, Expanded, Source, expand
 from tracekit.interfaces import Analyzer, DirectoryWriter, Reader, Writer, WriteResult
 from tracekit.model import EVENTS_SCHEMA, Trace, concat_traces
 from tracekit.options import addressed_key, parse_options
@@ -41,6 +41,8 @@ from tracekit.registry import Registry, load_registry
 from tracekit.report import Report
 
 _default_registry: Registry | None = None
+#: ``Trace.metadata`` key: per run folder read, its files that were not read, with why.
+SKIPPED_FILES = "skipped_files"
 
 
 def default_registry() -> Registry:
@@ -164,22 +166,58 @@ def read(paths: str | Path | Sequence[str | Path], *, format: str | type[Reader]
          progress: Progress = NO_PROGRESS) -> Trace:
     """Read one or several inputs into one Trace; each row keeps its ``source``.
 
+    A folder that no reader takes as one input is a run: the traces inside it are read
+    (see ``expand_inputs``); its files that are not traces are counted in ``trace.log``.
+
     Examples
     --------
     >>> trace = read("fixtures/torch-cpu/mlp_cpu.pt.trace.json.gz")  # doctest: +SKIP
     >>> trace.events.num_rows  # doctest: +SKIP
     """
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
+    run = expand_inputs(paths, format=format, registry=registry)
     options = list(options)
     traces = [read_one(p, format=format, options=options, registry=registry, progress=progress,
-                       name=n) for p, n in zip(paths, source_names(paths), strict=True)]
+                       name=n) for p, n in zip(run.paths, source_names(run.paths), strict=True)]
     names = [s for t in traces for s in t.sources]
     if len(set(names)) != len(names):
         repeated = sorted({n for n in names if names.count(n) > 1})
         raise UsageError(f"two inputs hold a source named {repeated[0]!r}; read them "
                          "separately so that their events stay apart")
-    return concat_traces(traces)
+    trace = concat_traces(traces)
+    if run.skipped:
+        for folder, files in run.skipped.items():
+            for name, why in files:
+                trace.log.note(folder, "file", f"skipped: {name} ({why})")
+        # for the reports' notes (see analyze)
+        trace.metadata[SKIPPED_FILES] = {k: [list(f) for f in v] for k, v in run.skipped.items()}
+    return trace
+
+
+def expand_inputs(paths: str | Path | Sequence[str | Path], *,
+                  format: str | type[Reader] | None = None,
+                  registry: Registry | None = None) -> Expanded:
+    """The inputs to read for ``paths``: each folder that no reader takes as one input (an
+    nsys or rocprof output folder is one) is a run, replaced by the trace files inside it,
+    recursively and in natural order; files there that no reader recognises (``format``'s
+    reader, when given) are left out and listed in ``skipped``. A path that does not exist
+    but holds ``*``, ``?`` or ``[`` is expanded as a glob pattern. ``read``, ``convert``,
+    ``analyze_inputs`` and ``tracekit.engine.analyze_run`` all take their inputs through it.
+    """
+    registry = registry or default_registry()
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    named = _resolve(registry, "reader", format, lambda: None) if format else None
+
+    def recognises(source: Source) -> bool:
+        if named is not None:
+            try:
+                return float(named.sniff(source)) > 0
+            except Exception:  # as in sniff(): a reader's sniff must not take the read down
+                return False
+        ranked = sniff(source, registry)
+        return bool(ranked) and ranked[0][0] > 0
+
+    return expand(paths, recognises)
 
 
 def source_names(paths: Sequence[str | Path]) -> list[str]:
@@ -405,4 +443,8 @@ def analyze(trace: Trace, names: str | Sequence[str] | None = None, *,
         except Exception as exc:
             raise AnalysisError(f"analyzer '{cls.name}' failed: {type(exc).__name__}: {exc}") \
                 from exc
+    skipped = trace.metadata.get(SKIPPED_FILES)
+    if reports and skipped:  # the files of a run folder that were not read
+        reports[0].notes.extend(Expanded(skipped={k: [tuple(f) for f in v]
+                                                  for k, v in skipped.items()}).notes())
     return reports
