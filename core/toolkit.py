@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tracekit import intervals
+from tracekit import fields, intervals
 from tracekit.columns import any_true, arg_strings, equals, is_in, starts_with
 from tracekit.defaults import default_analyzers, trace_kind
 from tracekit.factorize import factorize
@@ -83,6 +83,10 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Column filters", "Per-row masks on event columns; dictionary columns (``kind``, "
      "``category``, ``name``, ``source``) are tested once per distinct value, never cast "
      "to strings row by row.", ["equals", "is_in", "starts_with", "any_true", "arg_strings"]),
+    ("Typed columns in writers", "``fields`` is a namespace: the rule by which every writer "
+     "keeps the typed columns its format has no field for (``Writer.native_columns``), and "
+     "``fields.restore`` for readers of what a writer carried in args. ``check_writer`` in "
+     "``tracekit.testing`` checks a writer against it.", ["fields"]),
     ("Interval unions", "``intervals`` is a namespace: ``from tracekit.toolkit import "
      "intervals as iv``, then ``iv.union(starts, ends)``.", ["intervals"]),
     ("Statistics", "", ["grouped_stats", "STAT_COLUMNS"]),
@@ -151,6 +155,7 @@ __all__ = [
     "equals",
     "event_base",
     "factorize",
+    "fields",
     "format_bytes",
     "format_evidence",
     "format_ns",
