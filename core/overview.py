@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
+from tracekit import fields
 from tracekit.inputs import STDIN, Source
 from tracekit.options import describe_options
 from tracekit.pipeline import default_registry, read, sniff
@@ -151,13 +152,19 @@ def plugin_lines(info: PluginInfo) -> list[str]:
 
 def conversion_lines(trace: Trace, result: WriteResult) -> list[str]:
     """What ``tracekit convert`` says after writing, besides the time taken: what the
-    readers skipped or warned of, and the events the writer could not represent."""
+    readers skipped or warned of, the events the writer could not represent, and then the
+    values of events it wrote without them (``fields.field_skip`` keys)."""
     out = []
     for (source, kind, outcome), n in sorted(trace.log.notices().items()):
         if outcome.startswith("warning"):
             out.append(f"warning: {source}: {kind}: {outcome.removeprefix('warning: ')}")
         else:
             out.append(f"warning: {source}: {n:,} {kind} records {outcome}")
+    skipped = sorted(result.skipped.items())
     out += [f"warning: {n:,} events not written: {reason}"
-            for reason, n in sorted(result.skipped.items())]
+            for reason, n in skipped if not fields.is_field_skip(reason)]
+    for key, n in skipped:
+        if fields.is_field_skip(key):
+            column, _, why = key.removeprefix(fields.FIELD_PREFIX).partition(": ")
+            out.append(f"warning: {n:,} events written without their {column}: {why}")
     return out
