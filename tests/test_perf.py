@@ -3,6 +3,7 @@ readings of the text (regular expressions and plain loops written here)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -17,6 +18,7 @@ import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import tracekit
@@ -24,10 +26,13 @@ from helpers import FIXTURES, SHARED, read_text, shared_path
 from perfetto_check import decode_and_check
 from tracekit.cli import main
 from tracekit.errors import ReaderCrashError, TraceReadError
+from tracekit.overview import conversion_lines
+from tracekit.plugins.folded import FoldedWriter
 from tracekit.plugins.perf import PerfScriptReader
 from tracekit.plugins.perf import blocks as perf_blocks
 from tracekit.plugins.perf.parser import PerfScriptParser
 from tracekit.progress import Progress
+from tracekit.testing import check_writer, full_trace
 
 RECORDED = FIXTURES / "perf-recorded"
 TIMESTAMP = re.compile(r"\s(\d+)\.(\d{6,9}):(\s|$)")
@@ -536,6 +541,68 @@ def test_folded_output_needs_no_timestamps_or_ids(registry, tmp_path):
         roots_cut[stack.split(";", 1)[1]] += int(n)
     assert Counter({line.rpartition(" ")[0]: int(line.rpartition(" ")[2])
                     for line in folded("forks_stacks_only.perf")}) == roots_cut
+
+
+def _every_row_a_sample() -> tracekit.Trace:
+    """``full_trace`` with each row turned into a CPU sample of its stack 1 (main;leaf): so
+    that every typed column holds values on rows the folded writer folds."""
+    trace = full_trace()
+    ev = trace.events
+    n = ev.num_rows
+    for column, value in (("kind", "sample"), ("category", "cpu.sample")):
+        i = ev.schema.get_field_index(column)
+        ev = ev.set_column(i, ev.schema.field(i), pa.DictionaryArray.from_arrays(
+            pa.array([0] * n, pa.int32()), pa.array([value])))
+    i = ev.schema.get_field_index("stack_id")
+    ev = ev.set_column(i, ev.schema.field(i), pa.array([1] * n, pa.int64()))
+    return dataclasses.replace(trace, events=ev)
+
+
+def test_folded_writer_keeps_or_counts_every_column():
+    trace = _every_row_a_sample()
+    data, result = check_writer(FoldedWriter, trace)
+    # One line per root: thread 11 of pid 10 is "main"; rows of no thread have no root.
+    assert data.decode().splitlines() == ["main;leaf 8", "main;main;leaf 9"]
+    assert result.written == {"stacks": 2, "samples": 17}
+    ev = trace.events
+    held = {"kind", "category", "stack_id", "pid", "tid", "source", "value"}
+    why = {"ts_ns": "folded stacks have no time", "dur_ns": "folded stacks have no time",
+           "name": "a folded line names the leaf frame, not the sample",
+           "args": "folded stacks keep no args"}
+    # What no line holds, counted independently: every value of the other columns (the
+    # untimed row makes dur_ns no weight here; no name is the leaf frame, "leaf").
+    want = {f"field {c}: {why.get(c, 'folded stacks have no field for it')}":
+            ev.num_rows - ev[c].null_count for c in ev.column_names if c not in held}
+    want = {k: v for k, v in want.items() if v}
+    assert (want[f"field name: {why['name']}"], want[f"field ts_ns: {why['ts_ns']}"],
+            want[f"field args: {why['args']}"],
+            want["field grid_x: folded stacks have no field for it"]) == (17, 16, 5, 2)
+    assert result.skipped == want
+
+
+def test_folded_writer_with_the_default_check_trace_counts_what_is_not_a_sample():
+    """check_writer's full_trace has one CPU sample: the other rows are counted whole, the
+    sample's timestamp and its name ("cycles", not its leaf frame) by column."""
+    out = io.BytesIO()
+    result = FoldedWriter().write(full_trace(), out)
+    assert out.getvalue() == b"main;main;leaf 1\n"
+    assert result.written == {"stacks": 1, "samples": 1}
+    assert result.skipped == {
+        "events that are not CPU samples": 16,
+        "field ts_ns: folded stacks have no time": 1,
+        "field name: a folded line names the leaf frame, not the sample": 1}
+
+
+def test_convert_says_which_values_a_folded_output_leaves_out(registry, tmp_path):
+    trace = tracekit.read(RECORDED / "forks.perf", registry=registry)
+    result = tracekit.write(trace, tmp_path / "out.folded", registry=registry)
+    assert result.written == {"stacks": len(independent_fold(text_of(RECORDED / "forks.perf"))),
+                              "samples": 33}
+    # What tracekit convert prints after its "wrote" line. perf's args ({"event", "comm",
+    # "cpu"}) choose the line and its root; the cpu is lost.
+    assert conversion_lines(trace, result) == [
+        "warning: 33 events written without their args: folded stacks keep no args",
+        "warning: 33 events written without their ts_ns: folded stacks have no time"]
 
 
 def test_without_timestamps_a_timeline_output_says_to_add_time(registry, tmp_path):
