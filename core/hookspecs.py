@@ -9,7 +9,7 @@ import pluggy
 
 if TYPE_CHECKING:
     import typer
-    from tracekit.interfaces import Analyzer, Reader, Writer
+    from tracekit.interfaces import Analyzer, Reader, ReportFormat, Writer
 
 PROJECT = "tracekit"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -29,6 +29,12 @@ def register_writers(register: Callable[[type[Writer]], None]) -> None:
 @hookspec
 def register_analyzers(register: Callable[[type[Analyzer]], None]) -> None:
     """Register Analyzer subclasses: call ``register(cls)`` once per class."""
+
+
+@hookspec
+def register_report_formats(register: Callable[[type[ReportFormat]], None]) -> None:
+    """Register ReportFormat subclasses (``analyze --format NAME``): ``register(cls)`` once
+    per class."""
 
 
 @hookspec

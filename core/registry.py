@@ -25,7 +25,7 @@ from tracekit.errors import (
     PluginLoadError,
     UnknownFormatError,
 )
-from tracekit.interfaces import Analyzer, Component, Reader, Writer
+from tracekit.interfaces import Analyzer, Component, Reader, ReportFormat, Writer
 
 ENTRY_POINT_GROUP = "tracekit"
 BUILTIN_DIST = "tracekit"
@@ -34,6 +34,7 @@ KINDS: dict[str, tuple[str, type[Component]]] = {
     "reader": ("register_readers", Reader),
     "writer": ("register_writers", Writer),
     "analyzer": ("register_analyzers", Analyzer),
+    "report-format": ("register_report_formats", ReportFormat),
 }
 
 
@@ -105,6 +106,12 @@ class Registry:
         """Registered analyzers by name."""
         return cast("dict[str, type[Analyzer]]", self.components["analyzer"])
 
+    @property
+    def report_formats(self) -> dict[str, type[ReportFormat]]:
+        """Report formats plugins registered, by name (core's own are in
+        ``tracekit.report.report_formats``)."""
+        return cast("dict[str, type[ReportFormat]]", self.components["report-format"])
+
     def owner(self, kind: str, name: str) -> str:
         """Name of the plugin that registered a component."""
         return self.owners[(kind, name)]
@@ -145,6 +152,9 @@ class Registry:
                 raise PluginContractError(f"plugin '{info.name}': {kind} {cls.__name__} has name "
                                           f"{name!r}; names are kebab-case like 'my-format'")
             key = (kind, name)
+            if kind == "report-format" and name in _core_report_formats():
+                raise PluginContractError(f"plugin '{info.name}': report format '{name}' is "
+                                          "one of tracekit's own; pick another name")
             if key in self.owners:
                 self.conflicts.setdefault(key, [self.owners[key]]).append(info.name)
                 raise PluginConflictError(f"{kind} '{name}' is registered by both "
@@ -179,6 +189,12 @@ class Registry:
                     self.trace(f"plugin {info.name}: added commands {', '.join(info.commands)}")
         self.commands_known = True
         return errors
+
+
+def _core_report_formats() -> set[str]:
+    from tracekit.report import CORE_FORMATS  # pyarrow: only once a plugin registers a format
+
+    return set(CORE_FORMATS)
 
 
 def _command_name(command: Any) -> str:

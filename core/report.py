@@ -1,4 +1,5 @@
-"""Analyzer results: Report and Finding, rendered as text for terminals or as JSON."""
+"""Analyzer results: Report and Finding, and core's report formats (text for terminals, JSON,
+one table as CSV); plugins add more as ``ReportFormat`` components."""
 
 from __future__ import annotations
 
@@ -6,10 +7,16 @@ import math
 import shutil
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow as pa
+from tracekit.errors import UnknownFormatError
+from tracekit.interfaces import ReportFormat
+
+if TYPE_CHECKING:
+    from tracekit.model import Trace
+    from tracekit.registry import Registry
 
 REPORT_FORMAT_VERSION = 1
 SEVERITIES = ("info", "warning", "critical")
@@ -90,18 +97,83 @@ def reports_to_json(reports: list[Report], inputs: list[str]) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
 
+class TextFormat(ReportFormat):
+    """For a terminal: findings first, then each table (see :func:`render_text`)."""
+
+    name = "text"
+    description = "Findings, then each table, wrapped to the terminal's width."
+    extensions = (".txt",)
+    media_type = "text/plain; charset=utf-8"
+
+    def render(self, reports: list[Report], inputs: list[str], *, trace: Trace | None = None,
+               analyzer_options: tuple[str, ...] = ()) -> bytes:
+        return render_text(reports).encode()
+
+
+class JsonFormat(ReportFormat):
+    """One JSON document (see :func:`reports_to_json` and schemas/report.schema.json)."""
+
+    name = "json"
+    description = "Every report, table and finding, following schemas/report.schema.json."
+    extensions = (".json",)
+    media_type = "application/json"
+
+    def render(self, reports: list[Report], inputs: list[str], *, trace: Trace | None = None,
+               analyzer_options: tuple[str, ...] = ()) -> bytes:
+        return reports_to_json(reports, inputs)
+
+
+@dataclass(frozen=True)
+class CsvOptions:
+    """Options of the CSV format."""
+
+    table: str | None = field(default=None, metadata={
+        "help": "the report table to write (may be left out when there is one)"})
+
+
+class CsvFormat(ReportFormat):
+    """One report table for spreadsheets (see :func:`table_csv`)."""
+
+    name = "csv"
+    description = "One report table (--table NAME): raw values, units in the headers."
+    extensions = (".csv",)
+    media_type = "text/csv; charset=utf-8"
+    Options = CsvOptions
+
+    def render(self, reports: list[Report], inputs: list[str], *, trace: Trace | None = None,
+               analyzer_options: tuple[str, ...] = ()) -> bytes:
+        return table_csv(reports, self.options.table)
+
+
+#: The report formats of core itself, by name: no plugin may take these names.
+CORE_FORMATS: dict[str, type[ReportFormat]] = {
+    cls.name: cls for cls in (TextFormat, JsonFormat, CsvFormat)}
+
+
+def report_formats(registry: Registry) -> dict[str, type[ReportFormat]]:
+    """Every report format ``analyze --format`` takes: core's, then those plugins added."""
+    return {**CORE_FORMATS, **{n: c for n, c in sorted(registry.report_formats.items())
+                               if ("report-format", n) not in registry.conflicts}}
+
+
+def report_format(name: str, registry: Registry) -> type[ReportFormat]:
+    """The report format called ``name``; a one-line UsageError names the valid ones."""
+    formats = report_formats(registry)
+    if name not in formats:
+        raise UnknownFormatError(f"no report format '{name}' (formats: "
+                                 f"{', '.join(formats)})")
+    return formats[name]
+
+
 def render(reports: list[Report], format: str = "text", inputs: list[str] | None = None,
            table: str | None = None) -> bytes:
-    """Reports as ``tracekit analyze`` writes them: ``text`` (see :func:`render_text`),
-    ``json`` (see :func:`reports_to_json`, which names the ``inputs``) or ``csv`` (one
-    table, see :func:`table_csv`)."""
-    if format == "json":
-        return reports_to_json(reports, inputs or [])
-    if format == "text":
-        return render_text(reports).encode()
-    if format == "csv":
-        return table_csv(reports, table)
-    raise ValueError(f"unknown report format {format!r} (text, json or csv)")
+    """Reports in one of core's formats: ``text`` (see :func:`render_text`), ``json`` (see
+    :func:`reports_to_json`, which names the ``inputs``) or ``csv`` (one table, see
+    :func:`table_csv`)."""
+    if format not in CORE_FORMATS:
+        raise ValueError(f"unknown report format {format!r} ({', '.join(CORE_FORMATS)})")
+    options = CsvOptions(table) if format == "csv" else None
+    return CORE_FORMATS[format](options).render(reports, inputs or [])
 
 
 def table_csv(reports: list[Report], name: str | None) -> bytes:
