@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracekit.model import CATEGORIES
+from tracekit import CATEGORIES
 
 KNOWN_CATEGORIES = frozenset(k for k in CATEGORIES if not k.endswith("*"))
 

@@ -11,12 +11,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.builder import TraceBuilder
-from tracekit.inputs import Source
-from tracekit.model import SYNTHETIC_ID_MAX
+from tracekit import Source, TraceBuilder
 from tracekit.plugins.kineto.events import ColumnArgs, ColumnEvents, DictArgs, DictEvents
 from tracekit.plugins.kineto.fields import INT64, as_int, dumps, ints, names, texts
 from tracekit.plugins.kineto.timestamps import INT64_MAX, us_to_ns
+from tracekit.toolkit import SYNTHETIC_ID_MAX
 
 Events = DictEvents | ColumnEvents
 Args = DictArgs | ColumnArgs

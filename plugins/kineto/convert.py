@@ -7,9 +7,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from tracekit.builder import TraceBuilder
-from tracekit.fields import restore
-from tracekit.inputs import Source
+from tracekit import Source, TraceBuilder
 from tracekit.plugins.kineto.context import Context, Events
 from tracekit.plugins.kineto.devices import device_columns, devices_and_processes
 from tracekit.plugins.kineto.events import dictionary
@@ -18,6 +16,7 @@ from tracekit.plugins.kineto.flows import bind_flows
 from tracekit.plugins.kineto.instants import counters, instants
 from tracekit.plugins.kineto.metadata import metadata_events, top_metadata
 from tracekit.plugins.kineto.slices import slices
+from tracekit.toolkit import fields
 
 # Columns every kind of row has while converting (a trace may hold only instants).
 _WORK_COLUMNS = {"dur_ns": pa.int64(), "correlation": pa.int64(), "_tid": pa.int64(),
@@ -78,7 +77,7 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
     if isinstance(top.get("tracekit"), dict):
         # Written by tracekit: the typed columns Kineto has no field for are args keys named
         # as the column (tracekit.fields); the file lists which.
-        table, bad = restore(table, top["tracekit"].get("args_columns") or ())
+        table, bad = fields.restore(table, top["tracekit"].get("args_columns") or ())
         for column, n in bad.items():
             out.note(f"args.{column}", "kept in args: the tool's own key, not a value of "
                      "the column", n)

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.model import SYNTHETIC_ID_MAX
 from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES
 from tracekit.plugins.kineto.context import Context
 from tracekit.plugins.kineto.fields import INT32, INT64, as_int
 from tracekit.plugins.kineto.flows import launching_pid
+from tracekit.toolkit import SYNTHETIC_ID_MAX
 
 _STREAM_TID = re.compile(r"stream\s+(\d+)", re.IGNORECASE)
 _AMD_NAMES = ("AMD", "Instinct", "Radeon", "gfx")

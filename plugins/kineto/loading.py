@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
-from tracekit.errors import TraceReadError
+from tracekit import TraceReadError
 
 # Kineto before 2026-07 did not escape '"' inside names (pytorch#146900). Such a name is
 # followed by one of the keys Kineto writes after "name"; everything up to that is the name.

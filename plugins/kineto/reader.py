@@ -9,15 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tracekit
-from tracekit.builder import TraceBuilder
-from tracekit.errors import TraceReadError
-from tracekit.gcpause import gc_paused
-from tracekit.inputs import Source
+from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.kineto.convert import convert
 from tracekit.plugins.kineto.decode import decode, file_blocks, memory_blocks
 from tracekit.plugins.kineto.events import ColumnEvents, DictEvents
 from tracekit.plugins.kineto.loading import parse_document
 from tracekit.plugins.kineto.timestamps import needs_exact_decimals
+from tracekit.toolkit import gc_paused
 
 _KINETO_MARKERS = (b'"schemaVersion"', b'"deviceProperties"', b'"baseTimeNanoseconds"',
                    b'"distributedInfo"', b'"cat": "cpu_op"', b'"cat": "Operator"',

@@ -21,8 +21,9 @@ from typing import Any
 import orjson
 import pyarrow as pa
 from google.protobuf.message import DecodeError
-from tracekit.model import EVENTS_SCHEMA, SYNTHETIC_ID_MAX
+from tracekit import EVENTS_SCHEMA
 from tracekit.schemas import perfetto_subset_pb2 as pb
+from tracekit.toolkit import SYNTHETIC_ID_MAX
 
 # Columns an annotation never fills: they come from the event itself (its type, name,
 # category, timestamps) or are ids into other tables of the model.

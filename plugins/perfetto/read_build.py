@@ -9,8 +9,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.builder import TraceBuilder
-from tracekit.model import EVENTS_SCHEMA
+from tracekit import EVENTS_SCHEMA, TraceBuilder
 from tracekit.plugins.perfetto.read_packets import COUNTER, KINDS, SAMPLE, PacketReader
 
 _COUNTER_CATEGORY = "counter.trace"  # counters whose trace names no category

@@ -17,7 +17,6 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
-from tracekit.model import SYNTHETIC_ID_MAX
 from tracekit.plugins.perfetto.read_args import (
     ANY_ROW,
     NOT_SLICES,
@@ -26,6 +25,7 @@ from tracekit.plugins.perfetto.read_args import (
     text,
 )
 from tracekit.plugins.perfetto.read_tracks import Descriptor, TrackMap
+from tracekit.toolkit import SYNTHETIC_ID_MAX
 
 SLICE, INSTANT, COUNTER, SAMPLE = 0, 1, 2, 3
 KINDS = ("slice", "instant", "counter", "sample")

@@ -2,11 +2,12 @@
 
 Processes and threads come from ``TrackDescriptor.process`` / ``.thread`` (and the legacy
 packet-level descriptors). tracekit's own layout (``plugins/perfetto/tracks.py``) is read
-back: a top-level "GPU n: name" track is device n, its "Stream k" children are its streams,
-"<track> (overlap n)" lanes belong to their track, a "<source>: no process" track holds rows
-of no process, "name (rank N)" names a ranked process. Any other named track becomes what
-tracekit would have drawn that way: a named track under a process is a thread of that process
-with a synthetic id, a named top-level track a process with a synthetic id.
+back: a "GPU n: name" track, top-level or under a process (a run's rank), is device n, its
+"Stream k" children are its streams, "<track> (overlap n)" lanes belong to their track, a
+"<source>: no process" track holds rows of no process, "name (rank N)" names a ranked
+process. Any other named track becomes what tracekit would have drawn that way: a named track
+under a process is a thread of that process with a synthetic id, a named top-level track a
+process with a synthetic id.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tracekit.builder import TraceBuilder
-from tracekit.model import SYNTHETIC_ID_MAX
+from tracekit import TraceBuilder
 from tracekit.plugins.perfetto.tracks import PROCESS, THREAD, stable_uuid
+from tracekit.toolkit import SYNTHETIC_ID_MAX
 
 # "GPU 2: GPU 2" is device 2 named "GPU 2": a prefix ("rank r ", an input's name) only
 # where the name does not start with "GPU n".
@@ -156,9 +157,9 @@ class TrackMap:
             base = self._lane_base(d, lane.group(1))
             if base is not None:
                 return self._resolve(base, depth + 1)
-        if not d.parent:
-            return self._top_level(name)
         parent = self.tracks.get(d.parent)
+        if not d.parent or self._is_device(d):  # a GPU: top-level, or in its rank's group
+            return self._top_level(name)
         owner = self._resolve(d.parent, depth + 1)
         if parent is not None and self._is_device(parent):
             if name == _NO_STREAM:
@@ -185,7 +186,9 @@ class TrackMap:
         return self._process(pid, name)
 
     def _is_device(self, d: Descriptor) -> bool:
-        return (not d.parent and not (d.is_process or d.is_thread or d.is_counter)
+        parent = self.tracks.get(d.parent) if d.parent else None
+        return ((not d.parent or (parent is not None and parent.is_process))
+                and not (d.is_process or d.is_thread or d.is_counter)
                 and _DEVICE.fullmatch(d.name or "") is not None)
 
     def _process(self, pid: int, name: str | None) -> Identity:

@@ -15,9 +15,7 @@ from typing import Any
 
 import tracekit
 from google.protobuf.message import DecodeError
-from tracekit.builder import TraceBuilder
-from tracekit.errors import TraceReadError
-from tracekit.inputs import Source
+from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.perfetto.read_build import build
 from tracekit.plugins.perfetto.read_framing import (
     FramingError,
