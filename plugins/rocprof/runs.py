@@ -249,7 +249,9 @@ def why_apart(m: Member, run: Run) -> str:
     parts = []
     if m.pids and run.pids and not m.pids & run.pids:
         parts.append(f"{_processes(m.pids)}, not {_processes(run.pids).split(' ', 1)[1]}")
-    elif m.pids and not run.pids:
+    elif m.pids and m.pids & run.pids:
+        parts.append(f"{_processes(m.pids)} again")
+    elif m.pids:
         parts.append(_processes(m.pids))
     if not m.timed:
         parts.append("no timestamps")
@@ -285,7 +287,7 @@ def select(members: list[Member], wanted: str, named: Path | None, source: Path,
     keep = {m.index for m in chosen.members}
     kernels = any(m.kind == "v3_kernel" for m in chosen.members)
     for m in members:
-        if not m.timed and _joins(m, chosen, kernels):
+        if not m.timed and _joins(m, chosen, runs, kernels):
             keep.add(m.index)
     if len(runs) > 1:
         out.note(source.name, f"warning: the files hold {len(runs)} runs (other processes or "
@@ -295,13 +297,19 @@ def select(members: list[Member], wanted: str, named: Path | None, source: Path,
     return keep, runs
 
 
-def _joins(m: Member, chosen: Run, kernels: bool) -> bool:
-    """Whether an untimed file goes with the run read: it names no process, or one of the
-    run's, or the run names none; counters of another process go with a run that has a
-    kernel trace, whose counter rule attaches them or counts them as another pass."""
-    if not m.pids or not chosen.pids or m.pids & chosen.pids:
+def _joins(m: Member, chosen: Run, runs: list[Run], kernels: bool) -> bool:
+    """Whether an untimed file goes with the run read: it names one of the run's processes,
+    or no process of any run found and (stats, agents) no process at all or the run names
+    none. Counters of no run's process go only with a run that has a kernel trace, whose
+    counter rule attaches them to the same dispatches or counts them as another pass:
+    elsewhere they would be kernels of their own."""
+    if m.pids & chosen.pids:
         return True
-    return m.kind == "v3_counters" and kernels
+    if any(m.pids & r.pids for r in runs):
+        return False
+    if m.kind == "v3_counters":
+        return kernels
+    return not m.pids or not chosen.pids
 
 
 def skip_reason(m: Member, runs: list[Run], keep: set[int]) -> str:
