@@ -5,11 +5,18 @@ from __future__ import annotations
 import gzip
 import json
 from collections import defaultdict
+from decimal import Decimal
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import tracekit
 from helpers import shared_path
+from tracekit import Trace, TraceBuilder
+from tracekit.model import concat_traces
+from tracekit.ranks import DISTRIBUTED, FILE_NAME, INPUT_ORDER
+from tracekit.toolkit import align_collectives, input_ranks, match_by_order
 
 MERGED = ("torch-trace", "hpcte-tracelens-fused", "merged_4rank_rocm_cifar100.json.gz")
 
@@ -78,3 +85,105 @@ def test_a_plain_analyze_of_several_ranks_adds_the_ranks_report(registry):
     trace = tracekit.read(shared_path(*MERGED), registry=registry)
     reports = tracekit.analyze(trace, registry=registry)
     assert [r.analyzer for r in reports] == ["bottleneck", "ranks"]
+
+
+# -- the toolkit's rules for runs: rank numbers, collectives matched by order, alignment --
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _rank_input(source: str, rank: int | None, ends: list[int], skew: int) -> Trace:
+    """One rank of a synthetic run: an all-reduce kernel ending at each of ``ends`` (true
+    time) and a gemm before each, launched by one thread, on a clock ``skew`` ns ahead."""
+    b = TraceBuilder(source, "test")
+    pid = 100 + (rank or 0)
+    b.add_process(pid, name="python", rank=rank)
+    b.add_device(0, name="H100")
+    n = len(ends)
+    kernel_ts = [e - 3_000 + skew for e in ends] + [e - 9_000 + skew for e in ends]
+    b.add_events({
+        "kind": ["slice"] * (3 * n),
+        "category": ["gpu.kernel"] * (2 * n) + ["host.op"] * n,
+        "name": [NCCL] * n + ["gemm"] * n + ["c10d::allreduce_"] * n,
+        "ts_ns": kernel_ts + [e - 20_000 + skew for e in ends],
+        "dur_ns": [3_000] * n + [5_000] * n + [1_000] * n,
+        "pid": [pid] * (3 * n), "tid": [None] * (2 * n) + [pid] * n,
+        "device": [0] * (2 * n) + [None] * n, "stream": [7] * (2 * n) + [None] * n,
+    })
+    return b.build()
+
+
+def _ts(trace: Trace, source: str) -> list[int]:
+    return trace.events.filter(pc.equal(trace.events["source"].cast(pa.string()), source))[
+        "ts_ns"].to_pylist()
+
+
+def test_alignment_moves_each_rank_by_the_median_end_difference():
+    ends = [1_000_000, 2_000_000, 3_000_000, 4_000_000]
+    jitter = [0, 10, -10, 4]
+    # Rank 1 is the first input: the lowest rank, not the first input, keeps its times.
+    one = _rank_input("rank1.json", 1, [e + j for e, j in zip(ends, jitter, strict=True)]
+                      + [5_000_000], 250_000)
+    zero = _rank_input("rank0.json", 0, ends, 0)
+    trace = concat_traces([one, zero])
+    aligned = align_collectives(trace)
+    assert [(r.source, r.rank) for r in aligned.ranks] == [("rank1.json", 1), ("rank0.json", 0)]
+    assert (aligned.counts, aligned.matched) == ([5, 4], 4)
+    # Differences -250000 - jitter: -250010, -250004, -250000, -249990; median -250002.
+    assert aligned.offsets_ns == [-250_002, 0]
+    assert aligned.offset_of("rank1.json") == -250_002
+    moved = [a - b for a, b in zip(_ts(aligned.trace, "rank1.json"), _ts(trace, "rank1.json"),
+                                   strict=True)]
+    assert moved == [-250_002] * 15  # kernels and host ops alike
+    assert _ts(aligned.trace, "rank0.json") == _ts(trace, "rank0.json")
+    assert aligned.trace.metadata["sources"]["rank1.json"]["alignment_offset_ns"] == -250_002
+    assert "alignment_offset_ns" not in trace.metadata["sources"]["rank1.json"]
+
+
+def test_nothing_moves_without_collectives_on_every_rank():
+    trace = concat_traces([_rank_input("a.json", 0, [1_000_000], 50),
+                           _rank_input("b.json", 1, [], 0)])
+    aligned = align_collectives(trace)
+    assert (aligned.offsets_ns, aligned.counts, aligned.matched) == ([0, 0], [1, 0], 0)
+    assert aligned.trace is trace
+
+
+def test_rank_numbers_from_the_trace_then_the_file_name_then_input_order():
+    def run(*inputs: tuple[str, int | None]) -> list[tuple[int, str]]:
+        trace = concat_traces([_rank_input(s, r, [1_000], 0) for s, r in inputs])
+        return [(r.rank, r.rule) for r in input_ranks(trace)]
+
+    assert run(("x.json", 5), ("y.json", 2)) == [(5, DISTRIBUTED), (2, DISTRIBUTED)]
+    assert run(("run/rank3/t.json", None), ("sampled_rank-1.json", None)) == \
+        [(3, FILE_NAME), (1, FILE_NAME)]
+    assert run(("rank-1.json", None), ("frank0.json", None)) == \
+        [(0, INPUT_ORDER), (1, INPUT_ORDER)]
+    assert run(("a.json", 0), ("b.json", 0)) == [(0, INPUT_ORDER), (1, INPUT_ORDER)]
+
+
+def test_match_by_order_keeps_the_first_of_each_up_to_the_fewest():
+    matched = match_by_order([np.array([5, 9, 12]), np.array([6, 10]), np.array([4, 8, 11])])
+    assert matched.tolist() == [[5, 9], [6, 10], [4, 8]]
+    assert match_by_order([np.array([1]), np.array([], dtype=np.int64)]).shape == (2, 0)
+
+
+def _collective_ends_from_json(path) -> np.ndarray:
+    """NCCL kernel ends (ns) of one rank, by start, straight from the JSON (in decimal: µs
+    since 1970 in float64 lose the ns)."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    kernels = sorted((round(Decimal(str(e["ts"])) * 1000), round(Decimal(str(e["dur"])) * 1000))
+                     for e in doc["traceEvents"] if e.get("ph") == "X"
+                     and e.get("cat") == "kernel" and "nccl" in e["name"].lower())
+    return np.array([ts + dur for ts, dur in kernels])
+
+
+@pytest.mark.slow
+def test_the_sampled_ranks_align_on_their_collectives(registry):
+    paths = [shared_path("torch-trace", "hta", f"sampled_rank-{i}.json.gz") for i in (0, 1)]
+    ends = [_collective_ends_from_json(p) for p in paths]
+    n = min(len(e) for e in ends)
+    want = int(np.rint(np.median(ends[0][:n] - ends[1][:n])))
+    assert (n, want) == (10, -170_000)
+    aligned = align_collectives(tracekit.read(paths, registry=registry))
+    assert (aligned.offsets_ns, aligned.matched) == ([0, want], n)
+    assert [(r.rank, r.rule) for r in aligned.ranks] == [(0, DISTRIBUTED), (1, DISTRIBUTED)]

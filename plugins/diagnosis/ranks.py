@@ -7,8 +7,10 @@ else the input order; the report says which rule gave it.
 
 Per rank: span, compute, exposed communication, memory and idle (the ``breakdown`` split),
 and the time its communication kernels run. Collectives are matched across ranks by their
-order: the i-th communication kernel of each rank is the same collective (NCCL and RCCL issue
-collectives in the same order on every rank of a communicator). For each matched collective
+order, by the toolkit's one rule (``collective_kernels``, ``match_by_order``, which the
+writers' alignment of ranks uses too): the i-th collective kernel of each rank is the same
+collective (NCCL and RCCL issue collectives in the same order on every rank of a
+communicator). For each matched collective
 the *arrival spread* is the latest start minus the earliest, and each rank's *lateness* its
 start minus the earliest. The rank that arrives last at most collectives is a **straggler**
 when its total lateness is a robust outlier among the ranks (more than ``STRAGGLER_Z`` median
@@ -24,22 +26,26 @@ inputs from different files is only as good as the hosts' clock sync.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.diagnosis.activity import COMMUNICATION, NO_GPU, Activity
+from tracekit.plugins.diagnosis.activity import NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import device_timelines
 from tracekit.plugins.diagnosis.window import restrict
-from tracekit.toolkit import format_ns, percent, report_table
+from tracekit.toolkit import (
+    collective_kernels,
+    format_ns,
+    match_by_order,
+    percent,
+    rank_in_name,
+    report_table,
+)
 from tracekit.toolkit import intervals as iv
 
-RANK_IN_NAME = re.compile(r"(?i)\brank[ _-]?(\d+)")
 STRAGGLER_Z = 3.0
 STRAGGLER_MIN_RANKS = 3  # with two, neither is an outlier of the other
 STRAGGLER_MIN_PCT = 1.0
@@ -92,6 +98,7 @@ def summarize(trace: Trace) -> list[Rank]:
     name_of_pid = {(p["source"], p["pid"]): p["name"] or "" for p in proc}
     name_of_device = {(d["source"], d["device"]): d["name"] or ""
                       for d in trace.devices.to_pylist()}
+    collective = collective_kernels(trace.events)
     out: list[Rank] = []
     for tl in timelines:
         work = tl.work
@@ -106,14 +113,14 @@ def summarize(trace: Trace) -> list[Rank]:
                                  "the device name")]
                                + [(name_of_pid.get((work.source, p), ""), "the process name")
                                   for p in pids]
-                               + [(PurePath(work.source).name, "the file name")]):
-                m = RANK_IN_NAME.search(text)
-                if m:
-                    number, rule = int(m.group(1)), what
+                               + [(work.source, "the file name")]):
+                number = rank_in_name(text)
+                if number is not None:
+                    rule = what
                     break
         out.append(Rank(-1 if number is None else number, rule, work.source, work.device, tl.span,
                         tl.shares(), iv.total(tl.communication),
-                        work.start[work.cls == COMMUNICATION],
+                        work.start[collective[work.row]],
                         max(world_sizes(trace), default=None)))
     return out
 
@@ -143,10 +150,10 @@ def world_sizes(trace: Trace) -> set[int]:
 def collective_skew(ranks: list[Rank]) -> Skew | None:
     """Match the communication kernels of the ranks by order (up to the fewest)."""
     counts = [len(r.comm_start) for r in ranks]
-    matched = min(counts) if counts else 0
+    starts = match_by_order([r.comm_start for r in ranks])
+    matched = starts.shape[1]
     if len(ranks) < 2 or matched == 0:
         return None
-    starts = np.stack([r.comm_start[:matched] for r in ranks])
     earliest = starts.min(axis=0)
     return Skew(matched, starts.max(axis=0) - earliest, starts - earliest, counts)
 
