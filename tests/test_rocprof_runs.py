@@ -229,7 +229,7 @@ def test_the_docs_folder_reads_its_one_kernel_run(registry):
     runs_found = trace.metadata["sources"]["rocprofiler-sdk-docs"]["runs"]
     assert [(r["files"], r["pids"], r["gpu_records"]) for r in runs_found] == [
         (["kernel_trace_2024-07.csv"], [], 1),
-        (["memory_copy_trace_2024-07.csv", "memory_copy_trace_2024-10.csv"], [], 4),
+        (["memory_copy_trace_2024-07.csv", "memory_copy_trace_2024-10.csv"], [], 2),
         (["hip_runtime_trace.csv"], [238], 0),
         (["hsa_api_trace.csv"], [197], 0),
         (["marker_api_trace.csv"], [717], 0),
@@ -274,3 +274,19 @@ def test_the_llama_folder_is_one_run_as_before(registry):
     assert span(trace) == 90754928429955 - 90754787703777 == 140_726_178
     assert set(trace.events["pid"].to_pylist()) == {3985093}
     assert "runs" not in trace.metadata["sources"]["jimw_llamacpp_rocm7"]
+
+
+def test_records_written_twice_count_once_when_choosing_the_run(tmp_path, registry):
+    """Run A's kernel trace is there twice (a copy under another name): its 3 kernels
+    count once, so run B's 4 kernels are the most GPU records."""
+    t0 = 5_000 * S
+    d = folder(tmp_path, {
+        "100_kernel_trace.csv": kernels(t0, 3),
+        "100_kernel_trace_copy.csv": kernels(t0, 3),
+        "200_kernel_trace.csv": kernels(t0 + 3 * S, 4)})
+    trace = tracekit.read(d, registry=registry)
+    assert outcomes(trace)[("200_kernel_trace.csv", "events")] == 4
+    a = tracekit.read(d, options=["run=100"], registry=registry)
+    assert outcomes(a)[("100_kernel_trace_copy.csv", "skipped: the same records as in "
+                        "100_kernel_trace.csv (read once)")] == 3
+    assert a.events.num_rows == 3

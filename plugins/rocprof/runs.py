@@ -49,7 +49,7 @@ class Member:
     start: int | None
     end: int | None
     pids: frozenset[int]
-    gpu_rows: int = 0
+    gpu_spans: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.int64))
     correlation: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     api_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     launches: bool = False
@@ -81,7 +81,14 @@ class Run:
 
     @property
     def gpu_rows(self) -> int:
-        return sum(m.gpu_rows for m in self.members)
+        """Timed GPU records, each once: records repeated in two files of one kind (see
+        ``drop_repeats``) count once, by their start and end."""
+        total = 0
+        for kind in {m.kind for m in self.members}:
+            spans = [m.gpu_spans for m in self.members if m.kind == kind]
+            total += len(spans[0]) if len(spans) == 1 else \
+                len(np.unique(np.concatenate(spans), axis=0))
+        return total
 
     def describe(self) -> str:
         """``3 files, process 238`` for messages."""
@@ -107,8 +114,9 @@ def member(index: int, path: Path, kind: str, columns: dict[str, Any] | None,
     first, last = pc.min(ts).as_py(), pc.max(end).as_py()
     category = pa.array(columns["category"], pa.string())
     gpu = pc.and_(pc.starts_with(category, "gpu."), pc.is_valid(ts))
-    m = Member(index, path, kind, first, last, frozenset(pids),
-               gpu_rows=int(pc.sum(gpu).as_py() or 0))
+    m = Member(index, path, kind, first, last, frozenset(pids), gpu_spans=np.column_stack([
+        pc.filter(ts, gpu).to_numpy(zero_copy_only=False),
+        pc.filter(end, gpu).to_numpy(zero_copy_only=False)]).astype(np.int64))
     if columns.get("correlation") is not None:
         corr = pa.array(columns["correlation"], pa.int64())
         known = pc.fill_null(pc.greater(corr, 0), False)  # 0 means none
