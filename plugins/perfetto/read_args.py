@@ -4,8 +4,9 @@ The rule tracekit's writers share (``tracekit.fields``): a typed column of the e
 that a format has no place for is written as an annotation named exactly as the column
 (``grid_x``, ``bytes``, ``copy_kind`` ...). Reading it back, an annotation with such a name
 fills the column when its value fits the column's type, except where the event's track holds
-the column (pid, tid and stream come from the track wherever it tells them) and a slice's
-``value`` (slices have none in the model; an args key "value", such as a memset's, stays).
+the column (pid, tid and stream come from the track wherever it tells them), where the event
+does (a slice's duration, a counter's value) and a slice's ``value`` (an args key "value",
+such as an nsys memset's, stays).
 Everything else goes into ``args`` as a JSON object, nested dictionaries and arrays as JSON
 objects and lists.
 
@@ -26,9 +27,8 @@ from tracekit.schemas import perfetto_subset_pb2 as pb
 from tracekit.toolkit import SYNTHETIC_ID_MAX
 
 # Columns an annotation never fills: they come from the event itself (its type, name,
-# category, timestamps) or are ids into other tables of the model.
-_NOT_FROM_ANNOTATIONS = {"kind", "category", "name", "ts_ns", "dur_ns", "source", "args",
-                         "stack_id"}
+# category, start) or are ids into other tables of the model.
+_NOT_FROM_ANNOTATIONS = {"kind", "category", "name", "ts_ns", "source", "args", "stack_id"}
 _INT_RANGES = {pa.int32(): (-(2**31), 2**31 - 1), pa.int64(): (-(2**63), 2**63 - 1)}
 _CACHE_LIMIT = 300_000
 
@@ -47,10 +47,13 @@ TYPED_COLUMNS: dict[str, Callable[[Any], bool]] = {
     f.name: _accepts(f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
     for f in EVENTS_SCHEMA if f.name not in _NOT_FROM_ANNOTATIONS}
 
-#: Columns annotations fill on any row; identity columns are decided per track (see
-#: ``PacketReader._permits``), and ``value`` is left in args on slices.
-ANY_ROW = frozenset(TYPED_COLUMNS) - {"pid", "tid", "device", "stream", "value"}
-NOT_SLICES = ANY_ROW | {"value"}
+#: Columns annotations fill on a slice; identity columns are decided per track (see
+#: ``PacketReader._permits``), ``dur_ns`` comes from the slice's end, and ``value`` is left in
+#: args (an nsys memset's fill value is an args key "value").
+SLICES = frozenset(TYPED_COLUMNS) - {"pid", "tid", "device", "stream", "value", "dur_ns"}
+#: On a counter value the value is the counter's own; an instant has neither.
+COUNTERS = SLICES | {"dur_ns"}
+INSTANTS = COUNTERS | {"value"}
 
 
 def text(value: str | bytes) -> str:

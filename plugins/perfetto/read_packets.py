@@ -18,8 +18,9 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 from tracekit.plugins.perfetto.read_args import (
-    ANY_ROW,
-    NOT_SLICES,
+    COUNTERS,
+    INSTANTS,
+    SLICES,
     AnnotationReader,
     Interned,
     text,
@@ -180,7 +181,8 @@ class PacketReader:
         self.stack_rows: list[int] = []
         self.stack_ids: list[int] = []
         self.packets = 0
-        self._permit_cache: dict[tuple[int, bool], tuple[frozenset[str], frozenset[str]]] = {}
+        self._permit_cache: dict[tuple[int, frozenset[str]],
+                                 tuple[frozenset[str], frozenset[str]]] = {}
 
     # -- strings ------------------------------------------------------------------------
     def code(self, text: str) -> int:
@@ -368,7 +370,7 @@ class PacketReader:
             extra = -1
             if anns or (rare is not None and rare.flows):
                 args, typed = self.annotations.read(anns, seq.annotations,
-                                                    *self._permits(track, True)) \
+                                                    *self._permits(track, SLICES)) \
                     if anns else (None, [])
                 extra = len(cols.end_extras)
                 cols.end_extras.append((args, typed, rare.flows if rare else []))
@@ -435,8 +437,9 @@ class PacketReader:
         cols.value.append(_NAN)
         anns = te.debug_annotations
         if anns:
-            args, typed = self.annotations.read(anns, seq.annotations,
-                                                *self._permits(track, kind == SLICE))
+            args, typed = self.annotations.read(
+                anns, seq.annotations, *self._permits(track, SLICES if kind == SLICE
+                                                      else INSTANTS))
             for column, value in typed:
                 cols.set(column, row, value)
             cols.args.append(args)
@@ -455,18 +458,19 @@ class PacketReader:
                     self.stack_ids.append(stack)
         self.counts["events"] += 1
 
-    def _permits(self, track: int, is_slice: bool) -> tuple[frozenset[str], frozenset[str]]:
-        """Which typed columns annotations of rows on ``track`` fill, and which synthetic ids
-        they name that the track already stands for (see read_args.AnnotationReader.read).
+    def _permits(self, track: int, base: frozenset[str],
+                 ) -> tuple[frozenset[str], frozenset[str]]:
+        """Which typed columns annotations of rows on ``track`` fill (``base``: those of the
+        row's kind, read_args.SLICES, INSTANTS or COUNTERS), and which synthetic ids they
+        name that the track already stands for (see read_args.AnnotationReader.read).
 
         Identity columns come from the track wherever it tells them as they are: an
         annotation fills pid or tid only where the track has none (device rows), stream
         only on a device track that names no stream."""
-        key = (track, is_slice)
+        key = (track, base)
         found = self._permit_cache.get(key)
         if found is not None:
             return found
-        base = ANY_ROW if is_slice else NOT_SLICES
         ident = self.tracks.peek(track) if track else None
         if ident is None:  # no track, or one not (fully) described yet
             return base | {"pid", "tid"}, frozenset()
@@ -508,7 +512,15 @@ class PacketReader:
             self.counts["skipped: counter events without a value"] += 1
             return
         category = self._category(te, seq) if te.category_iids or te.categories else -1
+        row = len(self.cols.kind)
         self._counter_row(ts, track, float(getattr(te, which)), category)
+        anns = te.debug_annotations
+        if anns:  # tracekit writes a counter's args and typed columns as its annotations
+            args, typed = self.annotations.read(anns, seq.annotations,
+                                                *self._permits(track, COUNTERS))
+            self.cols.args[row] = args
+            for column, value in typed:
+                self.cols.set(column, row, value)
 
     def _counter_row(self, ts: int, track: int, value: float, category: int = -1) -> None:
         cols = self.cols
