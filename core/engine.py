@@ -18,7 +18,7 @@ from multiprocessing import get_context
 from typing import Any, TypeVar
 
 from tracekit.errors import UsageError
-from tracekit.inputs import STDIN
+from tracekit.inputs import STDIN, Expanded
 
 T = TypeVar("T")
 ENGINES = ("local", "dask")
@@ -117,6 +117,38 @@ def plan(paths: Sequence[Any], analyzers: Sequence[str] = (), *, engine: str | N
     return "local"
 
 
+def analyze_planned(inputs: Sequence[Any], analyzers: Sequence[str] = (), *,
+                    from_: str | None = None, options: Sequence[str] = (),
+                    engine: str | None = None, jobs: int | None = None,
+                    scheduler: str | None = None, registry: Any = None,
+                    progress: Any = None) -> list[Any] | None:
+    """What ``tracekit analyze`` does first: the reports of ``inputs`` analyzed one input
+    per task when ``plan`` says so (an engine asked for, or a large run), or None when they
+    are to be read into one process (``tracekit.pipeline.analyze_inputs``).
+
+    ``analyzers`` empty: the defaults for runs of several ranks (``combining_defaults``).
+    Where ``plan`` chose per-input analysis by itself, the first report says so and how to
+    get the whole-run verdict instead.
+    """
+    from tracekit.pipeline import default_registry, expand_inputs
+
+    registry = registry or default_registry()
+    run = expand_inputs(inputs, format=from_, registry=registry)
+    chosen = plan(run.paths, analyzers, engine=engine, jobs=jobs, scheduler=scheduler,
+                  registry=registry)
+    if chosen is None:
+        return None
+    total = len(run.paths)
+    if progress is not None:
+        progress.phase(f"analyzing {total} inputs", total)
+    reports = analyze_run(run, list(analyzers) or combining_defaults(registry), from_=from_,
+                          options=options, engine=chosen, jobs=jobs, scheduler=scheduler,
+                          registry=registry, done=progress.update if progress else None)
+    if reports and not (engine or jobs or scheduler):
+        reports[0].notes.append(planned_note(total))
+    return reports
+
+
 def planned_note(inputs: int) -> str:
     """What the report says when ``plan`` chose per-input analysis by itself."""
     return (f"{inputs} inputs: each read and summarized in a task of its own (local "
@@ -136,7 +168,8 @@ def combining_defaults(registry: Any = None) -> list[str]:
                   and any(TraceKind.GPU_RANKS in d.kinds for d in c.default_for))
 
 
-def analyze_run(inputs: Sequence[Any], names: Sequence[str], *, from_: str | None = None,
+def analyze_run(inputs: Sequence[Any] | Expanded, names: Sequence[str], *,
+                from_: str | None = None,
                 options: Sequence[str] = (), engine: str = "local", jobs: int | None = None,
                 scheduler: str | None = None, registry: Any = None,
                 done: Callable[[int], None] | None = None) -> list[Any]:
@@ -145,6 +178,8 @@ def analyze_run(inputs: Sequence[Any], names: Sequence[str], *, from_: str | Non
     Every named analyzer must combine inputs (``Analyzer.per_input`` and
     ``Analyzer.combine``): each task reads one input and returns the analyzers' small
     per-input parts, and the reports are combined here. No task holds more than one input.
+    ``inputs`` are expanded as ``tracekit.read`` does (a run folder, a glob pattern), unless
+    they are an ``Expanded`` already.
     """
     from functools import partial
 
@@ -162,7 +197,8 @@ def analyze_run(inputs: Sequence[Any], names: Sequence[str], *, from_: str | Non
     reader_opts, analyzer_opts = route_options(list(options), reader_cls, classes)
     task = partial(_parts_of_input, names=tuple(names), from_=from_,
                    reader_options=tuple(reader_opts), analyzer_options=tuple(analyzer_opts))
-    run = expand_inputs(inputs, format=from_, registry=registry)
+    run = inputs if isinstance(inputs, Expanded) else \
+        expand_inputs(inputs, format=from_, registry=registry)
     if STDIN in run.paths:
         raise UsageError("standard input ('-') cannot be split into tasks; save it to a file")
     # Absolute paths: a cluster's workers do not share this process's working directory.

@@ -82,3 +82,80 @@ def test_csv_writes_one_report_table_with_units_in_the_header(capsys):
     assert rows[1][-1] == "add_parallel(const float *, const float *, float *, int)"
     assert main(["analyze", "-a", "summary", "--format", "csv", str(path)]) == 2
     assert "pick it with --table NAME (here: api, kernels" in capsys.readouterr().err
+
+
+def _scale_ranks():
+    """bench/scale_ranks.py, which plants the straggler, as a module."""
+    import importlib.util
+
+    from helpers import ROOT
+
+    spec = importlib.util.spec_from_file_location("scale_ranks", ROOT / "bench" / "scale_ranks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """A run of 8 copies of a real rank, rank 5's compute slowed 1.3x (see the bench)."""
+    scale = _scale_ranks()
+    base = shared_path("torch-trace", "hta", "sampled_rank-0.json.gz")
+    return scale.make_run(base, 8, tmp_path_factory.mktemp("runs"), factor=1.3)
+
+
+@pytest.mark.slow
+def test_the_planted_straggler_and_its_factor_are_found(planted):
+    import numpy as np
+
+    [report] = analyze_run([planted], ["ranks"], jobs=2)
+    ranks = report.tables["ranks"].to_pydict()
+    assert ranks["rank"] == list(range(8))
+    assert report.tables["skew"].to_pydict()["last_at"] == [0, 0, 0, 0, 0, 10, 0, 0]
+    [straggler, spread] = report.findings
+    assert spread.title.startswith("collective arrival spread:")
+    assert straggler.title.startswith("straggler: rank 5 arrives last at 10 of 10 collectives")
+    assert straggler.evidence["rank"] == 5
+    assert "its GPU work takes longer than the others'" in straggler.suggestion
+    compute = np.array(ranks["compute_pct"]) * np.array(ranks["span"]) / 100
+    # compute_pct is rounded to 0.1 %: the factor comes back to within that
+    assert compute[5] / np.median(np.delete(compute, 5)) == pytest.approx(1.3, rel=0.005)
+    assert report.notes == ["rank numbers from the trace's distributed info"]
+
+
+@pytest.mark.slow
+def test_a_dask_cluster_gives_the_numbers_of_local_processes(planted):
+    pytest.importorskip("dask.distributed", reason="the dask extra is not installed")
+    import logging
+
+    from dask.distributed import LocalCluster
+    from tracekit.pipeline import default_registry
+
+    default_registry()  # loaded once before the cluster's threads use it
+    [local] = analyze_run([planted], ["ranks"], engine="local", jobs=2)
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster:
+        [dask] = analyze_run([planted], ["ranks"], scheduler=cluster.scheduler_address)
+    for name in ("ranks", "skew"):
+        assert dask.tables[name].equals(local.tables[name])
+    assert [(f.title, f.evidence) for f in dask.findings] == \
+        [(f.title, f.evidence) for f in local.findings]
+    assert dask.notes == local.notes
+
+
+@pytest.mark.slow
+def test_a_plain_analyze_of_a_large_run_takes_it_per_input(planted, tmp_path):
+    import shutil
+
+    from tracekit.engine import MANY_INPUTS, analyze_planned, planned_note
+
+    assert analyze_planned([planted]) is None  # 8 ranks: read whole, with the verdict
+    (tmp_path / "notes.txt").write_text("not a trace\n")
+    shutil.copy(planted / "rank-0.pt.trace.json.gz", tmp_path / f"rank-{MANY_INPUTS}.json.gz")
+    [report] = analyze_planned([planted, tmp_path])
+    assert report.analyzer == "ranks"
+    assert report.tables["ranks"].num_rows == MANY_INPUTS + 1
+    assert report.notes[-2:] == [
+        f"{tmp_path}: 1 file not read: notes.txt (no reader recognises it)",
+        planned_note(MANY_INPUTS + 1)]
