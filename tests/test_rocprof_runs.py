@@ -116,9 +116,25 @@ def test_two_processes_one_after_the_other_are_two_runs(tmp_path, registry):
         other = tracekit.read(d, options=[f"run={pick}"], registry=registry)
         assert set(other.events["pid"].to_pylist()) == {100}
         assert other.events.num_rows == 4 and span(other) == 17_000
-    # A file named on its own reads its own run, not the one with the most GPU records.
+    # A file named on its own reads its prefix siblings' run.
     named = tracekit.read(d / "100_kernel_trace.csv", registry=registry)
     assert named.events.num_rows == 4
+
+
+def test_a_file_named_reads_its_own_run(tmp_path, registry):
+    """Prefix siblings of two runs: the run of the file named is read, not the one with
+    the most GPU records."""
+    t0 = 5_000 * S
+    d = folder(tmp_path, {"run_hip_api_trace.csv": launches(100, t0, 2),
+                          "run_kernel_trace.csv": kernels(t0 + 3 * S, 4)})
+    trace = tracekit.read(d / "run_hip_api_trace.csv", registry=registry)
+    log = outcomes(trace)
+    assert log[("run_hip_api_trace.csv", "events")] == 2
+    assert log[("run_hip_api_trace.csv", "warning: the files hold 2 runs (other processes or "
+                "clocks): read run_hip_api_trace.csv (process 100), the run of "
+                "run_hip_api_trace.csv; -O run=<file or process id> reads another")] == 2
+    assert log[("run_kernel_trace.csv", "skipped: another run (3 s after the run read); "
+                "-O run=run_kernel_trace.csv reads it")] == 4
 
 
 def test_processes_at_the_same_time_are_one_multi_process_run(tmp_path, registry):

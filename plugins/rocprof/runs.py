@@ -147,37 +147,48 @@ def group(members: list[Member]) -> list[Run]:
             i = parent[i]
         return i
 
+    def link_near(indexes: list[int], tolerance: int) -> None:
+        """Join each file to an earlier one within ``tolerance`` of it, if any: in start
+        order, the file reaching furthest so far is the nearest (a sweep, not all pairs)."""
+        reach, furthest = None, -1
+        for i in sorted(indexes, key=lambda i: timed[i].start):
+            if reach is not None and timed[i].start - reach <= tolerance:
+                parent[root(i)] = root(furthest)
+            if reach is None or timed[i].end > reach:
+                reach, furthest = timed[i].end, i
+
     named = [i for i, m in enumerate(timed) if m.pids]
-    for x, i in enumerate(named):
-        for j in named[x + 1:]:
-            a, b = timed[i], timed[j]
-            apart = gap(a.start, a.end, b.start, b.end)
-            if apart <= 0 or (a.pids & b.pids and apart <= TOLERANCE_NS):
-                parent[root(j)] = root(i)
+    link_near(named, 0)  # processes at the same time: one job
+    by_pid: dict[int, list[int]] = {}
+    for i in named:
+        for pid in timed[i].pids:
+            by_pid.setdefault(pid, []).append(i)
+    for same in by_pid.values():
+        link_near(same, TOLERANCE_NS)
     runs: dict[int, list[Member]] = {}
     for i in named:
         runs.setdefault(root(i), []).append(timed[i])
-    placed = {k: Run(v) for k, v in runs.items()}
+    placed = [(key, Run(v)) for key, v in runs.items()]
+    hulls = [(key, run.start, run.end, _api_ids(run), any(m.launches for m in run.members))
+             for key, run in placed]
     left = []
     for i, m in enumerate(timed):
         if m.pids:
             continue
         best = None
-        for key, run in placed.items():
-            apart = gap(m.start, m.end, run.start, run.end)
-            if apart <= TOLERANCE_NS and _agrees(m, run):
-                rank = (max(apart, 0), -_matches(m, run))
+        for key, start, end, ids, launches in hulls:
+            apart = gap(m.start, m.end, start, end)
+            matches = int(np.isin(m.correlation, ids).sum())
+            agrees = not len(m.correlation) or not launches or matches > 0
+            if apart <= TOLERANCE_NS and agrees:
+                rank = (max(apart, 0), -matches)
                 if best is None or rank < best[0]:
                     best = (rank, key)
         if best is None:
             left.append(i)
         else:
             runs[best[1]].append(m)
-    for x, i in enumerate(left):
-        for j in left[x + 1:]:
-            a, b = timed[i], timed[j]
-            if gap(a.start, a.end, b.start, b.end) <= TOLERANCE_NS:
-                parent[root(j)] = root(i)
+    link_near(left, TOLERANCE_NS)
     for i in left:
         runs.setdefault(root(i), []).append(timed[i])
     out = [Run(sorted(v, key=lambda m: m.index)) for v in runs.values()]
@@ -189,16 +200,12 @@ def _api_ids(run: Run) -> np.ndarray:
     return np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
 
 
-def _matches(m: Member, run: Run) -> int:
-    return int(np.isin(m.correlation, _api_ids(run)).sum())
-
-
 def _agrees(m: Member, run: Run) -> bool:
     """Whether a device file's correlation ids fit a run: where the run has launching
     calls and the file has ids, at least one id is a call of the run."""
     if not len(m.correlation) or not any(r.launches for r in run.members):
         return True
-    return _matches(m, run) > 0
+    return bool(np.isin(m.correlation, _api_ids(run)).any())
 
 
 def choose(runs: list[Run], members: list[Member], wanted: str, named: Path | None,
@@ -280,9 +287,9 @@ def why_apart(m: Member, run: Run) -> str:
 
 def select(members: list[Member], wanted: str, named: Path | None, source: Path,
            out: TraceBuilder) -> tuple[set[int], list[Run]]:
-    """The indexes of the files to read, and the runs found. Every file left out is
-    counted as skipped, with why, under its name (``rows`` per index given by the caller
-    through ``Member.index``); the caller notes the counts."""
+    """The indexes (``Member.index``) of the files to read, and the runs found; where there
+    are several, a warning under the input's name says which is read and why. The caller
+    counts each file left out (see ``skip_reason``)."""
     runs = group(members)
     if len(runs) <= 1 and wanted in ("", "all"):
         return {m.index for m in members}, runs
@@ -298,10 +305,12 @@ def select(members: list[Member], wanted: str, named: Path | None, source: Path,
         if not m.timed and _joins(m, chosen, runs, kernels):
             keep.add(m.index)
     if len(runs) > 1:
+        why = ("the one -O run names" if wanted else f"the run of {named.name}"
+               if named is not None and any(m.path == named for m in chosen.members)
+               else "the one with the most GPU records")
         out.note(source.name, f"warning: the files hold {len(runs)} runs (other processes or "
-                 f"clocks): read {chosen.describe()}, the "
-                 + ("one -O run names" if wanted else "one with the most GPU records")
-                 + "; -O run=<file or process id> reads another", len(runs))
+                 f"clocks): read {chosen.describe()}, {why}; -O run=<file or process id> "
+                 "reads another", len(runs))
     return keep, runs
 
 
