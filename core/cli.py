@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import sys
 import time
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tracekit import __version__
-from tracekit.errors import TracekitError
 from tracekit.exits import OneLineErrors, run
 
 if TYPE_CHECKING:
@@ -81,7 +79,7 @@ def convert(
     quiet: QuietOpt = False,
 ) -> None:
     """Convert traces to another format (Perfetto by default for .pftrace)."""
-    from tracekit.overview import conversion_lines
+    from tracekit.frontend import convert_summary
     from tracekit.pipeline import convert as run_convert
 
     started = time.monotonic()
@@ -89,16 +87,7 @@ def convert(
         trace, result = run_convert(inputs, output, from_=from_, to=to, options=option,
                                     annotations=annotate_, force=force, progress=progress)
     if not quiet:
-        written = ", ".join(f"{n:,} {what}" for what, n in result.written.items()) or "nothing"
-        where = "standard output" if str(output) == "-" else str(output)
-        _echo([f"wrote {where} in {time.monotonic() - started:.1f}s: {written}",
-               *conversion_lines(trace, result)], err=True)
-
-
-class OutputFormat(StrEnum):
-    text = "text"
-    json = "json"
-    csv = "csv"
+        _echo(convert_summary(trace, result, output, time.monotonic() - started), err=True)
 
 
 @app.command()
@@ -107,8 +96,9 @@ def analyze(
     analyzer: Annotated[list[str], typer.Option(
         "-a", "--analyzer", help="Analyzer to run (repeatable; default: the verdict, and for a "
         "trace without GPU work a CPU report).")] = [],  # noqa: B006
-    format: Annotated[OutputFormat, typer.Option("--format",
-                                                 help="Report format.")] = OutputFormat.text,
+    format: Annotated[str, typer.Option("--format", help="Report format: text, json, csv "
+                                        "(one table), or one a plugin adds ('tracekit "
+                                        "formats' lists them).")] = "text",
     output: Annotated[Path | None, typer.Option("-o", "--output",
                                                 help="Write the report to a file.")] = None,
     from_: FromOpt = None,
@@ -126,36 +116,13 @@ def analyze(
         "--table", help="With --format csv: the report table to write (e.g. kernels).")] = None,
 ) -> None:
     """Analyze traces and report what they show."""
-    from tracekit.outputs import open_output
-    from tracekit.pipeline import analyze_inputs
-    from tracekit.report import render
+    from tracekit.frontend import analyze_report
 
     with _progress(quiet) as progress:
-        if engine or jobs or scheduler:
-            reports = _analyze_run(inputs, analyzer, from_, option, output, force,
-                                   engine or "local", jobs, scheduler, progress)
-        else:
-            _, reports = analyze_inputs(inputs, analyzer, from_=from_, options=option,
-                                        output=output, force=force, progress=progress)
-    data = render(reports, format.value, [str(p) for p in inputs], table=table)
-    with open_output(output if output is not None else "-", force=force) as stream:
-        stream.write(data)
-    if output is not None and str(output) != "-" and not quiet:
-        typer.echo(f"wrote {output}", err=True)
-
-
-def _analyze_run(inputs: list[Path], names: list[str], from_: str | None,
-                 options: list[str], output: Path | None, force: bool, engine: str,
-                 jobs: int | None, scheduler: str | None, progress: Any) -> list[Any]:
-    """``analyze --engine``: one task per input, only the analyzers that combine inputs."""
-    from tracekit.engine import analyze_run, combining_defaults
-    from tracekit.outputs import check_not_input, preflight
-
-    if output is not None:
-        check_not_input(preflight(output, force=force), list(inputs))
-    progress.phase(f"analyzing {len(inputs)} inputs")
-    return analyze_run(inputs, names or combining_defaults(), from_=from_, options=options,
-                       engine=engine, jobs=jobs, scheduler=scheduler)
+        done = analyze_report(inputs, analyzer, format=format, table=table, from_=from_,
+                              options=option, output=output, force=force, engine=engine,
+                              jobs=jobs, scheduler=scheduler, progress=progress)
+    _echo([] if quiet else done.write(output, force=force), err=True)
 
 
 @app.command()
@@ -163,8 +130,7 @@ def info(inputs: Inputs, from_: FromOpt = None) -> None:
     """Show what an input holds: format, time span, events per category, devices, processes."""
     from tracekit.overview import describe
 
-    for path in inputs:
-        _echo(describe(path, format=from_).lines())
+    _echo([line for path in inputs for line in describe(path, format=from_).lines()])
 
 
 @app.command()
@@ -172,8 +138,7 @@ def formats() -> None:
     """List the readers, writers and analyzers, with their options."""
     from tracekit.overview import components
 
-    for component in components():
-        _echo(component.lines())
+    _echo([line for component in components() for line in component.lines()])
 
 
 @app.command()
@@ -182,40 +147,25 @@ def plugins(
     json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List installed plugins, their components, the commands they add and load errors."""
-    import orjson
-    from tracekit.overview import plugin_json, plugin_lines
-    from tracekit.overview import plugins as installed
+    from tracekit.frontend import plugins_listing
 
-    shown = installed(builtin=all_)
-    if json:
-        typer.echo(orjson.dumps([plugin_json(p) for p in shown],
-                                option=orjson.OPT_INDENT_2).decode())
-        return
-    if not shown:
-        typer.echo("no third-party plugins installed (--all lists the built-in ones)")
-    for p in shown:
-        _echo(plugin_lines(p))
+    _echo(plugins_listing(all_, json))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code."""
-    global _plugin_commands
     args = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in args if not a.startswith("-")), None)
-    builtin = {c.callback.__name__ for c in app.registered_commands if c.callback}
-    if command is not None and command not in builtin and not _plugin_commands:
+    if command is not None and command not in _BUILTIN:
         # Perhaps a plugin's command: only then are the plugins loaded before the command
         # line is parsed, so that --version and --help import neither them nor pyarrow.
-        from tracekit.pipeline import default_registry
+        from tracekit.frontend import plugin_commands
 
-        try:
-            errors = default_registry().register_commands(app)
-        except TracekitError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            return exc.exit_code
-        _echo([f"warning: {error}" for error in errors], err=True)
-        _plugin_commands = True
+        lines, code = plugin_commands(app)
+        _echo(lines, err=True)
+        if code:
+            return code
     return run(app, args)
 
 
-_plugin_commands = False  # whether the plugins added their commands to ``app``
+_BUILTIN = {c.callback.__name__ for c in app.registered_commands if c.callback}

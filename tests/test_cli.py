@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 from helpers import FIXTURES, shared_path
 from independent import load
+from tracekit.errors import UnknownFormatError
 from tracekit.schemas import report_schema
 
 CPU_TRACE = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
@@ -225,3 +226,112 @@ def test_default_analyze_of_aggregates_only_gives_the_summary():
     assert [r["analyzer"] for r in doc["reports"]] == ["bottleneck", "summary"]
     assert doc["reports"][0]["findings"][0]["title"] == (
         "no GPU timeline: 8 GPU rows without timestamps (aggregate totals)")
+
+
+# --- report formats: core's and those plugins declare --------------------------------------
+
+GPU_TRACE = FIXTURES / "scenarios" / "matmul_loop.pt.trace.json.gz"
+
+
+class _MarkdownFormat:
+    """A third-party plugin's report format: one Markdown line per finding."""
+
+    @staticmethod
+    def make() -> type:
+        import tracekit
+
+        class Markdown(tracekit.ReportFormat):
+            name = "markdown"
+            extensions = (".md",)
+            media_type = "text/markdown"
+
+            def render(self, reports, inputs, *, trace=None, analyzer_options=()):
+                events = "-" if trace is None else f"{trace.events.num_rows}"
+                lines = [f"# {', '.join(inputs)} ({events} events)"]
+                lines += [f"- {r.analyzer}: {f.title}" for r in reports for f in r.findings]
+                return "\n".join(lines).encode() + b"\n"
+
+        return Markdown
+
+
+def _plugin(*formats: type) -> object:
+    import types
+
+    import tracekit
+
+    module = types.ModuleType("md_plugin")
+
+    @tracekit.hookimpl
+    def register_report_formats(register):
+        for cls in formats:
+            register(cls)
+
+    module.register_report_formats = register_report_formats  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.mark.slow
+def test_a_plugin_adds_a_report_format(tmp_path):
+    from tracekit.frontend import analyze_report
+    from tracekit.registry import load_registry
+    from tracekit.report import report_formats
+
+    registry = load_registry(dists={"tracekit"}, environ={},
+                             extra=[_plugin(_MarkdownFormat.make())])
+    assert list(report_formats(registry)) == ["text", "json", "csv", "html", "markdown"]
+    out = tmp_path / "r.md"
+    done = analyze_report([GPU_TRACE], format="markdown", output=out, registry=registry)
+    assert done.write(out) == [f"wrote {out}"]
+    assert done.trace is not None and done.trace.events.num_rows == 305
+    lines = out.read_text().splitlines()
+    assert [r.analyzer for r in done.reports] == ["bottleneck"]
+    assert lines[:3] == [f"# {GPU_TRACE} (305 events)",
+                         "- bottleneck: verdict: compute, 100.0% of GPU time",
+                         "- bottleneck: program: PyTorch inference (eager)"]
+    assert len(lines) == 1 + len(done.reports[0].findings) == 5
+    with pytest.raises(UnknownFormatError, match=(
+            r"^no report format 'xml' \(formats: text, json, csv, html, markdown\)$")):
+        analyze_report([GPU_TRACE], format="xml", registry=registry)
+
+
+def test_a_report_format_may_not_take_a_name_of_core():
+    import tracekit
+    from tracekit.registry import load_registry
+
+    class Json(tracekit.ReportFormat):
+        name = "json"
+
+        def render(self, reports, inputs, *, trace=None, analyzer_options=()):
+            return b""
+
+    registry = load_registry(dists={"tracekit"}, environ={}, extra=[_plugin(Json)])
+    [info] = [p for p in registry.plugins if p.dist == "<extra>"]
+    assert info.error == "plugin 'md_plugin': report format 'json' is one of tracekit's own; " \
+        "pick another name"
+    assert "json" not in registry.report_formats
+
+
+@pytest.mark.slow
+def test_unknown_report_format_is_one_line_listing_the_valid_ones(tmp_path, capsys):
+    from tracekit.cli import main
+
+    assert main(["analyze", str(GPU_TRACE), "--format", "xml"]) == 2
+    assert capsys.readouterr().err == ("error: no report format 'xml' (formats: text, json, "
+                                       "csv, html)\n")
+    assert main(["analyze", str(GPU_TRACE), "--format", "json", "--table", "kernels"]) == 2
+    assert capsys.readouterr().err == ("error: --table picks the table of a format that writes "
+                                       "one; the json format writes every table\n")
+
+
+@pytest.mark.slow
+def test_analyze_help_names_the_formats_without_loading_plugins():
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "tracekit", "analyze",
+                           "--help"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Report format: text, json, csv (one table), or one a plugin adds ('tracekit " \
+        "formats' lists them)." in " ".join(proc.stdout.split())
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "tracekit.cli" in imported
+    assert not {m for m in imported if m.split(".")[0] in ("pyarrow", "pluggy")
+                or m.startswith(("tracekit.plugins", "tracekit.registry", "tracekit.report"))}
