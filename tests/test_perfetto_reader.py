@@ -171,6 +171,86 @@ def test_slices_instants_counters_flows_and_interning(tmp_path, registry):
     assert log["tracks"] == 4
 
 
+def _flow_groups(trace: tracekit.Trace) -> list[set]:
+    """The rows that share each flow_id, as (name, ts_ns) pairs."""
+    groups: dict[int, set] = {}
+    for r in trace.events.to_pylist():
+        if r["flow_id"] is not None:
+            groups.setdefault(r["flow_id"], set()).add((r["name"], r["ts_ns"]))
+    return sorted(groups.values(), key=sorted)
+
+
+def test_a_trace_as_the_perfetto_sdk_writes_it_reads_as_trace_processor_shows_it(
+        tmp_path, registry):
+    """One packet sequence as the Perfetto SDK writes it: interned names and categories after
+    SEQ_INCREMENTAL_STATE_CLEARED (and again, with other iids, after a second clear), thread
+    tracks under their process track, begin/end slices, an instant, an incremental counter
+    track, flows by flow_ids and terminating_flow_ids.
+
+    What trace processor makes of such input is stated by its own diff tests in google/perfetto,
+    test/trace_processor/diff_tests/parser/track_event/tests.py: test_flow_events_track_event
+    (ids in flow_ids link the slices carrying them in time order; an id in
+    terminating_flow_ids ends its flow, so that the same id later starts another; an id on a
+    slice's end event belongs to that slice), test_track_event_counters_counters and
+    test_incremental_counter_sequences (incremental counter values are summed per sequence,
+    from 0 again after the sequence's state is cleared, times the track's unit_multiplier),
+    test_track_event_counters_slices (a begin/end pair is a slice of their distance, on the
+    thread of its track). The packets follow perfetto.dev/docs/reference/synthetic-track-event.
+    In the model a trace processor flow is a group of rows sharing a flow_id, and an instant
+    is an ``instant`` row without a duration.
+    """
+    b = TraceProtoBuilder()
+    _intern(b, 1, names=["Start", "Relay", "End", "Again", "Tail"], cats=["test"])
+    _describe(b, 10, pid=1, process="app")
+    _describe(b, 11, parent=10, pid=1, tid=1, process="t1")
+    _describe(b, 12, parent=10, pid=1, tid=2, process="t2")
+    _describe(b, 13, parent=10, name="queue depth",
+              counter={"is_incremental": True, "unit_multiplier": 4})
+    _event(b, 1, 1000, BEGIN, 11, name_iid=1, cat_iid=1, flow_ids=[1])
+    _event(b, 1, 1020, BEGIN, 11, name_iid=2, cat_iid=1)
+    _event(b, 1, 1080, END, 11)
+    _event(b, 1, 1100, END, 11)
+    _event(b, 1, 1500, COUNTER, 13, counter_value=3)
+    _event(b, 1, 2000, BEGIN, 12, name_iid=3, cat_iid=1, terminating_flow_ids=[1])
+    _event(b, 1, 2500, END, 12)
+    _event(b, 1, 2600, COUNTER, 13, counter_value=2)
+    # The state is cleared: the names come again with other iids, the counter starts at 0.
+    _intern(b, 1, names=["Tail", "Again", "End"], cats=["test"])
+    _event(b, 1, 2900, COUNTER, 13, counter_value=6)
+    _event(b, 1, 3000, BEGIN, 11, name_iid=2, cat_iid=1, flow_ids=[1, 2])  # id 1 anew
+    _event(b, 1, 3200, END, 11)
+    _event(b, 1, 4000, BEGIN, 12, name_iid=3, cat_iid=1)
+    _event(b, 1, 4100, END, 12, flow_ids=[1])  # on the end event: the slice from 4000
+    _event(b, 1, 5000, INSTANT, 12, name_iid=1, cat_iid=1, terminating_flow_ids=[2])
+    _event(b, 1, 5100, COUNTER, 13, counter_value=1)
+    trace = tracekit.read(_save(b, tmp_path), registry=registry)
+
+    assert _rows(trace, "kind", "name", "category", "ts_ns", "dur_ns", "pid", "tid",
+                 "value") == sorted([
+        ("slice", "Start", "test", 1000, 100, 1, 1, None),
+        ("slice", "Relay", "test", 1020, 60, 1, 1, None),
+        ("slice", "End", "test", 2000, 500, 1, 2, None),
+        ("slice", "Again", "test", 3000, 200, 1, 1, None),
+        ("slice", "End", "test", 4000, 100, 1, 2, None),
+        ("instant", "Tail", "test", 5000, None, 1, 2, None),
+        ("counter", "queue depth", "counter.trace", 1500, None, 1, None, 12.0),
+        ("counter", "queue depth", "counter.trace", 2600, None, 1, None, 20.0),
+        ("counter", "queue depth", "counter.trace", 2900, None, 1, None, 24.0),
+        ("counter", "queue depth", "counter.trace", 5100, None, 1, None, 28.0),
+    ], key=repr)
+    # trace processor's flow table: Start -> End (2000), then id 1 anew: Again -> End (4000);
+    # Again -> Tail (id 2).
+    assert _flow_groups(trace) == [{("Again", 3000), ("End", 4000), ("Tail", 5000)},
+                                   {("End", 2000), ("Start", 1000)}]
+    assert trace.processes.select(["pid", "name"]).to_pylist() == [{"pid": 1, "name": "app"}]
+    assert sorted((r["tid"], r["name"]) for r in trace.threads.to_pylist()) == \
+        [(1, "t1"), (2, "t2")]
+    log = _log(trace)
+    assert (log["events"], log["slice ends (joined to their begins)"], log["tracks"],
+            log["interned strings and defaults"]) == (10, 5, 4, 2)
+    assert _notices(trace) == {}
+
+
 def test_two_sequences_with_the_same_iids_and_a_cleared_state(tmp_path, registry):
     b = TraceProtoBuilder()
     _describe(b, 11, pid=1, tid=1)

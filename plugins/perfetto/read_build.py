@@ -134,7 +134,7 @@ def _join_in_order(idx: np.ndarray, b: np.ndarray, group: np.ndarray,
 
 def _merge_end(reader: PacketReader, row: int, extra: tuple[Any, ...]) -> None:
     """Fold the annotations and flows an end event carries into its slice."""
-    args, typed, flows = extra
+    args, typed, flows, ends, ts = extra
     cols = reader.cols
     if args:
         if cols.args[row]:
@@ -144,17 +144,20 @@ def _merge_end(reader: PacketReader, row: int, extra: tuple[Any, ...]) -> None:
             cols.args[row] = args
     for column, value in typed:
         cols.set(column, row, value)
-    cols.flow_rows.extend([row] * len(flows))
-    cols.flow_ids.extend(flows)
+    cols.flows(row, flows, ends, ts)
 
 
 def _counters(reader: PacketReader, kind: np.ndarray, track: np.ndarray, ts: np.ndarray,
               name: np.ndarray, cat: np.ndarray, value: np.ndarray) -> None:
     """Counter rows: named after their track, scaled by its unit multiplier, summed when
-    the track is incremental."""
+    the track is incremental (from 0 again where their sequence's state was cleared, as
+    trace processor restarts them)."""
     rows = np.flatnonzero(kind == COUNTER)
     if not len(rows):
         return
+    epoch = np.zeros(len(kind), dtype=np.int64)
+    epoch[np.frombuffer(reader.cols.counter_rows, dtype=np.int64)] = \
+        np.frombuffer(reader.cols.counter_epochs, dtype=np.int64)
     uuids, inverse = np.unique(track[rows], return_inverse=True)
     inverse = inverse.reshape(-1)
     for i, uuid in enumerate(uuids.tolist()):
@@ -171,8 +174,11 @@ def _counters(reader: PacketReader, kind: np.ndarray, track: np.ndarray, ts: np.
         fallback = ",".join(d.counter_categories) or _COUNTER_CATEGORY
         cat[mine] = np.where(cat[mine] < 0, reader.code(fallback), cat[mine])
         if d.incremental:
-            by_time = mine[np.argsort(ts[mine], kind="stable")]
-            value[by_time] = np.cumsum(value[by_time])
+            by_time = mine[np.lexsort((ts[mine], epoch[mine]))]
+            total = np.cumsum(value[by_time])
+            start = np.r_[True, epoch[by_time][1:] != epoch[by_time][:-1]]
+            before = (total - value[by_time])[start]  # the sum up to each state's first value
+            value[by_time] = total - before[np.cumsum(start) - 1]
         if d.unit_multiplier != 1:
             value[mine] *= d.unit_multiplier
 
@@ -249,9 +255,11 @@ def _typed(reader: PacketReader, columns: dict[str, Any], n: int) -> None:
 def _flow_ids(reader: PacketReader, columns: dict[str, Any], n: int) -> pa.Array:
     """Rows joined by flow ids become rows sharing a ``flow_id``.
 
-    Components are taken over all flow ids (a launch that fans out to several kernels with one
-    id each is one group). A group that the rows' ``correlation`` or ``flow_id`` columns
-    already link (tracekit writes them as annotations too) is not given a second link.
+    As in trace processor, an id in ``terminating_flow_ids`` ends its flow: the same id later
+    (in time order) starts another. Components are taken over all flows (a launch that fans
+    out to several kernels with one id each is one group). A group that the rows'
+    ``correlation`` or ``flow_id`` columns already link (tracekit writes them as annotations
+    too) is not given a second link.
     """
     existing = columns.get("flow_id")
     base = existing if existing is not None else pa.nulls(n, pa.int64())
@@ -259,8 +267,8 @@ def _flow_ids(reader: PacketReader, columns: dict[str, Any], n: int) -> pa.Array
     if not cols.flow_rows:
         return base
     rows = np.array(cols.flow_rows, dtype=np.int64)
-    _, flow = np.unique(np.array(cols.flow_ids, dtype=np.uint64), return_inverse=True)
-    flow = flow.reshape(-1)
+    flow = _flows(np.array(cols.flow_ids, dtype=np.uint64),
+                  np.array(cols.flow_ends, dtype=bool), np.array(cols.flow_ts, dtype=np.int64))
     label = rows.copy()
     while True:  # label propagation: rows and flows take the smallest row of their group
         per_flow = np.full(int(flow.max()) + 1, n, dtype=np.int64)
@@ -293,6 +301,21 @@ def _flow_ids(reader: PacketReader, columns: dict[str, Any], n: int) -> pa.Array
     flow_id[target[~clash]] = start + ids[~clash]
     has[target[~clash]] = True
     return pa.array(flow_id, mask=~has)
+
+
+def _flows(ids: np.ndarray, ends: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Per flow id occurrence, the number of the flow it belongs to: an id's occurrences in
+    time order (file order among equal times) up to and including one that terminates it
+    are one flow, the next ones another."""
+    order = np.lexsort((np.arange(len(ids)), ts, ids))
+    sorted_ids, sorted_ends = ids[order], ends[order].astype(np.int64)
+    first = np.r_[True, sorted_ids[1:] != sorted_ids[:-1]]
+    ended = np.cumsum(sorted_ends) - sorted_ends  # terminations before each occurrence ...
+    generation = ended - ended[first][np.cumsum(first) - 1]  # ... of the same id
+    key = np.empty((len(ids), 2), dtype=np.uint64)
+    key[order, 0] = sorted_ids
+    key[order, 1] = generation.astype(np.uint64)
+    return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
 
 
 def _already_linked(columns: dict[str, Any], component: np.ndarray,

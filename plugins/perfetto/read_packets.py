@@ -44,6 +44,7 @@ _V1_FLOW = 0x5F1F_0000_0000_0000  # keeps legacy bind ids apart from flow ids
 # TrackEvent fields read from its unknown fields (see schemas/perfetto_subset.proto), with
 # the wire encoding of their numbers: "v" varint, "d" fixed64 (flow ids), "f" double.
 _FLOW_FIELDS = {47: "d", 36: "v", 48: "d", 42: "v"}
+_TERMINATING = {48, 42}  # terminating_flow_ids (and the old field): the id may start anew
 _COUNTER_FIELDS = {31: "v", 12: "s", 45: "v", 46: "f"}
 _UNREAD_EVENT_FIELDS = {5: "task execution details", 21: "log messages",
                         33: "source locations", 34: "source locations",
@@ -66,14 +67,15 @@ class _Clock:
 class _Sequence:
     """Incremental state of one packet sequence (trusted_packet_sequence_id)."""
 
-    __slots__ = ("annotations", "callstacks", "cats", "clock", "clocks", "extra", "extra_double",
-                 "frames", "functions", "mappings", "names", "paths", "ref_us", "stack_cache",
-                 "thread_track", "track", "valid")
+    __slots__ = ("annotations", "callstacks", "cats", "clock", "clocks", "epoch", "extra",
+                 "extra_double", "frames", "functions", "mappings", "names", "paths", "ref_us",
+                 "stack_cache", "thread_track", "track", "valid")
 
     def __init__(self) -> None:
         self.valid = False
         self.thread_track = 0
         self.ref_us = 0
+        self.epoch = 0  # which state the sequence is in: incremental counters restart with it
         self.clear()
 
     def clear(self) -> None:
@@ -98,6 +100,7 @@ class _Rare:
     """The rare fields of one TrackEvent."""
 
     flows: list[int] = field(default_factory=list)
+    ends: list[bool] = field(default_factory=list)  # per flow id: does it terminate the flow
     counters: list[tuple[int, list[Any]]] = field(default_factory=list)
     correlation: int | None = None
     callstack: int = 0
@@ -143,20 +146,36 @@ class Columns:
         self.value = array("d")   # NaN: none
         self.args: list[str | None] = []
         self.typed: dict[str, tuple[list[int], list[Any]]] = {}
+        # Flow ids in file order: the row, the id, whether it terminates the flow, and the
+        # time of the event that carries it (a slice end's for ids on the end).
         self.flow_rows: list[int] = []
         self.flow_ids: list[int] = []
+        self.flow_ends: list[bool] = []
+        self.flow_ts: list[int] = []
+        # Counter rows and the state of their sequence (see _Sequence.epoch).
+        self.counter_rows = array("q")
+        self.counter_epochs = array("q")
         # Slice begins and ends in file order: track, ts, begin?, row (of a begin) or the
         # index of what an end carries (-1: nothing).
         self.se_track = array("Q")
         self.se_ts = array("q")
         self.se_begin = array("b")
         self.se_ref = array("q")
-        self.end_extras: list[tuple[str | None, list[tuple[str, Any]], list[int]]] = []
+        # What an end event carries: args, typed columns, flow ids, which terminate, its time.
+        self.end_extras: list[tuple[str | None, list[tuple[str, Any]], list[int], list[bool],
+                                    int]] = []
 
     def set(self, column: str, row: int, value: Any) -> None:
         rows, values = self.typed.setdefault(column, ([], []))
         rows.append(row)
         values.append(value)
+
+    def flows(self, row: int, ids: list[int], ends: list[bool], ts: int) -> None:
+        """Row ``row`` takes part in the flows ``ids`` at ``ts``."""
+        self.flow_rows.extend([row] * len(ids))
+        self.flow_ids.extend(ids)
+        self.flow_ends.extend(ends)
+        self.flow_ts.extend([ts] * len(ids))
 
 
 class PacketReader:
@@ -181,6 +200,7 @@ class PacketReader:
         self.stack_rows: list[int] = []
         self.stack_ids: list[int] = []
         self.packets = 0
+        self.epochs = 0
         self._permit_cache: dict[tuple[int, frozenset[str]],
                                  tuple[frozenset[str], frozenset[str]]] = {}
 
@@ -211,6 +231,8 @@ class PacketReader:
         if flags & _CLEARED or p.incremental_state_cleared:
             seq.clear()
             seq.valid = True
+            self.epochs += 1
+            seq.epoch = self.epochs
         if p.HasField("trace_packet_defaults"):
             self._defaults(seq, p.trace_packet_defaults)
         if p.HasField("interned_data"):
@@ -373,7 +395,8 @@ class PacketReader:
                                                     *self._permits(track, SLICES)) \
                     if anns else (None, [])
                 extra = len(cols.end_extras)
-                cols.end_extras.append((args, typed, rare.flows if rare else []))
+                cols.end_extras.append((args, typed, rare.flows if rare else [],
+                                        rare.ends if rare else [], ts))
             cols.se_track.append(track)
             cols.se_ts.append(ts)
             cols.se_begin.append(False)
@@ -402,7 +425,9 @@ class PacketReader:
         for f in unknown:
             number, data = f.field_number, f.data
             if number in _FLOW_FIELDS:
-                rare.flows.extend(_numbers(f.wire_type, data, _FLOW_FIELDS[number]))
+                ids = _numbers(f.wire_type, data, _FLOW_FIELDS[number])
+                rare.flows.extend(ids)
+                rare.ends.extend([number in _TERMINATING] * len(ids))
             elif number in _COUNTER_FIELDS:
                 rare.counters.append((number, _numbers(f.wire_type, data,
                                                        _COUNTER_FIELDS[number])))
@@ -447,8 +472,7 @@ class PacketReader:
             cols.args.append(None)
         if rare is not None:
             if rare.flows:
-                cols.flow_rows.extend([row] * len(rare.flows))
-                cols.flow_ids.extend(rare.flows)
+                cols.flows(row, rare.flows, rare.ends, ts)
             if rare.correlation is not None and rare.correlation <= _INT64_MAX:
                 cols.set("correlation", row, rare.correlation)
             if rare.callstack:
@@ -513,7 +537,7 @@ class PacketReader:
             return
         category = self._category(te, seq) if te.category_iids or te.categories else -1
         row = len(self.cols.kind)
-        self._counter_row(ts, track, float(getattr(te, which)), category)
+        self._counter_row(ts, track, float(getattr(te, which)), seq.epoch, category)
         anns = te.debug_annotations
         if anns:  # tracekit writes a counter's args and typed columns as its annotations
             args, typed = self.annotations.read(anns, seq.annotations,
@@ -522,8 +546,11 @@ class PacketReader:
             for column, value in typed:
                 self.cols.set(column, row, value)
 
-    def _counter_row(self, ts: int, track: int, value: float, category: int = -1) -> None:
+    def _counter_row(self, ts: int, track: int, value: float, epoch: int,
+                     category: int = -1) -> None:
         cols = self.cols
+        cols.counter_rows.append(len(cols.kind))
+        cols.counter_epochs.append(epoch)
         cols.kind.append(COUNTER)
         cols.ts.append(ts)
         cols.dur.append(-1)
@@ -543,7 +570,7 @@ class PacketReader:
             if values:
                 uuids = fields.get(uuids_field) or defaults
                 for uuid, v in zip(uuids, values, strict=False):
-                    self._counter_row(ts, uuid, float(v))
+                    self._counter_row(ts, uuid, float(v), seq.epoch)
                 if len(uuids) < len(values):
                     self.warnings["warning: extra counter values without a counter track"] \
                         += len(values) - len(uuids)
@@ -586,8 +613,7 @@ class PacketReader:
             self.counts[f"skipped: legacy events of phase '{shown}' (not read)"] += 1
             return
         if le.bind_id:
-            cols.flow_rows.append(row)
-            cols.flow_ids.append(le.bind_id ^ _V1_FLOW)
+            cols.flows(row, [le.bind_id ^ _V1_FLOW], [False], ts)
         if le.HasField("pid_override"):
             cols.set("pid", row, le.pid_override)
         if le.HasField("tid_override"):
