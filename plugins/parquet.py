@@ -5,27 +5,37 @@
     trace.parquet/
         events.parquet
 
-Its rows are the events. Its footer (the Parquet key-value metadata) carries the rest of the
-trace: ``tracekit``, the manifest (format, schema version, trace metadata, read account);
-``tracekit.processes``, ``tracekit.threads``, ``tracekit.devices``, ``tracekit.stacks`` and
-``tracekit.frames``, the side tables (Arrow IPC streams, zstd-compressed, base64); and
-``pandas``, so that pandas keeps nullable integers as ``Int64``/``Int32``. With nothing but event
-rows in the directory, pandas, polars, pyarrow and DuckDB given the directory read exactly the
-events, and each events file reads back alone, so a dataset partitioned by rank
-(``rank=N/events.parquet``) is one table to them as well.
+and ``tracekit convert r0.json r1.json -o run.parquet`` (several inputs: the ranks of a run,
+numbered by ``tracekit.toolkit.input_ranks``) one such file per rank, hive-style::
 
-Every tracekit command reads the dataset back, identical to what was written, without parsing
-the original input again. Datasets of the previous layout (one Parquet file per table and a
-``tracekit.json``) are read too. A damaged dataset (a manifest of the wrong shape, a file
-truncated or of other columns, a side table that does not decode, rows that point at stacks or
-frames that do not exist) gives one TraceReadError naming the file; a nullable column dropped by
-another tool is read as null, with a warning.
+    run.parquet/
+        rank=0/events.parquet
+        rank=1/events.parquet
+
+An events file's rows are the events. Its footer (the Parquet key-value metadata) carries the
+rest of the trace: ``tracekit``, the manifest (format, schema version, trace metadata, read
+account); ``tracekit.processes``, ``tracekit.threads``, ``tracekit.devices``,
+``tracekit.stacks`` and ``tracekit.frames``, the side tables (Arrow IPC streams,
+zstd-compressed, base64); and ``pandas``, so that pandas keeps nullable integers as
+``Int64``/``Int32``. With nothing but event rows in the directory, pandas, polars, pyarrow and
+DuckDB given the directory read exactly the events, and each events file reads back alone. So a
+run is one table with a ``rank`` column to them, and each rank's file is a whole trace of that
+rank (its own processes, devices, stacks and manifest in its footer): a rank can be read,
+copied or analyzed without the others.
+
+Every tracekit command reads the dataset back, identical to what was written (a run: its ranks
+in rank order), without parsing the original input again. Datasets of the previous layout (one
+Parquet file per table and a ``tracekit.json``) are read too. A damaged dataset (a manifest of
+the wrong shape, a file truncated or of other columns, a side table that does not decode, rows
+that point at stacks or frames that do not exist) gives one TraceReadError naming the file; a
+nullable column dropped by another tool is read as null, with a warning.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +52,7 @@ from tracekit.errors import EmptyOutputError, TraceReadError
 from tracekit.fields import TYPED_COLUMNS
 from tracekit.inputs import Source
 from tracekit.model import SCHEMA_VERSION, SCHEMAS, TABLE_NAMES, ReadLog, Trace
+from tracekit.toolkit import input_ranks, rank_trace
 
 FORMAT = "tracekit-parquet"
 EVENTS = "events.parquet"
@@ -51,6 +62,10 @@ KINDS = ("slice", "instant", "counter", "sample")
 # The previous layout: one file per table and this manifest beside them.
 MANIFEST = "tracekit.json"
 _OLD_FILES = frozenset({MANIFEST, *(f"{name}.parquet" for name in TABLE_NAMES)})
+# A run: one folder per rank; names starting with "." or "_" are not data (as pyarrow, Spark and
+# DuckDB treat them in hive-partitioned datasets).
+RANK_DIR = re.compile(r"rank=(\d+)")
+_NOT_DATA = (".", "_")
 # Footer values may be megabytes (large stack tables); pyarrow's default limits are lower.
 _FOOTER_LIMITS = {"thrift_string_size_limit": 2**31 - 1, "thrift_container_size_limit": 2**31 - 1}
 
@@ -78,14 +93,18 @@ class ParquetWriter(tracekit.DirectoryWriter):
     @classmethod
     def owns(cls, directory: Path) -> bool:
         """True for a tracekit dataset of this layout (only an events.parquet with a tracekit
-        manifest) or the previous one (only its table files and a tracekit.json of this
-        format), and for an empty directory: replacing these destroys nothing of the user's."""
+        manifest, or only rank=N folders each holding one), or of the previous one (only its
+        table files and a tracekit.json of this format), and for an empty directory: replacing
+        these destroys nothing of the user's."""
         try:
             entries = list(directory.iterdir())
         except OSError:
             return False
         if not entries:
             return True
+        if all(e.is_dir() and not e.is_symlink() and RANK_DIR.fullmatch(e.name)
+               for e in entries):
+            return all(cls.owns(e) and (e / EVENTS).is_file() for e in entries)
         if any(e.is_symlink() or not e.is_file() for e in entries):
             return False
         names = {e.name for e in entries}
@@ -97,6 +116,22 @@ class ParquetWriter(tracekit.DirectoryWriter):
         if not any(trace.table(name).num_rows for name in TABLE_NAMES):
             raise EmptyOutputError("nothing to write: the input has no events")
         result = tracekit.WriteResult()
+        ranks = input_ranks(trace) if len(trace.sources) > 1 else []
+        if not ranks:
+            self._write_file(trace, Path(stream) / EVENTS)
+        for rank in ranks:
+            folder = Path(stream) / f"rank={rank.rank}"
+            folder.mkdir()
+            self._write_file(rank_trace(trace, rank.source), folder / EVENTS)
+            self.progress.update(ranks.index(rank) + 1, len(ranks))
+        if ranks:
+            result.written["rank folders"] = len(ranks)
+        for name in TABLE_NAMES:
+            result.written[f"{name} rows"] = trace.table(name).num_rows
+        return result
+
+    def _write_file(self, trace: Trace, path: Path) -> None:
+        """One events file: the trace's events as rows, the rest in its footer."""
         manifest = {
             "format": FORMAT,
             "schema_version": SCHEMA_VERSION,
@@ -113,14 +148,10 @@ class ParquetWriter(tracekit.DirectoryWriter):
         # footer entries are added apart, so that the stored Arrow schema does not repeat them.
         schema = events.schema.with_metadata({**(events.schema.metadata or {}),
                                               b"pandas": _pandas_metadata(events.schema)})
-        with pq.ParquetWriter(Path(stream) / EVENTS, schema,
-                              compression=self.options.compression) as writer:
+        with pq.ParquetWriter(path, schema, compression=self.options.compression) as writer:
             writer.write_table(events.replace_schema_metadata(schema.metadata),
                                row_group_size=self.options.row_group_size)
             writer.add_key_value_metadata(footer)
-        for name in TABLE_NAMES:
-            result.written[f"{name} rows"] = trace.table(name).num_rows
-        return result
 
 
 class ParquetReader(tracekit.Reader):
@@ -142,6 +173,9 @@ class ParquetReader(tracekit.Reader):
                 return 0.5 if (path / EVENTS).is_file() else 0.0
             if (path / EVENTS).is_file():
                 return 1.0 if _has_manifest(path / EVENTS) else 0.5
+            parts = _rank_folders(path)
+            if parts:  # a run: ours when its first rank's file is
+                return 1.0 if _has_manifest(parts[0][1] / EVENTS) else 0.5
             return 0.0
         if source.is_stream or source.compression or not source.head.startswith(b"PAR1"):
             return 0.0
@@ -155,9 +189,72 @@ class ParquetReader(tracekit.Reader):
             trace = _read_events_file(source.path, source.path, source.name)
         elif (source.path / MANIFEST).exists():
             trace = _read_old_layout(source.path, source.name)
+        elif not (source.path / EVENTS).exists() and _rank_folders(source.path):
+            trace = _read_run(source.path, source.name)
         else:
             trace = _read_events_file(source.path / EVENTS, source.path, source.name)
         out.adopt(trace)
+
+
+def _rank_folders(directory: Path) -> list[tuple[int, Path]]:
+    """The rank=N folders of a run, by rank (none when ``directory`` holds none)."""
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return []
+    found = [(int(m.group(1)), e) for e in entries
+             if (m := RANK_DIR.fullmatch(e.name)) and e.is_dir()]
+    return sorted(found, key=lambda item: item[0])
+
+
+def _read_run(directory: Path, source_name: str) -> Trace:
+    """A run: each rank=N folder's events file read as a whole trace, the ranks in order."""
+    def error(message: str) -> TraceReadError:
+        return TraceReadError(message, path=directory)
+
+    parts = _rank_folders(directory)
+    names = {e.name for _, e in parts}
+    for entry in sorted(directory.iterdir()):
+        if entry.name not in names and not entry.name.startswith(_NOT_DATA):
+            raise error(f"{entry.name[:60]!r} is not a rank=N folder: a run holds only those")
+    ranks = [n for n, _ in parts]
+    if len(set(ranks)) != len(ranks):
+        twice = next(n for n in ranks if ranks.count(n) > 1)
+        raise error(f"rank {twice} has two folders "
+                    f"({', '.join(e.name for n, e in parts if n == twice)})")
+    traces = []
+    for _, folder in parts:
+        others = sorted(e.name for e in folder.iterdir()
+                        if e.name != EVENTS and not e.name.startswith(_NOT_DATA))
+        if others:
+            raise error(f"{folder.name}/{others[0][:60]} is not part of a tracekit run "
+                        f"(a rank folder holds only {EVENTS})")
+        traces.append(_read_events_file(folder / EVENTS, folder, source_name))
+    return _combine(traces, directory)
+
+
+def _combine(traces: list[Trace], where: Path) -> Trace:
+    """The ranks of a run as one trace. Their stack and frame ids are those of the run, so
+    they stay as they are (a stack two ranks share is one row)."""
+    sources: dict[str, Any] = {}
+    log = ReadLog()
+    for trace in traces:
+        twice = set(trace.metadata["sources"]) & set(sources)
+        if twice:
+            raise TraceReadError(f"two ranks hold input {next(iter(twice))[:60]!r}", path=where)
+        sources.update(trace.metadata["sources"])
+        log.merge(trace.log)
+    tables = {}
+    for name in TABLE_NAMES:
+        table = pa.concat_tables([t.table(name) for t in traces])
+        if name == "events":
+            table = table.unify_dictionaries().combine_chunks()
+        elif name in ("stacks", "frames"):
+            key = "stack_id" if name == "stacks" else "frame_id"
+            _, first = np.unique(table[key].to_numpy(), return_index=True)
+            table = table.take(pa.array(np.sort(first)))
+        tables[name] = table
+    return Trace(metadata={**traces[0].metadata, "sources": sources}, log=log, **tables)
 
 
 def _encode(table: pa.Table) -> bytes:
