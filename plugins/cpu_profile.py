@@ -5,7 +5,8 @@ loop, the ``swapper`` task) apart from busy time, busy time split into user and 
 the top busy function and module, the weight's unit (ns of CPU time, cycles, samples, an
 event count), IPC per function where cycles and instructions were both sampled, and VTune's
 own metrics (utilization, spin and overhead time, memory bound). For a PyTorch trace with
-no GPU work: host ops by self time (duration minus the ops nested in them on the thread).
+no GPU work: host ops by self time (duration minus the ops nested in them on the thread);
+for annotation ranges alone (an NVTX range trace), the ranges by self and total time.
 Names are demangled (C++ and legacy Rust, by libstdc++'s demangler through ``cxxfilt``).
 """
 
@@ -101,6 +102,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         elif trace.events.num_rows and pc.any(equals(trace.events["category"],
                                                      "host.op")).as_py():
             self._host_ops(trace, report)
+        elif trace.events.num_rows and pc.any(equals(trace.events["category"],
+                                                     "host.annotation")).as_py():
+            self._ranges(trace, report)
         else:
             report.findings.append(Finding(
                 "info", "No CPU samples or host ops: nothing for a CPU verdict",
@@ -367,6 +371,54 @@ class CpuAnalyzer(tracekit.Analyzer):
             ("mean_self", "int", "ns", [int(s / calls[n]) for n, s in top]),
             ("op", "str", None, [n for n, _ in top])])
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
+
+    # --- annotation ranges only (an NVTX range trace) -----------------------------------------
+
+    def _ranges(self, trace: Trace, report: Report) -> None:
+        """Ranges by self time: where an annotated program's time went, range by range. No
+        verdict: ranges alone do not say whether the CPU or a device was the limit."""
+        ev = trace.events
+        ranges = ev.filter(pc.and_(equals(ev["category"], "host.annotation"),
+                                   equals(ev["kind"], "slice"))).select(
+            ["name", "ts_ns", "dur_ns", "pid", "tid"])
+        ranges = ranges.filter(pc.and_(pc.is_valid(ranges["ts_ns"]),
+                                       pc.is_valid(ranges["dur_ns"])))
+        self_ns = op_self_times(ranges)
+        calls: dict[str, int] = defaultdict(int)
+        self_by: dict[str, float] = defaultdict(float)
+        total_by: dict[str, float] = defaultdict(float)
+        for name, s, d in zip(ranges["name"].cast(pa.string()).to_pylist(), self_ns.tolist(),
+                              ranges["dur_ns"].to_pylist(), strict=True):
+            calls[name] += 1
+            self_by[name] += s
+            total_by[name] += d
+        total_self = float(self_ns.sum())
+        start = pc.min(ranges["ts_ns"]).as_py()
+        end = pc.max(pc.add(ranges["ts_ns"], ranges["dur_ns"])).as_py()
+        span = end - start if start is not None else 0
+        threads = len(set(zip(ranges["pid"].to_pylist(), ranges["tid"].to_pylist(),
+                              strict=True)))
+        ranked = sorted(self_by.items(), key=lambda kv: (-kv[1], kv[0]))
+        evidence: dict[str, Any] = {
+            "verdict": "none", "input": "annotation ranges (no CPU samples, no GPU work)",
+            "weight_unit": "ns of range self time", "ranges": ranges.num_rows,
+            "range_self_ns": int(total_self), "span_ns": int(span), "threads": threads}
+        title = (f"Annotation ranges only: {ranges.num_rows:,} ranges on {threads} "
+                 f"thread(s) over {format_ns(span)}")
+        if ranked:
+            evidence["top_range"], evidence["top_range_pct"] = ranked[0][0], percent(
+                ranked[0][1], total_self)
+            title += f"; most self time in {ranked[0][0]} ({evidence['top_range_pct']}%)"
+        report.findings.append(Finding("info", title, evidence))
+        top = ranked[: self.options.top] if self.options.top else ranked
+        report.tables["ranges"] = report_table([
+            ("self_pct", "float", "%", [percent(s, total_self) for _, s in top]),
+            ("self", "int", "ns", [int(s) for _, s in top]),
+            ("total", "int", "ns", [int(total_by[n]) for n, _ in top]),
+            ("calls", "int", None, [calls[n] for n, _ in top]),
+            ("mean_self", "int", "ns", [int(s / calls[n]) for n, s in top]),
+            ("range", "str", None, [n for n, _ in top])])
+        report.table_titles["ranges"] = "Ranges by self time (duration minus nested ranges)"
 
 
 def op_self_times(ops: pa.Table) -> np.ndarray:
