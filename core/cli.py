@@ -122,7 +122,8 @@ def analyze(
         done = analyze_report(inputs, analyzer, format=format, table=table, from_=from_,
                               options=option, output=output, force=force, engine=engine,
                               jobs=jobs, scheduler=scheduler, progress=progress)
-    _echo([] if quiet else done.write(output, force=force), err=True)
+    said = done.write(output, force=force)
+    _echo([] if quiet else said, err=True)
 
 
 @app.command()
