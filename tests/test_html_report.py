@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import tracekit
-from helpers import ROOT, shared_path
+from helpers import FIXTURES, ROOT, shared_path
 from tracekit.errors import OptionError, OutputExistsError
 from tracekit.plugins.html_report import (
     render_html,
@@ -380,10 +380,11 @@ def test_without_plotly_the_command_says_what_to_install(tmp_path, capsys, monke
 
     monkeypatch.setattr(assets, "_plotly_js_path", lambda: None)
     out = tmp_path / "r.html"
-    assert main(["report", str(shared_path(*PERF)), "-o", str(out)]) == 1
-    assert capsys.readouterr().err == \
-        "error: the HTML report needs plotly: pip install 'tracekit[html]'\n"
-    assert not out.exists()
+    for command in (["report"], ["analyze", "--format", "html"]):
+        assert main([*command, str(shared_path(*PERF)), "-o", str(out)]) == 1
+        assert capsys.readouterr().err == \
+            "error: the HTML report needs plotly: pip install 'tracekit[html]'\n"
+        assert not out.exists()
 
 
 @pytest.mark.parametrize(("parts", "sections"), [
@@ -398,3 +399,62 @@ def test_page_sections(parts, sections, registry):
     shown = [html.count(f"</span> {text(t)}</p>") + html.count(f'"program">{text(t)}</p>')
              for t in titles]  # a card, or the program class under the verdict
     assert titles and shown == [1] * len(titles)
+
+
+# --- analyze --format html ------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_analyze_format_html_writes_the_report_page(tmp_path, capsys):
+    from tracekit.cli import main
+
+    path = str(shared_path(*ROCPROF))
+    report, analyzed = tmp_path / "report.html", tmp_path / "analyze.html"
+    assert main(["report", path, "-o", str(report), "-q"]) == 0
+    assert main(["analyze", path, "--format", "html", "-o", str(analyzed)]) == 0
+    assert capsys.readouterr().err == f"wrote {analyzed}\n"
+    assert analyzed.read_bytes() == report.read_bytes()
+    # With -a, the page of exactly the analyzers asked for.
+    assert main(["analyze", path, "--format", "html", "-a", "summary", "-o", str(analyzed),
+                 "-f", "-q"]) == 0
+    html = analyzed.read_text()
+    assert re.findall(r'<section id="([a-z-]+)">', html) == [
+        "verdict", "timeline", "distributions", "summary"]
+    assert "Bottleneck: GPU-compute-bound" not in html and "<h3>GPU kernels (" in html
+
+
+def test_page_without_the_events_leaves_out_their_plots(registry):
+    trace = tracekit.read(FIXTURES / "scenarios" / "matmul_loop.pt.trace.json.gz",
+                          registry=registry)
+    reports = tracekit.analyze(trace, ["bottleneck", "summary"], registry=registry)
+    html = render_html(None, reports, ["rank0.json", "rank1.json"], registry=registry).decode()
+    assert re.findall(r'<section id="([a-z-]+)">', html) == ["verdict", "summary"]
+    assert "2 inputs, each analyzed where it was read; tracekit" in html
+    assert html.count('<div class="plot"') == 1  # time per cause, beside the findings
+
+
+ANALYZE_CASES = {"plain": ([NSYS], []), "engine": (list(RANKS), ["--engine", "local"])}
+
+
+@SLOW_BROWSER
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: "
+                    "apt-get install chromium): the page is checked in a browser only there")
+@pytest.mark.parametrize("case", list(ANALYZE_CASES))
+def test_analyze_page_draws_in_chromium(case, tmp_path):
+    from tracekit.cli import main
+
+    parts, args = ANALYZE_CASES[case]
+    page, shot = tmp_path / f"{case}.html", tmp_path / f"analyze-{case}.png"
+    assert main(["analyze", *[str(shared_path(*p)) for p in parts], *args, "--format", "html",
+                 "-o", str(page), "-q"]) == 0
+    data = page.read_text()
+    sections = re.findall(r'<section id="([a-z-]+)">', data)
+    assert sections == {"plain": ["verdict", "breakdown", "timeline", "distributions",
+                                  "summary", "cpu"],
+                        "engine": ["verdict", "ranks"]}[case]
+    dom, console = _open_in_chromium(page, shot, tmp_path)
+    assert console == []
+    assert "data-rendered-ms" in dom.body
+    assert len(dom.plots) == data.count('<div class="plot"') >= 2
+    for pid, plot in dom.plots.items():
+        assert plot["svg"] and plot["marks"], f"{case}: {pid} drew nothing"
+    assert len(dom.scripts) == 2 + len(dom.plots)

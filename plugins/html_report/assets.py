@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 from pathlib import Path
@@ -133,6 +134,7 @@ def check_plotly() -> None:
         raise TracekitError(MISSING)
 
 
+@functools.cache
 def plotly_js() -> str:
     """plotly.js as the plotly package ships it (minified), to inline in the page."""
     path = _plotly_js_path()

@@ -87,7 +87,6 @@ def build_report(inputs: Sequence[Path], *, analyzers: Sequence[str] = (),
     from tracekit.outputs import check_not_input, preflight
     from tracekit.pipeline import default_registry
     from tracekit.plugins.html_report.assets import check_plotly
-    from tracekit.plugins.html_report.page import render_html
     from tracekit.progress import NO_PROGRESS
 
     check_plotly()
@@ -112,17 +111,26 @@ def build_report(inputs: Sequence[Path], *, analyzers: Sequence[str] = (),
     reports = [r for n in names for r in tracekit.analyze(trace, n, options=per.get(n, []),
                                                           registry=registry)]
     progress.phase("writing the page")
-    # The plots drawn from the events show what the analyzers saw: the same window.
-    scope = {k: v for k, v in (p.removeprefix("analyzer.").partition("=")[::2]
-                               for p in options) if k in ("window", "steps") and v}
+    page = render_scoped(trace, reports, [str(p) for p in inputs], options, registry)
+    return trace, reports, page
+
+
+def render_scoped(trace: Trace | None, reports: Sequence[Report], inputs: Sequence[str],
+                  options: Sequence[str], registry: Registry | None = None) -> bytes:
+    """:func:`render_html`, the plots drawn from the events cut to the window or steps that
+    ``options`` (``-O window=2s:5s``, ``-O bottleneck.steps=3:5``) gave the analyzers, so
+    that they show what the analyzers saw; the header names the window."""
+    from tracekit.plugins.html_report.page import render_html
+
+    scope = {k.rpartition(".")[2]: v for k, v in (p.partition("=")[::2] for p in options)
+             if k.rpartition(".")[2] in ("window", "steps") and v}
     view = trace
-    if scope:
+    if scope and trace is not None:
         from tracekit.plugins.diagnosis.window import restrict
 
         view = restrict(trace, scope.get("window", ""), scope.get("steps", ""))
-    page = render_html(view, reports, [str(p) for p in inputs], registry=registry,
+    return render_html(view, reports, inputs, registry=registry,
                        scope=", ".join(f"{k} {v}" for k, v in scope.items()))
-    return trace, reports, page
 
 
 def report(

@@ -62,7 +62,7 @@ def _table(report: Report, name: str) -> str:
             + table_html(table, f"analyzer {report.analyzer}, table {name}"))
 
 
-def render_html(trace: Trace, reports: Sequence[Report], inputs: Sequence[str], *,
+def render_html(trace: Trace | None, reports: Sequence[Report], inputs: Sequence[str], *,
                 registry: Registry | None = None, scope: str = "") -> bytes:
     """The HTML page for ``reports`` of ``trace`` read from ``inputs``: one file, plotly.js
     inlined, no network needed to open it.
@@ -71,23 +71,24 @@ def render_html(trace: Trace, reports: Sequence[Report], inputs: Sequence[str], 
     analyzers it ran. Plots of the events themselves (busy strip, distributions, flame
     graph) come from ``trace``; each report adds its own section, and a report this module
     does not know shows its findings and tables. ``scope`` says which part of the trace
-    the analyzers looked at (``window 2s:5s``), for the header.
+    the analyzers looked at (``window 2s:5s``), for the header. ``trace`` None (the reports
+    of ``analyze --engine``, made where each input was read) leaves out the plots of events.
     """
     js = plotly_js()
     by_name = {r.analyzer: r for r in reports}
-    kind = trace_kind(trace)
     if registry is None:
         from tracekit.pipeline import default_registry
 
         registry = default_registry()
-    headline = [r for r in reports if r.analyzer in default_analyzers(kind, registry)] \
-        or list(reports[:1])
+    defaults = default_analyzers(trace_kind(trace), registry) if trace is not None else []
+    headline = [r for r in reports if r.analyzer in defaults] or list(reports[:1])
     page = Page()
     on_top = {r.analyzer for r in headline}
     _verdict(page, headline, by_name)
     _breakdown(page, by_name)
     _timeline(page, trace, by_name.get("gaps"), on_top)
-    _distributions(page, trace)
+    if trace is not None:
+        _distributions(page, trace)
     _summary(page, by_name.get("summary"))
     _cpu(page, trace, [by_name[n] for n in CPU_REPORTS if n in by_name], on_top)
     _ranks(page, by_name.get("ranks"), on_top)
@@ -157,8 +158,8 @@ def _findings(report: Report, on_top: set[str]) -> str:
     return "" if report.analyzer in on_top else findings_html(report.findings)
 
 
-def _timeline(page: Page, trace: Trace, gaps: Report | None, on_top: set[str]) -> None:
-    strip = busy_strip(trace, gaps)
+def _timeline(page: Page, trace: Trace | None, gaps: Report | None, on_top: set[str]) -> None:
+    strip = busy_strip(trace, gaps) if trace is not None else None
     if strip is None:
         return
     caption = (f"Busy share per bin, {strip.bins} bins of {format_ns(strip.bin_ns)} each over "
@@ -214,8 +215,8 @@ def _summary(page: Page, report: Report | None) -> None:
     page.section("summary", "Top kernels, API calls and memory operations", "".join(body))
 
 
-def _cpu(page: Page, trace: Trace, reports: list[Report], on_top: set[str]) -> None:
-    flame = flame_graph(trace)
+def _cpu(page: Page, trace: Trace | None, reports: list[Report], on_top: set[str]) -> None:
+    flame = flame_graph(trace) if trace is not None else None
     body = []
     if flame is not None:
         what = f"'{flame.event}' samples" if flame.event else "samples"
@@ -265,14 +266,19 @@ def _diff(page: Page, report: Report | None, on_top: set[str]) -> None:
     page.section("diff", report.title, "".join(body))
 
 
-def _document(page: Page, trace: Trace, inputs: Sequence[str], js: str, scope: str) -> str:
-    sources = trace.metadata.get("sources", {}) if isinstance(trace.metadata, dict) else {}
-    formats = sorted({m.get("format") or m.get("reader") or "?" for m in sources.values()
-                      if isinstance(m, dict)})
+def _document(page: Page, trace: Trace | None, inputs: Sequence[str], js: str,
+              scope: str) -> str:
     names = ", ".join(PurePath(i).name for i in inputs)
-    skipped = sum(trace.log.skipped().values())
-    meta = (f"{trace.events.num_rows:,} events; format {', '.join(formats) or '?'}"
-            + (f"; analyzed: {scope}" if scope else "")
+    if trace is None:
+        read = f"{len(inputs):,} inputs, each analyzed where it was read"
+        skipped = 0
+    else:
+        sources = trace.metadata.get("sources", {}) if isinstance(trace.metadata, dict) else {}
+        formats = sorted({m.get("format") or m.get("reader") or "?" for m in sources.values()
+                          if isinstance(m, dict)})
+        read = f"{trace.events.num_rows:,} events; format {', '.join(formats) or '?'}"
+        skipped = sum(trace.log.skipped().values())
+    meta = (read + (f"; analyzed: {scope}" if scope else "")
             + (f"; {skipped:,} input records skipped while reading" if skipped else "")
             + f"; tracekit {__version__}")
     nav = "".join(f'<a href="#{key}">{text(title)}</a>' for key, title in page.toc)
