@@ -11,15 +11,25 @@ launch geometry as ``grid``, ``block``, ``registers per thread``, ``shared memor
 ``baseTimeNanoseconds``, exact to the ns. Typed columns Kineto has no field for go into
 ``args`` by the rule of :mod:`tracekit.fields`.
 
+A run of several inputs (ranks) written to one ``.json`` is one merged trace, each rank's
+processes and GPUs apart (for viewers). ``chrome-json-ranks`` writes a folder with one file per
+rank instead, ``rank-N.json``, each with that rank's own ``distributedInfo``,
+``deviceProperties`` and base time, as the profiler of that rank would have written it: what HTA
+and TraceLens read as one rank each. ``-O align=collectives`` shifts each rank's times so that
+their matched collectives end together (``tracekit.toolkit.align_collectives``); the offsets
+are in the file's ``tracekit.alignment_offsets_ns``.
+
 Lines are assembled column-wise with Arrow string kernels, a chunk of events at a time; only
 rows whose args get a key added are looked at one by one.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
@@ -27,10 +37,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import fields
-from tracekit.errors import EmptyOutputError
+from tracekit.errors import EmptyOutputError, OptionError
 from tracekit.factorize import factorize
 from tracekit.links import launch_links
 from tracekit.model import Trace
+from tracekit.toolkit import NO_PROGRESS, align_collectives, input_ranks, rank_trace
 
 # tracekit category -> Kineto cat; others are written as the tracekit category itself, which
 # the kineto reader keeps. host.memory is cpu_instant_event only for Kineto's "[memory]".
@@ -58,6 +69,10 @@ _KERNEL_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"
 _SLICE, _INSTANT, _COUNTER = 0, 1, 2
 _CHUNK = 50_000
 _NULL = pa.scalar(None, pa.string())
+_ALIGN = ("", "collectives")
+# The files of chrome-json-ranks, and how a file of tracekit's ends (its "tracekit" object).
+_RANK_FILE = re.compile(r"rank-(\d+)\.json(\.gz)?")
+_OURS = b'"tracekit": {"sources": ['
 
 
 class ChromeJsonWriter(tracekit.Writer):
@@ -76,15 +91,27 @@ class ChromeJsonWriter(tracekit.Writer):
     class Options:
         args: bool = field(default=True, metadata={"help": "write each event's args"})
         flows: bool = field(default=True, metadata={"help": "write ac2g and fwdbwd flows"})
+        align: str = field(default="", metadata={
+            "help": "collectives: shift each rank (input) so that matched collectives end "
+                    "together"})
+
+        def __post_init__(self) -> None:
+            _check_align(self.align)
 
     def write(self, trace: Trace, stream: IO[bytes]) -> tracekit.WriteResult:
+        return self.write_rank(_aligned(trace, self.options.align), stream)
+
+    def write_rank(self, trace: Trace, stream: IO[bytes],
+                   rank: int | None = None) -> tracekit.WriteResult:
+        """Write ``trace`` as it is; ``rank`` is its distributedInfo rank where the trace
+        declares none."""
         result = tracekit.WriteResult()
         ev = _writable(trace.events, result)
         if not ev.num_rows:
             raise EmptyOutputError(_nothing_to_write(trace.events, result))
         base = _base_time(trace, int(pc.min(ev["ts_ns"]).as_py()))
         plan = _Plan(trace, ev, self.options.flows)
-        stream.write(_header(trace, plan.device_pid, base))
+        stream.write(_header(trace, plan.device_pid, base, rank))
         meta = [json.dumps(m, ensure_ascii=False).encode()
                 for m in _metadata_events(trace, plan.device_pid)]
         stream.write(b",\n".join(meta))
@@ -100,8 +127,14 @@ class ChromeJsonWriter(tracekit.Writer):
                 progress.update(hi, ev.num_rows)
         # Which args keys are typed columns, for tracekit's kineto reader: a tool's own key
         # of the same name elsewhere in the file (an nsys memset's "value") is left alone.
-        tail = {"tracekit": {"sources": list(trace.metadata.get("sources", {})),
-                             "args_columns": sorted(carried)}}
+        tail: dict[str, Any] = {"sources": list(trace.metadata.get("sources", {})),
+                                "args_columns": sorted(carried)}
+        offsets = {name: meta["alignment_offset_ns"]
+                   for name, meta in trace.metadata.get("sources", {}).items()
+                   if isinstance(meta, dict) and "alignment_offset_ns" in meta}
+        if offsets:
+            tail["alignment_offsets_ns"] = offsets
+        tail = {"tracekit": tail}
         stream.write(b"\n], " + json.dumps(tail, ensure_ascii=False)[1:].encode() + b"\n")
         kinds = np.bincount(plan.kind, minlength=3)
         for key, n in zip(self.event_counts, kinds.tolist(), strict=True):
@@ -163,6 +196,90 @@ class ChromeJsonWriter(tracekit.Writer):
         if plan.flows is not None:
             lines = plan.flows.interleave(lines, lo, hi, plan, rel)
         return pc.binary_join_element_wise(",\n", lines, "")
+
+
+class ChromeJsonRanksWriter(tracekit.DirectoryWriter):
+    """A folder of Chrome trace JSON files, one per rank (input) of a run: rank-N.json."""
+
+    name = "chrome-json-ranks"
+    description = "a folder of Chrome trace JSON files, one per rank: rank-N.json (HTA)"
+    native_columns = ChromeJsonWriter.native_columns
+    event_counts = ChromeJsonWriter.event_counts
+
+    @dataclass(frozen=True)
+    class Options:
+        args: bool = field(default=True, metadata={"help": "write each event's args"})
+        flows: bool = field(default=True, metadata={"help": "write ac2g and fwdbwd flows"})
+        align: str = field(default="", metadata={
+            "help": "collectives: shift each rank so that matched collectives end together"})
+        gzip: bool = field(default=False, metadata={"help": "write rank-N.json.gz"})
+
+        def __post_init__(self) -> None:
+            _check_align(self.align)
+
+    @classmethod
+    def owns(cls, directory: Path) -> bool:
+        """True for an empty folder, or one of rank-N.json files that tracekit wrote."""
+        try:
+            entries = list(directory.iterdir())
+        except OSError:
+            return False
+        return all(e.is_file() and not e.is_symlink() and _RANK_FILE.fullmatch(e.name)
+                   and _written_by_tracekit(e) for e in entries)
+
+    def write(self, trace: Trace, stream: Any) -> tracekit.WriteResult:
+        if not trace.events.num_rows:
+            raise EmptyOutputError("nothing to write: the input has no events")
+        trace = _aligned(trace, self.options.align)
+        one = ChromeJsonWriter(ChromeJsonWriter.Options(self.options.args, self.options.flows),
+                               progress=NO_PROGRESS)
+        ranks = input_ranks(trace)
+        result = tracekit.WriteResult()
+        suffix = ".json.gz" if self.options.gzip else ".json"
+        for i, rank in enumerate(ranks):
+            part = rank_trace(trace, rank.source) if len(ranks) > 1 else trace
+            try:
+                with open(Path(stream) / f"rank-{rank.rank}{suffix}", "wb") as f:
+                    if self.options.gzip:
+                        with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6, mtime=0) as gz:
+                            done = one.write_rank(part, gz, rank.rank)
+                    else:
+                        done = one.write_rank(part, f, rank.rank)
+            except EmptyOutputError as exc:
+                raise EmptyOutputError(f"rank {rank.rank} ({rank.source}): {exc}") from None
+            result.written.update(done.written)
+            result.skipped.update(done.skipped)
+            result.written["rank files"] += 1
+            self.progress.update(i + 1, len(ranks))
+        return result
+
+
+def _check_align(value: str) -> None:
+    if value not in _ALIGN:
+        raise OptionError(f"option 'align': '{value}' is not known (valid: collectives, or "
+                          "empty for none)")
+
+
+def _aligned(trace: Trace, align: str) -> Trace:
+    """``trace`` with its ranks aligned on their collectives where asked."""
+    return align_collectives(trace).trace if align == "collectives" else trace
+
+
+def _written_by_tracekit(path: Path) -> bool:
+    """Whether ``path`` ends as tracekit's Chrome JSON does (with its "tracekit" object)."""
+    try:
+        if path.name.endswith(".gz"):
+            tail = b""
+            with gzip.open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    tail = (tail + chunk)[-(1 << 16):]
+        else:
+            with open(path, "rb") as f:
+                f.seek(max(path.stat().st_size - (1 << 16), 0))
+                tail = f.read()
+    except (OSError, EOFError):
+        return False
+    return _OURS in tail
 
 
 _HEADS = pa.array(['{"ph":"X","cat":', '{"ph":"i","cat":', '{"ph":"C","cat":'])
@@ -423,13 +540,14 @@ def _raw(lines: pa.Array) -> memoryview:
     return memoryview(lines.buffers()[2])[offsets[lines.offset]:offsets[-1]]
 
 
-def _header(trace: Trace, device_pid: dict[Any, int], base: int) -> bytes:
+def _header(trace: Trace, device_pid: dict[Any, int], base: int,
+            rank: int | None = None) -> bytes:
     """The top-level fields Kineto writes before ``traceEvents``, and the list's opening."""
     top: dict[str, Any] = {"schemaVersion": 1}
     props = _device_properties(trace, device_pid)
     if props:
         top["deviceProperties"] = props
-    dist = _distributed_info(trace)
+    dist = _distributed_info(trace) or ({"rank": rank} if rank is not None else None)
     if dist:
         top["distributedInfo"] = dist
     hosts = set(trace.processes["host"].drop_null().to_pylist())
@@ -596,3 +714,4 @@ class _Flows:
 @tracekit.hookimpl
 def register_writers(register: Any) -> None:
     register(ChromeJsonWriter)
+    register(ChromeJsonRanksWriter)

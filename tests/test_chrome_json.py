@@ -3,6 +3,7 @@ the rule of tracekit.fields or counted; decoded with the json module."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import Counter
 
@@ -10,7 +11,7 @@ import pytest
 import tracekit
 from helpers import shared_path
 from tracekit import fields
-from tracekit.plugins.chrome_json import ChromeJsonWriter
+from tracekit.plugins.chrome_json import ChromeJsonRanksWriter, ChromeJsonWriter
 from tracekit.plugins.parquet import ParquetWriter
 from tracekit.plugins.perfetto import PerfettoWriter
 from tracekit.testing import check_writer, full_trace
@@ -157,3 +158,94 @@ def test_device_names_and_rank_survive_a_round_trip(tmp_path, registry):
     assert src["distributed"] == next(iter(original.metadata["sources"].values()))[
         "distributed"]
     assert set(again.processes["rank"].to_pylist()) == {0}
+
+
+# -- a run: one file per rank (chrome-json-ranks), and ranks aligned on their collectives --
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+
+def _rank(source: str, device: int, skew: int) -> tracekit.Trace:
+    """One rank of a synthetic run, without distributedInfo: a host op launching a gemm and
+    an all-reduce on GPU ``device`` (named "A100 #device"), on a clock ``skew`` ns ahead."""
+    b = tracekit.TraceBuilder(source, "test")
+    b.add_process(50, name="python")
+    b.add_device(device, name=f"A100 #{device}", memory_bytes=2**30)
+    b.add_events({
+        "kind": ["slice"] * 4, "category": ["host.op", "api.runtime", "gpu.kernel",
+                                            "gpu.kernel"],
+        "name": ["aten::mm", "cudaLaunchKernel", "gemm", NCCL],
+        "ts_ns": [s + skew for s in (1_000, 1_100, 2_000, 10_000)],
+        "dur_ns": [1_000, 200, 3_000, 4_000], "pid": [50] * 4, "tid": [50, 50, None, None],
+        "device": [None, None, device, device], "stream": [None, None, 7, 7],
+        "correlation": [None, 9, 9, None]})
+    return b.build()
+
+
+def _run() -> tracekit.Trace:
+    from tracekit.model import concat_traces
+
+    return concat_traces([_rank("host-a/rank3.json", 0, 0), _rank("host-b/rank5.json", 1,
+                                                                     700_000)])
+
+
+def test_a_run_is_written_one_file_per_rank(tmp_path, registry):
+    out = tmp_path / "ranks"
+    result = tracekit.write(_run(), out, format="chrome-json-ranks", registry=registry)
+    assert sorted(p.name for p in out.iterdir()) == ["rank-3.json", "rank-5.json"]
+    assert (result.written["rank files"], result.written["X events"]) == (2, 8)
+    for rank, device, skew in ((3, 0, 0), (5, 1, 700_000)):
+        doc, ev = _events((out / f"rank-{rank}.json").read_bytes())
+        # No distributedInfo in the input: the rank its file name gives, as HTA reads it.
+        assert doc["distributedInfo"] == {"rank": rank}
+        assert doc["deviceProperties"] == [{"id": device, "name": f"A100 #{device}",
+                                            "totalGlobalMem": 2**30}]
+        assert sorted(ev) == ["aten::mm", "cudaLaunchKernel", "gemm", NCCL]
+        assert (ev["gemm"]["pid"], ev["gemm"]["args"]["device"]) == (device, device)
+        assert doc["baseTimeNanoseconds"] + round(ev["aten::mm"]["ts"] * 1000) == 1_000 + skew
+        assert "alignment_offsets_ns" not in doc["tracekit"]
+    # Each file reads back as its rank alone.
+    again = tracekit.read(out / "rank-5.json", registry=registry)
+    assert set(again.processes["rank"].to_pylist()) == {5}
+    assert again.devices["name"].to_pylist() == ["A100 #1"]
+
+
+def test_the_ranks_writer_accounts_for_every_row():
+    data, result = check_writer(ChromeJsonRanksWriter)
+    assert result.written["X events"] == 11 and result.written["rank files"] == 1
+    assert json.loads(data)["distributedInfo"] == {"rank": 0}
+
+
+def test_align_collectives_moves_each_rank_and_says_by_how_much(tmp_path, registry):
+    out = tmp_path / "ranks"
+    tracekit.write(_run(), out, format="chrome-json-ranks", registry=registry,
+                   options=["align=collectives", "gzip=true"])
+    assert sorted(p.name for p in out.iterdir()) == ["rank-3.json.gz", "rank-5.json.gz"]
+    for rank, offset in ((3, 0), (5, -700_000)):
+        doc, ev = _events(gzip.decompress((out / f"rank-{rank}.json.gz").read_bytes()))
+        assert doc["tracekit"]["alignment_offsets_ns"] == {
+            f"host-{'a' if rank == 3 else 'b'}/rank{rank}.json": offset}
+        assert doc["baseTimeNanoseconds"] + round(ev[NCCL]["ts"] * 1000) == 10_000
+    merged = tmp_path / "merged.json"
+    tracekit.write(_run(), merged, registry=registry, options=["align=collectives"])
+    doc = json.loads(merged.read_bytes())
+    assert doc["tracekit"]["alignment_offsets_ns"] == {"host-a/rank3.json": 0,
+                                                       "host-b/rank5.json": -700_000}
+    assert "distributedInfo" not in doc  # a merged run is no one rank
+    ends = [doc["baseTimeNanoseconds"] + round((e["ts"] + e["dur"]) * 1000)
+            for e in doc["traceEvents"] if e.get("name") == NCCL]
+    assert ends == [14_000, 14_000]
+
+
+def test_align_must_be_collectives(registry, tmp_path):
+    with pytest.raises(tracekit.OptionError, match="option 'align': 'clocks' is not known"):
+        tracekit.write(_run(), tmp_path / "x.json", registry=registry, options=["align=clocks"])
+
+
+def test_only_a_folder_of_tracekit_rank_files_is_replaced(tmp_path, registry):
+    out = tmp_path / "ranks"
+    tracekit.write(_run(), out, format="chrome-json-ranks", registry=registry)
+    tracekit.write(_run(), out, format="chrome-json-ranks", registry=registry, force=True)
+    (out / "rank-3.json").write_text('{"traceEvents": []}')  # the user's own
+    with pytest.raises(tracekit.TraceWriteError, match="not a tracekit output"):
+        tracekit.write(_run(), out, format="chrome-json-ranks", registry=registry, force=True)

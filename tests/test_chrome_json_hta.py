@@ -1,6 +1,7 @@
 """HolisticTraceAnalysis reads tracekit's Chrome JSON as it reads the original torch trace:
 the same temporal breakdown (idle, compute, non-compute time per rank) and the same
-communication/computation overlap; and an nsys export's copies count as memory work."""
+communication/computation overlap, for one trace and for a run written one file per rank; and
+an nsys export's copies count as memory work."""
 
 from __future__ import annotations
 
@@ -87,3 +88,35 @@ def test_hta_counts_nsys_copies_and_memsets_as_memory_work(tmp_path, registry):
     for name in names:
         assert time[name] == sum(math.floor(e["ts"] + e["dur"]) - math.ceil(e["ts"])
                                  for e in copies if e["name"] == name)
+
+
+def _hta_of_folder(folder):
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return TraceAnalysis(trace_dir=str(folder))
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+@pytest.mark.slow  # HTA parses four 5k-event traces
+def test_hta_reads_each_converted_rank_as_its_own_rank(tmp_path, registry):
+    """A run converted to one file per rank: HTA's per-rank results are the originals'."""
+    paths = [shared_path("torch-trace", "hta", f"sampled_rank-{r}.json.gz") for r in (0, 1)]
+    originals = tmp_path / "originals"
+    originals.mkdir()
+    for p in paths:
+        shutil.copy(p, originals / p.name)
+    converted = tmp_path / "converted"
+    tracekit.convert(paths, converted, to="chrome-json-ranks", registry=registry)
+    assert sorted(p.name for p in converted.iterdir()) == ["rank-0.json", "rank-1.json"]
+    a, b = _hta_of_folder(originals), _hta_of_folder(converted)
+    x = a.get_temporal_breakdown(visualize=False)
+    y = b.get_temporal_breakdown(visualize=False)
+    assert x["rank"].tolist() == [0, 1]
+    assert y.to_dict("records") == x.to_dict("records")
+    x = a.get_comm_comp_overlap(visualize=False)
+    y = b.get_comm_comp_overlap(visualize=False)
+    assert y.to_dict("records") == x.to_dict("records")
+    assert x["comp_comm_overlap_pctg"].tolist() == [11.81, 20.05]
