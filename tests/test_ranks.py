@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from decimal import Decimal
 
 import numpy as np
@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 import tracekit
 from helpers import shared_path
+from perfetto_check import decode_and_check
 from tracekit import Trace, TraceBuilder
 from tracekit.model import concat_traces
 from tracekit.ranks import DISTRIBUTED, FILE_NAME, INPUT_ORDER
@@ -187,3 +188,26 @@ def test_the_sampled_ranks_align_on_their_collectives(registry):
     aligned = align_collectives(tracekit.read(paths, registry=registry))
     assert (aligned.offsets_ns, aligned.matched) == ([0, want], n)
     assert [(r.rank, r.rule) for r in aligned.ranks] == [(0, DISTRIBUTED), (1, DISTRIBUTED)]
+
+
+def _label(track) -> str:
+    return track.name or (track.process.process_name if track.HasField("process") else "")
+
+
+def test_perfetto_draws_each_rank_as_one_process_group(tmp_path, registry):
+    """Each rank's GPU and its streams hang under the rank's host process, named with the rank;
+    tracekit's Perfetto reader reads the layout back."""
+    trace = concat_traces([_rank_input("host-a/rank1.json", None, [1_000_000, 2_000_000], 0),
+                           _rank_input("host-b/rank0.json", None, [1_000_000, 2_000_000], 5)])
+    out = tmp_path / "run.pftrace"
+    tracekit.write(trace, out, registry=registry)
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    paths = Counter(" / ".join(_label(t) for t in reversed(decoded.track_path(s.track)))
+                    for s in decoded.slices if s.category == "gpu.kernel")
+    assert paths == {"python (rank 1) / rank 1 GPU 0: H100 / Stream 7": 4,
+                     "python (rank 0) / rank 0 GPU 0: H100 / Stream 7": 4}
+    again = tracekit.read(out, registry=registry)
+    kernels = again.events.filter(pc.equal(again.events["category"], "gpu.kernel"))
+    assert kernels["device"].to_pylist() == [0] * 8
+    assert kernels["stream"].to_pylist() == [7] * 8

@@ -3,6 +3,11 @@
 Layout (ARCHITECTURE.md section 5, peers.md (d) rule 4): a process track per host process with
 its thread tracks; per device a plain "GPU n: name" track with one child track per stream;
 counters on counter tracks under their process or device; extra lanes for overlapping slices.
+
+A run of several inputs (ranks, numbered by ``tracekit.toolkit.input_ranks``) is one process
+group per rank: each process is named "name (rank N)", and each GPU ("rank N GPU n: name")
+hangs under the process that launched its work, its streams under it; a plain track under a
+process track is drawn inside that process's group (peers.md (d) rule 4).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from tracekit.factorize import factorize
 from tracekit.model import SYNTHETIC_ID_MAX as _SYNTHETIC
 from tracekit.model import Trace
 from tracekit.plugins.perfetto.wire import encode_message
+from tracekit.toolkit import input_ranks
 
 THREAD, PROCESS, GLOBAL, STREAM, COUNTER, DEVICE_COUNTER, DEVICE_ANALYSIS = range(7)
 _NULL = -(2**62)
@@ -102,6 +108,7 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
     row_track, key_columns = factorize(cls.astype(np.int64), src.astype(np.int64), a, b)
     unique = np.stack(key_columns, axis=1) if n else np.empty((0, 4), dtype=np.int64)
     names = _Names(trace, source_names)
+    launcher = _launchers(src, device, pid) if names.run_rank else {}
     plan = TrackPlan(row_track=row_track.reshape(-1), uuids=[],
                      native=_native(cls, pid, tid, names))
     declared: set[int] = set()
@@ -120,8 +127,10 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
                                                        (6, names.process(s, p)))))
 
     def device_track(s: int, d: int) -> int:
+        owner = launcher.get((s, d))
+        parent = process_track(s, owner) if owner is not None else None
         return declare(stable_uuid("device", s, d), (_NAME, names.device(s, d)),
-                       (_CHILD_ORDERING, _EXPLICIT), (_SIBLING_RANK, d))
+                       (_PARENT, parent), (_CHILD_ORDERING, _EXPLICIT), (_SIBLING_RANK, d))
 
     counter_names = events["name"].combine_chunks().dictionary.to_pylist()
     for key in unique.tolist():
@@ -181,6 +190,22 @@ def _native(cls: np.ndarray, pid: np.ndarray, tid: np.ndarray,
             "device": on_device, "stream": cls == STREAM}
 
 
+def _launchers(src: np.ndarray, device: np.ndarray,
+               pid: np.ndarray) -> dict[tuple[int, int], int]:
+    """Per (source, device): the real process that launched most of its rows (device rows
+    carry their launcher's pid), the process whose group the GPU is drawn in."""
+    rows = (device != _NULL) & (pid > _SYNTHETIC)
+    if not rows.any():
+        return {}
+    key, (s, d, p) = factorize(src[rows].astype(np.int64), device[rows], pid[rows])
+    counts = np.bincount(key.reshape(-1), minlength=len(s))
+    # Most rows first, then the lowest pid: the first of each (source, device) wins.
+    order = np.lexsort((p, -counts, d, s))
+    first = np.r_[True, (s[order][1:] != s[order][:-1]) | (d[order][1:] != d[order][:-1])]
+    won = order[first]
+    return {(int(a), int(b)): int(c) for a, b, c in zip(s[won], d[won], p[won], strict=True)}
+
+
 def _ints(col: pa.ChunkedArray) -> np.ndarray:
     return col.cast(pa.int64()).fill_null(_NULL).to_numpy()
 
@@ -196,6 +221,9 @@ class _Names:
         self.devices = {(r["source"], r["device"]): r for r in trace.devices.to_pylist()}
         self.ranks = {r["source"]: r["rank"] for r in trace.processes.to_pylist()
                       if r["rank"] is not None}
+        #: In a run of several inputs, each input's rank.
+        self.run_rank = {r.source: r.rank for r in input_ranks(trace)} \
+            if len(trace.sources) > 1 else {}
         owners: dict[int, set[str]] = {}
         for src, p in self.proc:
             owners.setdefault(p, set()).add(src)
@@ -208,8 +236,11 @@ class _Names:
     def process(self, s: int, pid: int) -> str:
         row = self.proc.get((self.sources[s], pid), {})
         name = row.get("name") or (f"process {pid}" if pid > _SYNTHETIC else "(unnamed)")
-        if row.get("rank") is not None:
-            name = f"{name} (rank {row['rank']})"
+        rank = row.get("rank")
+        if rank is None:
+            rank = self.run_rank.get(self.sources[s])
+        if rank is not None:
+            name = f"{name} (rank {rank})"
         return name
 
     def thread(self, s: int, pid: int, tid: int) -> str:
@@ -218,7 +249,7 @@ class _Names:
     def device(self, s: int, d: int) -> str:
         row = self.devices.get((self.sources[s], d), {})
         label = f"GPU {d}" + (f": {row['name']}" if row.get("name") else "")
-        rank = self.ranks.get(self.sources[s])
+        rank = self.run_rank.get(self.sources[s], self.ranks.get(self.sources[s]))
         if rank is not None:
             label = f"rank {rank} {label}"
         elif len(self.sources) > 1:
