@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from tracekit.plugins.diagnosis.program import Program
-from tracekit.toolkit import format_bytes
+from tracekit.toolkit import format_bytes, format_ns
 
 # Pageable copies are worth pinning when they take at least this share of copy time.
 PAGEABLE_SHARE_PCT = 10.0
@@ -54,6 +54,8 @@ class Facts:
     # idle-other: idle time whose launching call the trace does not hold, and all of it
     unattributed_idle_ns: int = 0
     other_idle_ns: int = 0
+    # input: host-caused GPU idle time during data-loading ranges (``dataload``)
+    input_wait_ns: int = 0
     # sync
     host_reads: int = 0
     sync_apis: dict[str, int] = field(default_factory=dict)  # name -> calls
@@ -100,14 +102,23 @@ def place_of(innermost: str, path: list[str]) -> str:
     return "host code"
 
 
+def _runtime(p: Program, call: str) -> str:
+    """A GPU runtime call by the program's own API: ``hipMemcpyAsync`` for HIP programs."""
+    return ("hip" if p.api == "HIP" else "cuda") + call
+
+
 def _pct(value: float) -> str:
     return f"{value:.0f}%"
+
+
+LOADER_FIX = ("load data off the training thread: DataLoader(num_workers>0, pin_memory=True, "
+              "persistent_workers=True, prefetch_factor)")
 
 
 def fixes_for(cause: str, program: Program, facts: Facts) -> list[Fix]:
     """The fixes for ``cause`` in this program, most useful first."""
     chooser = {"compute": _compute, "communication": _communication, "transfer": _transfer,
-               "sync": _sync, "launch": _launch, "cpu": _cpu,
+               "sync": _sync, "launch": _launch, "cpu": _cpu, "input": _input,
                "idle-other": _idle_other}.get(cause)
     return chooser(program, facts) if chooser else []
 
@@ -197,9 +208,7 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         if place == "untraced host code":
             pass
         elif place == "data loading" and p.mode == "training":
-            out.append(Fix("load data off the training thread: DataLoader(num_workers>0, "
-                           "pin_memory=True, persistent_workers=True, prefetch_factor)",
-                           because))
+            out.append(Fix(LOADER_FIX, because))
         elif place == "optimizer":
             out.append(Fix("use a fused or foreach optimizer (e.g. torch.optim.AdamW(..., "
                            "fused=True)) so the step is a few kernels, not one per parameter",
@@ -228,8 +237,24 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
                        "(double buffering), or move it to the GPU", because))
         if place == "memory management":
             out.append(Fix("allocate once outside the loop and reuse the buffers (or a "
-                           "stream-ordered pool, cudaMallocAsync)", because))
+                           f"stream-ordered pool, {_runtime(p, 'MallocAsync')})", because))
     return out
+
+
+def _input(p: Program, f: Facts) -> list[Fix]:
+    because = (f"the GPU waits {format_ns(f.input_wait_ns)} while the launching process runs "
+               "data-loading ranges")
+    place, example = _gap_place(f)
+    if place == "data loading":
+        because += f"; the largest: {example}"
+    if p.pytorch:
+        return [Fix(LOADER_FIX, because),
+                Fix("if workers are already used, make each sample cheaper: decode and augment "
+                    "on the GPU (DALI, torchvision.transforms.v2 on tensors), pre-processed or "
+                    "memory-mapped data", "the loader, not the model, sets the step time")]
+    return [Fix("load the next batch while the GPU computes: a loader thread or process "
+                "with a queue, double-buffered pinned staging buffers and asynchronous "
+                "copies", because)]
 
 
 def _launch(p: Program, f: Facts) -> list[Fix]:
@@ -271,7 +296,7 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
     if host_side:
         if f.copies_on_compute_stream_pct >= 50:
             how = ".to(device, non_blocking=True) on a side stream" if p.pytorch else \
-                "cudaMemcpyAsync on a separate stream with events"
+                f"{_runtime(p, 'MemcpyAsync')} on a separate stream with events"
             out.append(Fix(f"overlap the copies with compute: {how}",
                            f"{_pct(f.copies_on_compute_stream_pct)} of copy time is on "
                            f"streams that also run the kernels ({kinds})"))
@@ -360,6 +385,6 @@ def _idle_other(p: Program, f: Facts) -> list[Fix]:
                     f"the launching call of {_pct(100 * f.unattributed_idle_ns / f.other_idle_ns)}"
                     " of the idle time is not in the trace")]
     return [Fix("look at the largest gaps ('tracekit analyze -a gaps'): cross-stream waits "
-                "(cudaStreamWaitEvent) or a launch queue that drains",
+                f"({_runtime(p, 'StreamWaitEvent')}) or a launch queue that drains",
                 "the GPU idles with work already queued, or the trace does not say who "
                 "launched it")]

@@ -38,12 +38,14 @@ from tracekit.plugins.diagnosis.activity import (
 )
 from tracekit.plugins.diagnosis.advice import (
     Facts,
+    Fix,
     collective_kind,
     fixes_for,
     place_of,
     render,
 )
 from tracekit.plugins.diagnosis.breakdown import devices_table
+from tracekit.plugins.diagnosis.dataload import INPUT_BOUND_PCT, data_loading_wait
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps, gap_context, host_context
 from tracekit.plugins.diagnosis.kernels import kernel_findings
@@ -75,6 +77,7 @@ VERDICTS = {
     "launch": "CPU/launch-bound (kernel launch overhead)",
     "cpu": "CPU-bound (host work between launches starves the GPU)",
     "idle-other": "idle with work queued (stream dependencies or launch latency)",
+    "input": "input-bound (the GPU waits while the host loads data)",
     "startup": "start-up only (one-time initialization takes most of the trace)",
     "straggler": "load imbalance: one rank is late and the others wait for it in collectives",
 }
@@ -171,6 +174,9 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             startup = 0
         span = full_span - startup  # the steady state: the verdict leaves start-up out
         verdict, ranked = decide(costs, span)
+        input_wait = data_loading_wait(trace, activity, per_device)
+        if input_wait * 100 >= span * INPUT_BOUND_PCT:
+            verdict = "input"  # whatever else bounds the step: see plugins/diagnosis/dataload
         if startup * 100 >= full_span * STARTUP_ONLY_PCT:
             verdict = "startup"
         else:
@@ -197,28 +203,34 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         evidence = Evidence(trace, activity, per_device, self.options.tiny_us)
         program = classify(trace)
         facts = evidence.facts()
+        facts.input_wait_ns = input_wait
         if verdict == "idle-other" and facts.unattributed_idle_ns * 2 > facts.other_idle_ns:
             report.title = ("Bottleneck: GPU idle, why is not recorded (the trace holds no "
                             "launching calls)")
         top_share = percent(startup, full_span) if verdict == "startup" else \
-            percent(ranked[0][1], span)
+            percent(input_wait, span) if verdict == "input" else percent(ranked[0][1], span)
         headline = f"verdict: {verdict}" + (
             "" if verdict == "mixed" else
             f", {top_share}% of the span" if verdict == "startup" else
             f", rank {lagging['rank']}" if verdict == "straggler" and lagging else
+            f", {top_share}% of GPU time waiting for data loading, then {ranked[0][0]} "
+            f"({percent(ranked[0][1], span)}%)" if verdict == "input" else
             f", {top_share}% of GPU time")
+        verdict_fixes = []
         if verdict == "straggler" and lagging:
             suggestion = straggler_finding(lagging).suggestion
         elif verdict == "startup":
             suggestion = startup_fix(program)
         else:
-            suggestion = render(fixes_for(verdict, program, facts)) or MIXED_FIX
+            verdict_fixes = fixes_for(verdict, program, facts)
+            suggestion = render(verdict_fixes) or MIXED_FIX
         report.findings.append(Finding(
             severity="info" if verdict == "compute" else
             ("critical" if top_share >= 50 else "warning"),
             title=headline,
             evidence={"verdict": verdict, "devices": len(per_device), "span_ns": span,
                       **({"startup_ns": startup} if startup else {}),
+                      **({"input_wait_pct": percent(input_wait, span)} if input_wait else {}),
                       "gpu_busy_pct": percent(sum(iv.total(g.timeline.busy) for g in per_device),
                                           span),
                       **{f"{c}_pct": percent(n, span) for c, n in ranked if n}},
@@ -244,10 +256,17 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                 ("critical" if percent(ns, span) >= 50 else "warning"),
                 title=f"{cause}: {format_ns(ns)} ({percent(ns, span)}% of GPU time)",
                 evidence=evidence.of(cause),
-                suggestion="" if cause == verdict else render(fixes_for(cause, program, facts)),
+                suggestion="" if cause == verdict else render(
+                    _not_given(fixes_for(cause, program, facts), verdict_fixes)),
                 cost_ns=ns))
         report.findings.extend(kernel_findings(trace))
         return report
+
+
+def _not_given(fixes: list[Fix], given: list[Fix]) -> list[Fix]:
+    """A cause's fixes without those the verdict already gave."""
+    said = {f.text for f in given}
+    return [f for f in fixes if f.text not in said]
 
 
 def _program_finding(program: Program) -> Finding:

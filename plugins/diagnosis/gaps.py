@@ -60,6 +60,10 @@ STARTUP_ALLOC_MS = 10
 # and this many times the median launch call of its input is one-time loading.
 FIRST_LAUNCH_MS = 1
 FIRST_LAUNCH_RATIO = 20
+# Kernels that only initialize memory (value-initialized Kokkos views, Kokkos' lock arrays,
+# fills by ROCm's blit kernels, PyTorch, Thrust and CUB): set-up, not the first computation.
+INIT_KERNELS = (r"ViewValueFunctor|ViewFill<|init_lock_array|rocclr_fill|FillFunctor|__fill::|"
+                r"DeviceFill|[Mm]emset")
 GRAPH_CAPTURE = r"^(cuda|hip)(StreamBeginCapture|StreamEndCapture|GraphInstantiate)"
 BUCKETS = ((0, 10_000, "< 10µs"), (10_000, 100_000, "10–100µs"),
            (100_000, 1_000_000, "100µs–1ms"), (1_000_000, 10_000_000, "1–10ms"),
@@ -126,12 +130,20 @@ def device_gaps(activity: Activity, timeline: DeviceTimeline, launch_gap_ns: int
             cause[covered * 2 >= hi - lo] = STARTUP
     if not activity.has_steps:
         # Without steps, what comes before a device's first compute kernel is set-up:
-        # allocating, reading and uploading the input (a steady state runs kernels).
+        # allocating, reading, initializing and uploading the input (a steady state computes).
         kernels = np.flatnonzero(work.cls != MEMORY)
+        kernels = kernels[~_initializes(activity, work.row[kernels])]
         if len(kernels):
             cause[hi <= work.start[kernels[0]]] = STARTUP
     rows = work.row[first] if len(first) else np.empty(0, np.int64)
     return Gaps(timeline, lo, hi, cause, np.where(known, call, -1), rows)
+
+
+def _initializes(activity: Activity, rows: np.ndarray) -> np.ndarray:
+    """Which of these kernels only initialize memory (``INIT_KERNELS``)."""
+    names = activity.events["name"].take(pa.array(rows)).cast(pa.string())
+    return pc.match_substring_regex(names, INIT_KERNELS).fill_null(False).to_numpy(
+        zero_copy_only=False)
 
 
 def startup_calls(activity: Activity) -> tuple[np.ndarray, ...] | None:

@@ -172,6 +172,8 @@ def _classify(trace: Trace) -> Program:
         p.api = "HIP" if hip * 2 > len(api) else "CUDA"
     elif any(n.startswith(("Cijk_", "__amd")) for n in kernels):
         p.api = "HIP"
+    elif (vendor := _gpu_vendor(trace)) is not None:  # kernel-only traces name no runtime call
+        p.api = "HIP" if vendor == "amd" else "CUDA"
     if (serving := _first(SERVING, host)) is not None:
         p.engine = "vLLM" if "vllm" in serving.lower() else (
             "SGLang" if "sglang" in serving.lower() else "TensorRT-LLM")
@@ -221,3 +223,11 @@ def _gpu_processes(trace: Trace) -> int:
     pairs = rows.group_by(["source", "pid"]).aggregate([])
     return max(1, int(np.count_nonzero(pairs["pid"].is_valid().to_numpy(
         zero_copy_only=False))))
+
+
+def _gpu_vendor(trace: Trace) -> str | None:
+    """``amd`` or ``nvidia`` when every GPU of the trace is of that vendor."""
+    if "vendor" not in trace.devices.column_names:
+        return None
+    vendors = {v for v in trace.devices.column("vendor").to_pylist() if v}
+    return vendors.pop() if len(vendors) == 1 and vendors <= {"amd", "nvidia"} else None
