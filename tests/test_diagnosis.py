@@ -11,7 +11,6 @@ from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
-import jsonschema
 import pytest
 import tracekit
 from helpers import FIXTURES, SHARED, shared_path, sweep, torch_traces
@@ -71,13 +70,34 @@ def test_bottleneck_names_the_planted_cause(name, registry):
     assert verdict.evidence["verdict"] == planted
     assert verdict.title.startswith(f"verdict: {planted},")
     causes = rows(report, "causes")
-    assert causes[0]["cause"] == planted
+    # Input-bound ranks first though compute is the largest cause (dataload.INPUT_BOUND_PCT).
+    assert causes[0]["cause"] == ("compute" if planted == "input" else planted)
     # The causes split each device's span exactly.
     assert sum(c["time"] for c in causes) == verdict.evidence["span_ns"]
     # The class of program follows the verdict; then the causes, ordered by what they cost.
     assert report.findings[1].title.startswith("program: PyTorch ")
     costs = [f.cost_ns for f in report.findings[2:] if f.cost_ns is not None]
     assert costs == sorted(costs, reverse=True) and costs[0] == causes[0]["time"]
+
+
+def test_input_bound_wait_equals_the_idle_time_inside_dataloader_ranges(registry):
+    """dataloader_stall: idle gaps of the GPU union intersected with the loader's ranges,
+    computed from the JSON by hand."""
+    path = make_scenarios.path("dataloader_stall")
+    doc, events = load(path)
+    spans = [(ns(doc, e["ts"]), ns(doc, e["ts"] + e["dur"]), e)
+             for e in events if e.get("ph") == "X"]
+    busy = merge([(s, t) for s, t, e in spans if e["cat"] == "kernel"])
+    idle = [(a[1], b[0]) for a, b in itertools.pairwise(busy)]
+    loading = [(s, t) for s, t, e in spans if "DataLoader" in e["name"]]
+    expected = overlap_length(idle, loading)
+    span = busy[-1][1] - busy[0][0]
+    verdict = report_of(path, "bottleneck", registry).findings[0]
+    assert verdict.title.startswith("verdict: input, ")
+    assert "then compute (" in verdict.title
+    assert verdict.evidence["span_ns"] == span
+    assert verdict.evidence["input_wait_pct"] == round(100 * expected / span, 1) == 27.1
+    assert "DataLoader(num_workers>0" in verdict.suggestion
 
 
 def test_item_sync_gaps_follow_each_sync(registry):
@@ -327,6 +347,8 @@ def test_every_diagnosis_report_validates_and_renders(path, registry):
         shared_path(*Path(path).relative_to(SHARED).parts)
     trace = tracekit.read(path, registry=registry)
     reports = tracekit.analyze(trace, DIAGNOSIS, registry=registry)
+    import jsonschema  # imported here: it costs a second of collection
+
     jsonschema.validate(json.loads(reports_to_json(reports, [path])), report_schema())
     text = render_text(reports, width=80)
     assert text.startswith("Bottleneck: ")

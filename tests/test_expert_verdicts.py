@@ -205,12 +205,12 @@ def test_data_loading_wait_equals_an_independent_computation():
     rel = "torch-trace/kineto-tb_plugin/resnet50_v100_2021.pt.trace.json.gz"
     doc, events = independent.load(shared_path(*rel.split("/")))
     gpu = independent.merge([
-        (independent.ns(doc, e["ts"]), independent.ns(doc, e["ts"]) + independent.ns(doc, e["dur"]))
+        (independent.ns(doc, e["ts"]), independent.ns(doc, e["ts"] + e["dur"]))
         for e in events if e.get("ph") == "X"
         and str(e.get("cat")).lower() in ("kernel", "memcpy", "memset")])  # 2021 Kineto names
     idle = [(a[1], b[0]) for a, b in itertools.pairwise(gpu)]
     loading = independent.merge([
-        (independent.ns(doc, e["ts"]), independent.ns(doc, e["ts"]) + independent.ns(doc, e["dur"]))
+        (independent.ns(doc, e["ts"]), independent.ns(doc, e["ts"] + e["dur"]))
         for e in events if e.get("ph") == "X" and "DataLoader" in e.get("name", "")])
     expected = independent.overlap_length(idle, loading)
     report = _bottleneck(rel)

@@ -111,7 +111,7 @@ def _pct(value: float) -> str:
     return f"{value:.0f}%"
 
 
-LOADER_FIX = ("load data off the training thread: DataLoader(num_workers>0, pin_memory=True, "
+LOADER_FIX = ("load data off the launching thread: DataLoader(num_workers>0, pin_memory=True, "
               "persistent_workers=True, prefetch_factor)")
 
 
@@ -207,7 +207,7 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
     if p.pytorch:
         if place == "untraced host code":
             pass
-        elif place == "data loading" and p.mode == "training":
+        elif place == "data loading":  # the trace shows the loader, whatever the mode
             out.append(Fix(LOADER_FIX, because))
         elif place == "optimizer":
             out.append(Fix("use a fused or foreach optimizer (e.g. torch.optim.AdamW(..., "
