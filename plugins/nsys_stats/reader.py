@@ -1,5 +1,5 @@
 """Reader for ``nsys stats --format csv`` range traces: the NVTX push/pop range trace
-(``nvtx_pushpop_trace``, ``nvtxpptrace`` before nsys 2022.4), one row per range.
+(``nvtx_pushpop_trace``; ``nvtxpptrace`` in older nsys), one row per range.
 
 The file is read once (a stream will do) and parsed column-wise with ``pyarrow.csv``; every
 cell is text first, then checked and cast per column, so a bad cell is reported with its line
@@ -57,11 +57,10 @@ class NsysStatsReader(tracekit.Reader):
                                  location="line 1")
         body, first_line = _body(raw, at)
         del raw
-        text, bad_lines = _decode(body)
         try:
-            table = _parse(text, first_line)
-            ranges = _Ranges(table, text, first_line)
-            columns = ranges.events(out)
+            table, body, bad_lines = _parse(body, first_line)
+            ranges = _Ranges(table, body, first_line)
+            columns = ranges.events(out) if table.num_rows else None  # a report may be empty
         except _CellError as exc:
             raise TraceReadError(exc.message, path=source.path, reader=self.name,
                                  location=f"line {exc.line}") from None
@@ -73,10 +72,11 @@ class NsysStatsReader(tracekit.Reader):
         out.note("nsys output before the header", "skipped: not report data", at)
         out.note("report lines", "warning: not valid UTF-8 (bad bytes read as U+FFFD)",
                  bad_lines)
-        if text and not text.endswith(("\n", "\r")):
+        if body and not body.endswith((b"\n", b"\r")):
             out.note("report lines", "warning: the last line has no line break (the file may "
                      "be cut short)")
-        out.add_events(columns)
+        if columns is not None:
+            out.add_events(columns)
         for pid, tid in ranges.threads():
             out.add_process(pid)
             out.add_thread(pid, tid)
@@ -124,61 +124,65 @@ def _body(raw: bytes, at: int) -> tuple[bytes, int]:
     return raw[start:], at + 2
 
 
-def _decode(body: bytes) -> tuple[str, int]:
-    """The text of the rows and how many lines had invalid UTF-8 (read as U+FFFD)."""
+def _parse(body: bytes, first_line: int) -> tuple[pa.Table, bytes, int]:
+    """The rows as a table of text columns, the body they were read from and how many of
+    its lines had invalid UTF-8 (read as U+FFFD); a row of the wrong width names its line."""
+    if not body.strip():  # the header alone: a report without ranges
+        return pa.table({c: pa.array([], pa.string()) for c in COLUMNS}), body, 0
     try:
-        return body.decode("utf-8"), 0
-    except UnicodeDecodeError:
-        pass
+        return _read_csv(body), body, 0
+    except pa.ArrowInvalid as exc:
+        if "invalid UTF8" not in str(exc):
+            raise _csv_problem(body, first_line, exc) from None
+    body, bad = _replace_invalid(body)
+    try:
+        return _read_csv(body), body, bad
+    except pa.ArrowInvalid as exc:
+        raise _csv_problem(body, first_line, exc) from None
+
+
+def _read_csv(body: bytes) -> pa.Table:
+    options = pacsv.ConvertOptions(column_types=dict.fromkeys(COLUMNS, pa.string()),
+                                   strings_can_be_null=False)
+    # Only a quoted name can hold a line break; without quotes the parser may split the
+    # input into blocks and read them in parallel.
+    return pacsv.read_csv(
+        pa.BufferReader(body), convert_options=options,
+        read_options=pacsv.ReadOptions(column_names=COLUMNS),
+        parse_options=pacsv.ParseOptions(newlines_in_values=b'"' in body))
+
+
+def _replace_invalid(body: bytes) -> tuple[bytes, int]:
+    """``body`` with invalid UTF-8 replaced by U+FFFD, and how many lines had some."""
     bad = 0
     for line in body.split(b"\n"):
         try:
             line.decode("utf-8")
         except UnicodeDecodeError:
             bad += 1
-    return body.decode("utf-8", "replace"), bad
+    return body.decode("utf-8", "replace").encode(), bad
 
 
-def _parse(text: str, first_line: int) -> pa.Table:
-    """The rows as a table of text columns; a row of the wrong width names its line."""
-    options = pacsv.ConvertOptions(column_types=dict.fromkeys(COLUMNS, pa.string()),
-                                   strings_can_be_null=False)
-    try:
-        return pacsv.read_csv(
-            io.BytesIO(text.encode()), convert_options=options,
-            read_options=pacsv.ReadOptions(column_names=COLUMNS),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True))
-    except pa.ArrowInvalid as exc:
-        if not text.strip():  # the header alone: a report without ranges
-            return pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
-        line, width = _bad_row(text)
-        if line is not None:
-            raise _CellError(first_line + line - 1, f"{width} fields where the header has "
-                             f"{len(COLUMNS)}") from None
-        raise _CellError(first_line, "unreadable CSV: "
-                         f"{str(exc).splitlines()[0][:160]}") from None
-
-
-def _bad_row(text: str) -> tuple[int | None, int]:
-    """(line, fields) of the first row whose field count is not the header's, its line
-    counted from the first line of ``text``."""
-    reader = csv.reader(io.StringIO(text, newline=""))
+def _csv_problem(body: bytes, first_line: int, exc: Exception) -> _CellError:
+    """The error for rows the CSV parser refused: the first of the wrong width."""
+    reader = csv.reader(io.StringIO(body.decode("utf-8", "replace"), newline=""))
     start = 1
     try:
         for fields in reader:
             if fields and len(fields) != len(COLUMNS):
-                return start, len(fields)
+                return _CellError(first_line + start - 1, f"{len(fields)} fields where the "
+                                  f"header has {len(COLUMNS)}")
             start = reader.line_num + 1
-    except csv.Error:
-        return start, 0
-    return None, 0
+    except csv.Error as error:
+        return _CellError(first_line + start - 1, f"not a CSV line ({error})")
+    return _CellError(first_line, f"unreadable CSV: {str(exc).splitlines()[0][:160]}")
 
 
-def _row_lines(text: str) -> list[int]:
-    """The line on which each row starts, counted from the first line of ``text`` (a row
+def _row_lines(body: bytes) -> list[int]:
+    """The line on which each row starts, counted from the first line of ``body`` (a row
     spans lines when a quoted name holds a line break; blank lines hold no row)."""
     lines, start = [], 1
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(body.decode("utf-8", "replace"), newline=""))
     try:
         for fields in reader:
             if fields:
@@ -202,21 +206,28 @@ class _CellError(Exception):
 class _Ranges:
     """The report's rows, cast column by column; errors name the file's line."""
 
-    def __init__(self, table: pa.Table, text: str, first_line: int) -> None:
+    def __init__(self, table: pa.Table, body: bytes, first_line: int) -> None:
         self.table = table
-        self.text = text
+        self.body = body
         self.first_line = first_line  # the file line of the body's first line
         self.domains = False
-        self._pairs: np.ndarray | None = None
+        self._pairs: list[tuple[int, int]] = []
 
     def line(self, row: int) -> int:
         """The file line on which data row ``row`` starts."""
-        lines = _row_lines(self.text)
+        lines = _row_lines(self.body)
         return self.first_line - 1 + (lines[row] if row < len(lines) else row + 1)
 
     def ints(self, column: str, *, nullable: bool = False) -> pa.Array:
         """Column ``column`` as int64 (empty cells null where ``nullable``)."""
         cells = self.table[column].combine_chunks()
+        if nullable:
+            cells = pc.if_else(pc.equal(cells, ""), pa.scalar(None, pa.string()), cells)
+        try:  # the common case: plain integers, cast at once
+            return cells.cast(pa.int64())
+        except pa.ArrowInvalid:
+            pass
+        cells = pc.fill_null(cells, "")
         blank = pc.equal(pc.utf8_trim_whitespace(cells), "")
         ok = pc.match_substring_regex(cells, _INTEGER)
         if nullable:
@@ -252,8 +263,9 @@ class _Ranges:
         out.note("ranges", "warning: End is not Start + Duration (dur_ns is Duration)",
                  mismatch)
         pid, tid = self.ints("PID"), self.ints("TID")
-        self._pairs = np.unique(np.stack([pid.to_numpy(), tid.to_numpy()], axis=1), axis=0) \
-            if len(pid) else np.zeros((0, 2), dtype=np.int64)
+        pairs = pa.table({"pid": pid, "tid": tid}).group_by(["pid", "tid"]).aggregate([])
+        self._pairs = sorted(zip(pairs["pid"].to_pylist(), pairs["tid"].to_pylist(),
+                                 strict=True))
         level = self.ints("Lvl")
         raw_names = self.table["Name"].combine_chunks()
         names, domain = self._names(raw_names)
@@ -276,24 +288,28 @@ class _Ranges:
         return {"kind": pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), ["slice"]),
                 "category": pa.DictionaryArray.from_arrays(np.zeros(n, np.int32),
                                                            ["host.annotation"]),
-                "name": names.dictionary_encode(), "ts_ns": start, "dur_ns": dur,
+                "name": names, "ts_ns": start, "dur_ns": dur,
                 "pid": pid, "tid": tid, "args": args}
 
-    def _names(self, names: pa.Array) -> tuple[pa.Array, pa.Array | None]:
-        """Range names and their NVTX domains. Newer nsys writes ``domain:name`` (``:name``
-        in the default domain); older ones the name alone. Names are split only when every
-        one has a colon and some start with one: a name of an older report may hold a colon
-        of its own, and one that starts with it is the new form's empty default domain."""
-        if not len(names) or not pc.all(pc.match_substring(names, ":")).as_py() or \
-                not pc.any(pc.starts_with(names, ":")).as_py():
-            return names, None
+    def _names(self, names: pa.Array) -> tuple[pa.DictionaryArray, pa.Array | None]:
+        """Range names (dictionary-encoded) and their NVTX domains. Newer nsys writes
+        ``domain:name`` (``:name`` in the default domain); older ones the name alone. Names
+        are split only when every one has a colon and some start with one: a name of an older
+        report may hold a colon of its own, and one that starts with it is the new form's
+        empty default domain."""
+        encoded = names.dictionary_encode()  # a few distinct names in many rows
+        distinct = encoded.dictionary
+        if not len(names) or not pc.all(pc.match_substring(distinct, ":")).as_py() or \
+                not pc.any(pc.starts_with(distinct, ":")).as_py():
+            return encoded, None
         self.domains = True
-        parts = pc.split_pattern(names, ":", max_splits=1)
-        return pc.list_element(parts, 1), pc.list_element(parts, 0)
+        parts = pc.split_pattern(distinct, ":", max_splits=1)
+        return (pc.take(pc.list_element(parts, 1), encoded.indices).dictionary_encode(),
+                pc.take(pc.list_element(parts, 0), encoded.indices))
 
     def threads(self) -> list[tuple[int, int]]:
         """The (pid, tid) pairs the ranges are on."""
-        return [] if self._pairs is None else [(int(p), int(t)) for p, t in self._pairs]
+        return self._pairs
 
 
 def _text(values: pa.Array) -> pa.Array:
@@ -316,11 +332,15 @@ def _json_strings(values: pa.Array) -> pa.Array:
 
 
 def _json_objects(members: dict[str, pa.Array | None]) -> pa.Array:
-    """Per row a JSON object of the members' JSON texts; null members are left out. The
-    first member must have no nulls."""
-    present = [(k, v) for k, v in members.items() if v is not None and v.null_count < len(v)]
-    (key, first), rest = present[0], present[1:]
-    pieces = [pc.binary_join_element_wise(f'{{"{key}":', first, "")]
-    for key, values in rest:
-        pieces.append(pc.fill_null(pc.binary_join_element_wise(f',"{key}":', values, ""), ""))
+    """Per row a JSON object of the members' JSON texts, joined in one pass; null members
+    are left out. The first member must have no nulls."""
+    pieces: list[pa.Array | str] = []
+    for key, values in members.items():
+        if values is None or values.null_count == len(values):
+            continue
+        prefix = f'{"{" if not pieces else ","}"{key}":'
+        if values.null_count:
+            pieces.append(pc.fill_null(pc.binary_join_element_wise(prefix, values, ""), ""))
+        else:
+            pieces += [prefix, values]
     return pc.binary_join_element_wise(*pieces, "}", "")
