@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,8 +202,35 @@ def shift_sources(trace: Trace, offsets: dict[str, int]) -> Trace:
 def rank_trace(trace: Trace, source: str) -> Trace:
     """The part of a run's trace that input ``source`` holds, a whole trace of its own: its
     events (dictionaries cut to the values it uses), processes, threads and devices, the
-    stacks its events use with their ancestors and frames, its metadata and read account."""
-    events = _compact_dictionaries(trace.events.filter(_equals(trace.events["source"], source)))
+    stacks its events use with their ancestors and frames, its metadata and read account.
+    (For every rank in turn, ``rank_traces`` splits the events once.)"""
+    return _part(trace, source, trace.events.filter(_equals(trace.events["source"], source)))
+
+
+def rank_traces(trace: Trace) -> Iterator[tuple[InputRank, Trace]]:
+    """Each input of a run (``input_ranks``) with its ``rank_trace``, one after the other: the
+    events are grouped by input once (a slice each where, as read, they already are)."""
+    ranks = input_ranks(trace)
+    column = trace.events["source"]
+    src = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if len(ranks) < 2 or not len(src):
+        yield from ((r, rank_trace(trace, r.source)) for r in ranks)
+        return
+    names = src.dictionary.cast(pa.string()).to_pylist()
+    codes = src.indices.fill_null(-1).to_numpy()
+    grouped = bool(np.all(codes[1:] >= codes[:-1]))
+    order = np.arange(len(codes)) if grouped else np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    for r in ranks:
+        code = names.index(r.source) if r.source in names else -2
+        lo, hi = np.searchsorted(ordered, [code, code + 1])
+        events = trace.events.slice(int(lo), int(hi - lo)) if grouped else \
+            trace.events.take(pa.array(order[lo:hi]))
+        yield r, _part(trace, r.source, events)
+
+
+def _part(trace: Trace, source: str, events: pa.Table) -> Trace:
+    events = _compact_dictionaries(events)
     tables = {"events": events}
     for name in ("processes", "threads", "devices"):
         table = trace.table(name)

@@ -36,6 +36,7 @@ from tracekit.ranks import (
     match_by_order,
     rank_in_name,
     rank_trace,
+    rank_traces,
     shift_sources,
 )
 from tracekit.report import (
@@ -114,7 +115,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Runs of ranks", "One rule for every component that looks across the ranks of a run: "
      "which rank each input is, which kernels are collectives and how they match across "
      "ranks, and the offsets that align ranks recorded on different hosts.",
-     ["input_ranks", "InputRank", "rank_in_name", "rank_trace", "collective_kernels",
+     ["input_ranks", "InputRank", "rank_in_name", "rank_trace", "rank_traces",
+      "collective_kernels",
       "COLLECTIVE_KERNEL", "match_by_order", "end_offsets", "align_collectives", "Alignment",
       "shift_sources"]),
     ("Reports", "Building report tables and the numbers in findings.",
@@ -202,6 +204,7 @@ __all__ = [
     "preflight",
     "rank_in_name",
     "rank_trace",
+    "rank_traces",
     "read_errors",
     "report_table",
     "sample_events",

@@ -41,7 +41,7 @@ from tracekit.errors import EmptyOutputError, OptionError
 from tracekit.factorize import factorize
 from tracekit.links import launch_links
 from tracekit.model import Trace
-from tracekit.toolkit import NO_PROGRESS, align_collectives, input_ranks, rank_trace
+from tracekit.toolkit import NO_PROGRESS, align_collectives, input_ranks, rank_traces
 
 # tracekit category -> Kineto cat; others are written as the tracekit category itself, which
 # the kineto reader keeps. host.memory is cpu_instant_event only for Kineto's "[memory]".
@@ -233,11 +233,11 @@ class ChromeJsonRanksWriter(tracekit.DirectoryWriter):
         trace = _aligned(trace, self.options.align)
         one = ChromeJsonWriter(ChromeJsonWriter.Options(self.options.args, self.options.flows),
                                progress=NO_PROGRESS)
-        ranks = input_ranks(trace)
         result = tracekit.WriteResult()
         suffix = ".json.gz" if self.options.gzip else ".json"
-        for i, rank in enumerate(ranks):
-            part = rank_trace(trace, rank.source) if len(ranks) > 1 else trace
+        ranks = rank_traces(trace) if len(trace.sources) > 1 else \
+            ((rank, trace) for rank in input_ranks(trace))
+        for i, (rank, part) in enumerate(ranks):
             try:
                 with open(Path(stream) / f"rank-{rank.rank}{suffix}", "wb") as f:
                     if self.options.gzip:
@@ -250,7 +250,7 @@ class ChromeJsonRanksWriter(tracekit.DirectoryWriter):
             result.written.update(done.written)
             result.skipped.update(done.skipped)
             result.written["rank files"] += 1
-            self.progress.update(i + 1, len(ranks))
+            self.progress.update(i + 1, max(len(trace.sources), 1))
         return result
 
 

@@ -52,7 +52,7 @@ from tracekit.errors import EmptyOutputError, TraceReadError
 from tracekit.fields import TYPED_COLUMNS
 from tracekit.inputs import Source
 from tracekit.model import SCHEMA_VERSION, SCHEMAS, TABLE_NAMES, ReadLog, Trace
-from tracekit.toolkit import input_ranks, rank_trace
+from tracekit.toolkit import rank_traces
 
 FORMAT = "tracekit-parquet"
 EVENTS = "events.parquet"
@@ -116,16 +116,15 @@ class ParquetWriter(tracekit.DirectoryWriter):
         if not any(trace.table(name).num_rows for name in TABLE_NAMES):
             raise EmptyOutputError("nothing to write: the input has no events")
         result = tracekit.WriteResult()
-        ranks = input_ranks(trace) if len(trace.sources) > 1 else []
-        if not ranks:
+        if len(trace.sources) < 2:
             self._write_file(trace, Path(stream) / EVENTS)
-        for rank in ranks:
-            folder = Path(stream) / f"rank={rank.rank}"
-            folder.mkdir()
-            self._write_file(rank_trace(trace, rank.source), folder / EVENTS)
-            self.progress.update(ranks.index(rank) + 1, len(ranks))
-        if ranks:
-            result.written["rank folders"] = len(ranks)
+        else:
+            for i, (rank, part) in enumerate(rank_traces(trace)):
+                folder = Path(stream) / f"rank={rank.rank}"
+                folder.mkdir()
+                self._write_file(part, folder / EVENTS)
+                self.progress.update(i + 1, len(trace.sources))
+            result.written["rank folders"] = len(trace.sources)
         for name in TABLE_NAMES:
             result.written[f"{name} rows"] = trace.table(name).num_rows
         return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections import Counter, defaultdict
@@ -17,7 +18,13 @@ from perfetto_check import decode_and_check
 from tracekit import Trace, TraceBuilder
 from tracekit.model import concat_traces
 from tracekit.ranks import DISTRIBUTED, FILE_NAME, INPUT_ORDER
-from tracekit.toolkit import align_collectives, input_ranks, match_by_order
+from tracekit.toolkit import (
+    align_collectives,
+    input_ranks,
+    match_by_order,
+    rank_trace,
+    rank_traces,
+)
 
 MERGED = ("torch-trace", "hpcte-tracelens-fused", "merged_4rank_rocm_cifar100.json.gz")
 
@@ -211,3 +218,19 @@ def test_perfetto_draws_each_rank_as_one_process_group(tmp_path, registry):
     kernels = again.events.filter(pc.equal(again.events["category"], "gpu.kernel"))
     assert kernels["device"].to_pylist() == [0] * 8
     assert kernels["stream"].to_pylist() == [7] * 8
+
+
+def test_rank_traces_split_interleaved_rows_like_rank_trace():
+    run = concat_traces([_rank_input("a/rank0.json", 0, [1_000, 2_000], 0),
+                         _rank_input("b/rank1.json", 1, [1_500], 0)])
+    mixed = dataclasses.replace(run, events=run.events.take(pa.array([0, 6, 1, 7, 2, 8, 3, 4,
+                                                                      5])))
+    for trace in (run, mixed):
+        parts = list(rank_traces(trace))
+        assert [(r.rank, p.events.num_rows) for r, p in parts] == [(0, 6), (1, 3)]
+        for r, part in parts:
+            alone = rank_trace(trace, r.source)
+            assert part.events.equals(alone.events)
+            assert part.processes.equals(alone.processes) and part.metadata == alone.metadata
+            assert part.events["name"].combine_chunks().dictionary.to_pylist() == \
+                [NCCL, "gemm", "c10d::allreduce_"]
