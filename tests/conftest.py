@@ -12,6 +12,12 @@ from tracekit.registry import load_registry
 # no such format (and validate() checks formats only when asked), so the tests go without it.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
+# Where PYTHONDONTWRITEBYTECODE is set (container images often set it), every run would compile
+# tracekit and rewrite the asserts of every test module anew: about 3 s of CPU per collection.
+# The caches go to __pycache__ (ignored by git) and are checked against the sources, so writing
+# them changes nothing but the time.
+sys.dont_write_bytecode = False
+
 
 @pytest.fixture(scope="session")
 def registry():
