@@ -347,7 +347,8 @@ def independent_fold(text: str, event: str | None = None) -> Counter:
 @pytest.mark.parametrize("rel", ["speedscope/system-wide.linux-perf.txt",
                                  "flamegraph/perf-vertx-stacks-01.txt",
                                  "flamegraph/perf-cycles-instructions-01.txt",
-                                 "haandfeng_aarch64/out.perf"])
+                                 pytest.param("haandfeng_aarch64/out.perf",
+                                              marks=pytest.mark.slow)])
 def test_folded_output_equals_an_independent_fold(rel, registry, tmp_path):
     path = shared_path("perf-script", *rel.split("/"))
     out = tmp_path / "out.folded"
@@ -800,10 +801,13 @@ def _model(trace) -> dict:
     return {**tables, "metadata": trace.metadata, "log": dict(trace.log.outcomes)}
 
 
-def every_perf_input() -> list[str]:
+def every_perf_input() -> list:
+    """The recorded and damaged inputs of this repository (small: the fast run), and the
+    shared perf scripts (slow)."""
     bad = sorted(str(p.relative_to(FIXTURES)) for p in (FIXTURES / "bad" / "perf").iterdir())
     recorded = sorted(str(p.relative_to(FIXTURES)) for p in RECORDED.glob("*.perf*"))
-    return [f"shared:{rel}" for rel in perf_files()] + recorded + bad
+    return [pytest.param(f"shared:{rel}", marks=pytest.mark.slow) for rel in perf_files()] \
+        + recorded + bad
 
 
 def _input(rel: str) -> Path:
@@ -909,6 +913,7 @@ def _parse(data: bytes, block: int | None = None) -> tuple:
             parser.header_lines, frames.to_pylist(), stacks.to_pylist())
 
 
+@pytest.mark.slow  # 3 s; the damaged corpus above stays in the fast run
 def test_the_column_wise_path_agrees_with_the_line_parser_on_damaged_variants(monkeypatch):
     taken, rows = [], 0
     emit = perf_blocks.BlockParser._emit
