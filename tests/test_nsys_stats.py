@@ -219,6 +219,17 @@ def test_header_alone_and_no_final_line_break(registry, tmp_path):
     assert list(trace.log.notices().values()) == [1]
 
 
+def test_whole_reals_are_integers_and_an_end_off_its_duration_is_counted(registry, tmp_path):
+    path = tmp_path / "real.csv"
+    path.write_text(HEADER + "\n10,20,10.0,0,10.00,a,1,1,0,0,1,,:1,a\n"
+                    "30,45,10,0,10,b,1,1,0,0,2,,:2,b\n")
+    trace = tracekit.read(path, registry=registry)
+    assert trace.events["dur_ns"].to_pylist() == [10, 10]
+    assert _args(trace)[0]["DurNonChild"] == 10
+    assert trace.log.notices() == {(path.name, "ranges", "warning: End is not Start + Duration "
+                                    "(dur_ns is Duration)"): 1}
+
+
 def test_invalid_utf8_is_replaced_and_counted(registry, tmp_path):
     path = tmp_path / "latin1.csv"
     path.write_bytes(HEADER.encode() + b"\n1,3,2,0,2,caf\xe9,1,1,0,0,1,,:1,caf\xe9\n")
