@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit import Trace
-from tracekit.toolkit import factorize, launch_links
+from tracekit.toolkit import COLLECTIVE_KERNEL, factorize, launch_links
 from tracekit.toolkit import intervals as iv
 
 COMPUTE, COMMUNICATION, MEMORY = 0, 1, 2
@@ -29,11 +29,9 @@ CLASS_NAMES = ("compute", "communication", "memory")
 # A graph traced whole (nsys --cuda-graph-trace=graph) is one row for all its kernels.
 GPU_WORK = ("gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.graph")
 API = ("api.runtime", "api.driver")
-# Collective libraries, and collectives by name (see docs/analyzers/diagnosis.md for the table).
-COMM_KERNEL = (r"(?i)nccl|rccl|^hccl|multimem_|one_?shot_all_?reduce|two_?shot_all_?reduce"
-               r"|cross_device_reduce|custom_?all_?reduce|all_?reduce_?kernel|allgather_kernel"
-               r"|reduce_?scatter_kernel|all_?to_?all|deep_ep::|pplx::|nvshmem|mscclpp"
-               r"|lamport")
+# Collective libraries, and collectives by name: one rule with the ranks of a run (the toolkit's
+# COLLECTIVE_KERNEL; docs/analyzers/diagnosis.md has the table).
+COMM_KERNEL = COLLECTIVE_KERNEL
 # Host ranges of a collective: device work launched inside one is communication.
 COLLECTIVE_RANGE = r"^record_param_comms$|^c10d::|^nccl:|^c10d_functional::|^_c10d_functional::"
 # ROCm's runtime implements copies and fills with its own blit kernels (__amd_rocclr_*).
