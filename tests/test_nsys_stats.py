@@ -319,17 +319,17 @@ def test_the_command_line_exits_1_with_one_line(tmp_path, capsys):
 # --- any names, any times -------------------------------------------------------------------
 
 _NAMES = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=20).filter(
-    lambda s: s.strip() == s and not s.startswith(":") and "\r" not in s)
+    lambda s: not s.startswith(":"))
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(_NAMES, st.integers(0, 2**62), st.integers(0, 2**40)),
                 min_size=1, max_size=8))
 def test_any_names_and_times_read_back(tmp_path, registry, ranges):
     buf = io.StringIO(newline="")
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv.writer(buf)  # CRLF: a name with a lone CR or LF is quoted
     writer.writerow(HEADER.split(","))
     for i, (name, start, dur) in enumerate(ranges, 1):
         writer.writerow([start, start + dur, dur, 0, dur, name, 5, 6, 0, 0, i, "", f":{i}",
