@@ -17,6 +17,7 @@ import tracekit
 from helpers import shared_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from perfetto_check import decode_and_check
 from tracekit.cli import main
 from tracekit.errors import TraceReadError
 from tracekit.inputs import Source
@@ -137,6 +138,19 @@ def test_analyze_gives_no_verdict_and_the_ranges(tmp_path):
     assert [f["evidence"]["verdict"] for f in reports["bottleneck"]["findings"]] == ["none"]
     ranges = reports["cpu"]["tables"]["ranges"]
     assert ranges["rows"][0][1:4] == [607267096, 1005098329, 1]
+
+
+def test_perfetto_output_nests_the_ranges_on_their_thread(registry, tmp_path):
+    path = shared_path(*FIXTURE)
+    rows = _rows(path)
+    out = tmp_path / "ranges.pftrace"
+    tracekit.write(tracekit.read(path, registry=registry), out, format="perfetto",
+                   registry=registry)
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    assert sorted((s.start, s.end, s.name) for s in decoded.slices) == sorted(
+        (int(r["Start (ns)"]), int(r["End (ns)"]), r["Name"]) for r in rows)
+    assert len({s.track for s in decoded.slices}) == 1
 
 
 def test_summary_counts_ranges_like_nsys_nvtx_sum(registry):
