@@ -410,6 +410,10 @@ class CpuAnalyzer(tracekit.Analyzer):
                 ranked[0][1], total_self)
             title += f"; most self time in {ranked[0][0]} ({evidence['top_range_pct']}%)"
         report.findings.append(Finding("info", title, evidence))
+        names = ranges["name"].cast(pa.string())
+        waits = _gpu_waits(names, self_ns, ranges["ts_ns"].to_numpy(zero_copy_only=False))
+        if waits is not None and total_self:
+            report.findings.append(waits)
         top = ranked[: self.options.top] if self.options.top else ranked
         report.tables["ranges"] = report_table([
             ("self_pct", "float", "%", [percent(s, total_self) for _, s in top]),
@@ -419,6 +423,42 @@ class CpuAnalyzer(tracekit.Analyzer):
             ("mean_self", "int", "ns", [int(s / calls[n]) for n, s in top]),
             ("range", "str", None, [n for n, _ in top])])
         report.table_titles["ranges"] = "Ranges by self time (duration minus nested ranges)"
+
+
+# Ranges an annotated GPU program names after its runtime calls (NVTX wrappers of CUDA/HIP calls).
+GPU_SYNC_RANGE = r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy)$"
+GPU_ALLOC_RANGE = r"^(cuda|hip)(Malloc|MallocManaged|MallocHost|HostAlloc|Free)$"
+FIRST_ALLOC_MS = 10  # a first allocation this long created the context (as in the diagnosis)
+
+
+def _gpu_waits(names: pa.ChunkedArray, self_ns: np.ndarray, ts: np.ndarray) -> Finding | None:
+    """What ranges named after GPU runtime calls say though the trace holds no GPU work: time
+    the host blocked on the device, and a first allocation that created the context."""
+    sync = pc.match_substring_regex(names, GPU_SYNC_RANGE).to_numpy(zero_copy_only=False)
+    alloc = np.flatnonzero(pc.match_substring_regex(names, GPU_ALLOC_RANGE).to_numpy(
+        zero_copy_only=False))
+    first = int(alloc[np.argmin(ts[alloc])]) if len(alloc) else -1
+    startup_ns = int(self_ns[first]) if first >= 0 and self_ns[first] >= FIRST_ALLOC_MS * 1e6 \
+        else 0
+    sync_ns = int(self_ns[sync].sum())
+    if not sync_ns and not startup_ns:
+        return None
+    total = float(self_ns.sum())
+    said = []
+    if sync_ns:
+        said.append(f"the host waits for the GPU {format_ns(sync_ns)} "
+                    f"({percent(sync_ns, total)}% of range time) in synchronizing calls")
+    if startup_ns:
+        said.append(f"the first {names[first].as_py()} takes {format_ns(startup_ns)}: "
+                    "context creation, start-up")
+    return Finding(
+        "warning" if percent(sync_ns, total) >= 20 else "info",
+        "ranges named after GPU calls: " + "; ".join(said),
+        {"sync_ns": sync_ns, "sync_pct": percent(sync_ns, total),
+         **({"startup_alloc_ns": startup_ns} if startup_ns else {})},
+        suggestion="the GPU work sets the pace where the host waits, but this trace holds no "
+                   "GPU activity: record it with the ranges (nsys profile --trace=cuda,nvtx) for "
+                   "a verdict on the GPU side")
 
 
 def op_self_times(ops: pa.Table) -> np.ndarray:

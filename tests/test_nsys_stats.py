@@ -109,7 +109,7 @@ def test_cpu_report_ranks_ranges_by_self_time_equal_to_durnonchild(registry):
     rows = _rows(path)
     [report] = tracekit.analyze(tracekit.read(path, registry=registry), "cpu",
                                 options=["top=0"], registry=registry)
-    [finding] = report.findings
+    finding, gpu_calls = report.findings
     assert finding.evidence["verdict"] == "none"
     assert finding.evidence["ranges"] == 131 and finding.evidence["threads"] == 1
     assert finding.evidence["top_range"] == "main"
@@ -127,6 +127,16 @@ def test_cpu_report_ranks_ranges_by_self_time_equal_to_durnonchild(registry):
     assert finding.evidence["range_self_ns"] == sum(self_ns.values()) == 1005098329
     assert [r["range"] for r in report.tables["ranges"].to_pylist()[:3]] == [
         "main", "cudaMallocManaged", "cudaDeviceSynchronize"]
+    # Ranges named after CUDA calls: the host blocked in cudaDeviceSynchronize, and the first
+    # cudaMallocManaged (205 ms) created the context.
+    first_alloc = min((r for r in rows if r["Name"] == "cudaMallocManaged"),
+                      key=lambda r: int(r["Start (ns)"]))
+    assert gpu_calls.evidence == {
+        "sync_ns": self_ns["cudaDeviceSynchronize"],
+        "sync_pct": round(100 * self_ns["cudaDeviceSynchronize"] / 1005098329, 1),
+        "startup_alloc_ns": int(first_alloc["DurNonChild (ns)"])}
+    assert gpu_calls.evidence["startup_alloc_ns"] == 204836296
+    assert "nsys profile --trace=cuda,nvtx" in gpu_calls.suggestion
 
 
 def test_analyze_gives_no_verdict_and_the_ranges(tmp_path):
