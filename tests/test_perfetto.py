@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
 import math
 import re
 from collections import Counter, defaultdict
@@ -15,12 +16,18 @@ import pyarrow.compute as pc
 import pytest
 import tracekit
 from helpers import FIXTURES, shared_path, sweep, torch_traces
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from independent import load
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto_check import decode_and_check
 from tracekit.builder import TraceBuilder
 from tracekit.errors import EmptyOutputError
+from tracekit.fields import merge
 from tracekit.plugins.perfetto import PerfettoWriter
-from tracekit.plugins.perfetto.lanes import nest_slices
+from tracekit.plugins.perfetto.annotations import AnnotationEncoder, ArgColumns
+from tracekit.plugins.perfetto.lanes import _nest_track, nest_slices
+from tracekit.plugins.perfetto.wire import MessageColumns
 
 LLAMA = ("rocprof-v3", "jimw_llamacpp_rocm7")
 
@@ -331,3 +338,154 @@ def test_odd_values_are_written_or_counted(tmp_path, registry):
     # correlation, a kernel's launching pid) are annotations named as the column.
     assert args["a\x00b"] == {"args": '{"x": 1e400}', "correlation": big}
     assert args["k\ufffd"] == {"args": "{", "pid": big, "correlation": big}
+
+
+# -- column-wise annotations: the same as the per-row encoder ---------------------------------
+
+def _annotations(encoder: AnnotationEncoder, blob_rows: list[bytes]) -> list[list[tuple]]:
+    """Each row's encoded TrackEvent.debug_annotations as (name, kind, value) lists."""
+    names = {iid: name for name, iid in encoder.iids.items()}
+    out = []
+    for data in blob_rows:
+        te = pb.TrackEvent()
+        te.ParseFromString(data)
+        out.append([(names[a.name_iid], *_value_of(a)) for a in te.debug_annotations])
+    return out
+
+
+def _value_of(a: pb.DebugAnnotation) -> tuple:
+    kind = a.WhichOneof("value")
+    if kind is None:  # an array or dictionary: compared as encoded, without the name
+        bare = pb.DebugAnnotation()
+        bare.CopyFrom(a)
+        bare.ClearField("name_iid")
+        return ("nested", bare.SerializeToString())
+    value = getattr(a, kind)
+    return (kind, value.hex() if kind == "double_value" else value)
+
+
+def _both_ways(args: list[str | None], keys: dict[str, list[str | None]]):
+    """(column-wise, per-row) annotations and collision counts for these args and carried
+    keys (JSON value texts)."""
+    rows = ArgColumns(pa.array(args, pa.string()),
+                      {k: pa.array(v, pa.string()) for k, v in keys.items()})
+    fast, skipped = AnnotationEncoder(), Counter()
+    found = fast.columns(rows, skipped)
+    m = len(args)
+    te = MessageColumns(m).repeated_message(4, found.counts, found.items).raw(found.per_row)
+    got = _annotations(fast, [te.encode().data[a:b].tobytes() for a, b in
+                              zip(te.encode().offsets[:-1], te.encode().offsets[1:],
+                                  strict=True)])
+    slow = AnnotationEncoder()
+    merged = merge(rows.args, rows.keys)
+    want = _annotations(slow, [slow.encode(t) if t else b"" for t in merged.args.to_pylist()])
+    column_wise = [t for t, k, size in zip(args, found.counts, found.per_row.sizes, strict=True)
+                   if k and not size]
+    return got, want, skipped, merged.collisions, column_wise
+
+
+ODD_ARGS = [
+    None, "", " ", "{}", " {} ", "{ }", '{"a":1}', '{"a" : 1 , "b":"x"}', '{\n  "a": 1\n}',
+    '{"a":1,}', '{"a":1', '{"a"}', '{"a":}', '[1, 2]', '"text"', "12", "{", "}{",
+    '{"a":1}{"b":2}', '{"a":1} x', '{"a":01}', '{"a":-0}', '{"a":1.0}', '{"a":1e5}',
+    '{"a":1E+05}', '{"a":1e400}', '{"a":-1e-400}', '{"a":1.5e-7}', '{"a":NaN}', '{"a":Infinity}',
+    '{"a":18446744073709551615}', '{"a":9223372036854775807}', '{"a":-9223372036854775808}',
+    '{"a":123456789012345678}', '{"a":true,"b":false,"c":null}', '{"a":tru}', '{"a":True}',
+    '{"a":"\\u0041\\n"}', '{"a\\"b":1}', '{"a":"x\ty"}', '{"a":"line\nbreak"}', '{"a":"\x01"}',
+    '{"a":"é✓😀"}', '{"é":"ü"}', '{"a":1,"a":2}', '{"a":[1,2,[3,{"b":null}]],"c":{}}',
+    '{"a":[]}', '{"a":{}}', '{"a":[1,2}', '{"a":{"b":1]}', '{"a":[1,"]",2]}', '{"a":"{[:,"}',
+    '{"a":[1,\n 2]}', '{\t"a"\t:\t1\t}', '{\r\n"a":1}', '{\x0b"a":1}', '{"a":1}\n',
+    '{"correlation": 5}', '{"correlation":5}', '{"correlation": 6}', '{"correlation": "5"}',
+    '{"x": {"correlation": 5}}', '{"x": "correlation"}', '{"x": "\\"correlation\\""}',
+    '{"x": ["correlation"]}', '{"correlation": 5.0}', '{"correlation": 5, "correlation": 5}',
+    '{"name": "HtoD", "copy_kind": "HtoD"}', '{"copy_kind": "DtoH"}', '{"pid": true}',
+]
+
+
+def test_columnwise_annotations_match_the_per_row_encoder_on_odd_args():
+    n = len(ODD_ARGS)
+    correlation = ["5" if i % 3 else None for i in range(n)]
+    copy_kind = ['"HtoD"' if i % 4 == 0 else '"a\\"b"' if i % 7 == 0 else None
+                 for i in range(n)]
+    # {"pid": true} and a carried pid 1 are equal to Python: no collision there either.
+    pid = ["1" if t and '"pid"' in t else "2" if i % 5 == 0 else None
+           for i, t in enumerate(ODD_ARGS)]
+    got, want, skipped, collisions, column_wise = _both_ways(
+        ODD_ARGS, {"pid": pid, "correlation": correlation, "copy_kind": copy_kind})
+    for text, g, w in zip(ODD_ARGS, got, want, strict=True):
+        assert g == w, text
+    assert {k.split(":")[0].removeprefix("field "): n for k, n in skipped.items()} == \
+        dict(collisions)
+    # {"correlation": 6} against 5 and {"copy_kind": "DtoH"} against "HtoD"; 5.0 equals 5.
+    assert collisions == {"correlation": 1, "copy_kind": 1}
+    # Plain JSON goes column-wise; escapes, big numbers and bad JSON one row at a time.
+    assert {'{"a":1}', '{\n  "a": 1\n}', '{\t"a"\t:\t1\t}', '{"a":1.0}', '{"a":1E+05}',
+            '{"a":true,"b":false,"c":null}', '{"a":[1,2,[3,{"b":null}]],"c":{}}',
+            '{"é":"ü"}', '{"correlation":5}', '{"name": "HtoD", "copy_kind": "HtoD"}'} \
+        <= set(column_wise)
+    assert not {'{"a":"\\u0041\\n"}', '{"a":18446744073709551615}', '{"a":1,"a":2}',
+                '{"a":1e400}', '{"a":1', '{\x0b"a":1}', '{"x": {"correlation": 5}}',
+                '{"correlation": 6}'} & set(column_wise)
+
+
+_json_scalars = (st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+                 | st.floats(allow_nan=False, allow_infinity=False)
+                 | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]),
+                           max_size=8))
+_json_values = st.recursive(_json_scalars,
+                            lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                            max_leaves=6)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.dictionaries(st.sampled_from(["a", "b", "correlation", "é", ""])
+                                          | st.text(max_size=5), _json_values, max_size=5),
+                          st.sampled_from([None, 0, 2]), st.integers(0, 3),
+                          st.sampled_from([None, "5", "-7", '"x"', "1.5"])),
+                min_size=1, max_size=12))
+def test_columnwise_annotations_match_the_per_row_encoder(rows):
+    args = []
+    for obj, indent, cut, _ in rows:
+        text = json.dumps(obj, indent=indent, ensure_ascii=bool(cut % 2))
+        args.append(text[:-cut] if cut == 3 else text)
+    carried = [r[3] for r in rows]
+    got, want, _, _, _ = _both_ways(args, {"correlation": carried})
+    assert got == want
+
+
+def _replayed(track, start, end):
+    """nest_slices by the lane-by-lane replay alone, for every track."""
+    order = np.lexsort((-(end - start), start, track))
+    t, s, e = track[order], start[order], end[order]
+    n = len(order)
+    out = (np.empty(2 * n, dtype=np.int64), np.empty(2 * n, dtype=bool),
+           np.empty(2 * n, dtype=np.int64))
+    bounds = np.r_[0, np.flatnonzero(np.diff(t)) + 1, n]
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if b > a:
+            _nest_track(order[a:b], s[a:b].tolist(), e[a:b].tolist(), *out,
+                        np.zeros(n, dtype=np.int64), 2 * a)
+    return out
+
+
+_interval = st.tuples(st.integers(0, 3), st.integers(0, 40), st.integers(0, 12))
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_interval, max_size=40), st.booleans())
+def test_nest_slices_orders_like_the_replay(intervals, laminar):
+    if laminar:  # mostly nesting slices: a child fits in the slice before it, or follows it
+        intervals = [(t, s, d) if i == 0 or intervals[i - 1][0] != t else
+                     (t, intervals[i - 1][1] + s % (intervals[i - 1][2] + 1),
+                      min(d, intervals[i - 1][2] - s % (intervals[i - 1][2] + 1)))
+                     for i, (t, s, d) in enumerate(intervals)]
+    track = np.array([i[0] for i in intervals], dtype=np.int64)
+    start = np.array([i[1] for i in intervals], dtype=np.int64)
+    end = start + np.array([i[2] for i in intervals], dtype=np.int64)
+    got = nest_slices(track, start, end)
+    want = _replayed(track, start, end)
+    for g, w in zip(got, want, strict=True):
+        assert g.tolist() == w.tolist()

@@ -1,15 +1,22 @@
 """``args`` JSON objects to TrackEvent debug annotations, with interned top-level names.
 
-This runs once per written slice, so it avoids per-field function calls: each key's
-``name_iid`` bytes are computed once, small varints come from a table, and encoded
-(key, value) pairs are cached (values such as ``cbid``, ``stream`` or a kernel's ``grid`` repeat
-across millions of events).
+The annotations of a chunk of events are encoded column-wise (``AnnotationEncoder.columns``):
+the args texts are split into their top-level (key, value) pairs with numpy over the bytes
+of the whole chunk, and the pairs become one ``MessageColumns`` of DebugAnnotations, each
+field a column: numbers parsed by Arrow casts, strings copied as they are, nested arrays and
+objects encoded once per distinct text. The typed columns that travel as annotations
+(``tracekit.fields``) join as more pairs. Rows that this cannot take exactly as
+``orjson.loads`` reads them (escapes, big integers, bad JSON, a typed column whose key the
+args already have with another value) go through the per-row encoder, ``encode``, which
+also caches encoded (key, value) pairs: values such as ``cbid`` or a kernel's ``grid`` repeat
+across millions of events. Both give the same annotations for the same args.
 """
 
 from __future__ import annotations
 
 import struct
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,7 +24,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit import fields
-from tracekit.plugins.perfetto.wire import encode_message, encode_varint
+from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message, encode_varint
+from tracekit.plugins.perfetto.writer_args import split_objects, text_buffers
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SMALL = [encode_varint(i) for i in range(1 << 14)]
@@ -32,6 +40,31 @@ def _varint(n: int) -> bytes:
     return _SMALL[n] if 0 <= n < 16384 else encode_varint(n)
 
 
+@dataclass
+class Annotations:
+    """The debug annotations of a chunk of rows: ``counts[i]`` items of ``items`` for row
+    ``i`` (column-wise), then the bytes ``per_row`` holds for it (rows encoded one by one)."""
+
+    counts: np.ndarray
+    items: MessageColumns
+    per_row: Blob
+
+
+@dataclass
+class ArgColumns:
+    """Per event row its args text and the typed columns it carries as args keys (the JSON
+    text of each value, null where the row has none), as ``tracekit.fields.carry`` found."""
+
+    args: pa.ChunkedArray | pa.Array
+    keys: dict[str, pa.Array]
+
+    def take(self, rows: np.ndarray) -> ArgColumns:
+        index = pa.array(rows)
+        args = self.args.take(index)
+        return ArgColumns(args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args,
+                          {k: v.take(index) for k, v in self.keys.items()})
+
+
 class AnnotationEncoder:
     """Encodes args objects; remembers which names it interned since the last ``new_names``."""
 
@@ -40,6 +73,119 @@ class AnnotationEncoder:
         self._heads: dict[str, bytes] = {}
         self._fresh: list[tuple[int, str]] = []
         self._pairs: dict[tuple[str, Any], bytes] = {}
+
+    def columns(self, rows: ArgColumns, skipped: Counter[str]) -> Annotations:
+        """The annotations of each row: its args with the carried keys added by the rule of
+        ``tracekit.fields.merge``; keys the args already hold with another value are counted
+        in ``skipped``."""
+        args = rows.args
+        m = len(args)
+        found = split_objects(*text_buffers(args))
+        slow = found.slow
+        names = list(found.keys)
+        code_of = {k: i for i, k in enumerate(names)}
+        # Where a key's quoted name can stand other than as a top-level key: in a string
+        # value, or in a nested one (texts with escapes are slow already).
+        texts = np.flatnonzero(~pc.match_substring_regex(found.values, r"^[-0-9tfn]")
+                               .to_numpy(zero_copy_only=False))
+        row_parts, code_parts, raw_parts = [found.row], [found.key], [found.values]
+        for key, values in rows.keys.items():
+            add = values.is_valid().to_numpy(zero_copy_only=False)
+            if not add.any():
+                continue
+            code = code_of.get(key)
+            if code is None:
+                code = code_of[key] = len(names)
+                names.append(key)
+            else:
+                # The args hold the key: the typed value is not added. The same value written
+                # otherwise, or another value (a collision), is for merge to judge.
+                at = np.flatnonzero(found.key == code)
+                held = found.row[at]
+                same = pc.equal(found.values.take(pa.array(at)),
+                                values.take(pa.array(held)).cast(pa.large_string()))
+                same = pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+                slow[held[add[held] & ~same]] = True
+                add[held] = False
+            if len(texts):
+                quoted = orjson.dumps(key).decode()
+                named = pc.match_substring(found.values.take(pa.array(texts)), quoted)
+                slow[found.row[texts[named.to_numpy(zero_copy_only=False)]]] |= \
+                    add[found.row[texts[named.to_numpy(zero_copy_only=False)]]]
+            at = np.flatnonzero(add)
+            row_parts.append(at)
+            code_parts.append(np.full(len(at), code, dtype=np.int64))
+            raw_parts.append(values.take(pa.array(at)).cast(pa.large_string()))
+        row = np.concatenate(row_parts)
+        code = np.concatenate(code_parts)
+        raw = pa.concat_arrays(raw_parts)
+        kind, ints, floats, nested, odd = self._values(raw)
+        slow[row[odd]] = True
+        # Stable: a row's pairs stay in text order, the carried keys after them.
+        order = np.argsort(row, kind="stable")
+        order = order[~slow[row[order]]]
+        row, code, kind, ints, floats = (a[order] for a in (row, code, kind, ints, floats))
+        used = np.bincount(code, minlength=len(names)) > 0
+        iid = np.array([self._iid(k) if u else 0 for k, u in zip(names, used, strict=True)],
+                       dtype=np.int64)
+        text = raw.take(pa.array(order))
+        content = pc.if_else(pc.starts_with(text, '"'), pc.utf8_slice_codeunits(text, 1, -1),
+                             text)
+        items = (MessageColumns(len(order)).varint(1, iid[code])
+                 .varint(2, ints, present=kind == _KIND_BOOL)
+                 .varint(4, ints, present=kind == _KIND_INT)
+                 .double(5, floats, present=kind == _KIND_FLOAT)
+                 .message(6, _blob(content), present=kind == _KIND_STRING)
+                 .raw(nested.take(order)))
+        per_row = [b""] * m
+        slow_rows = np.flatnonzero(slow)
+        if len(slow_rows):
+            index = pa.array(slow_rows)
+            merged = fields.merge(args.take(index), {k: v.take(index)
+                                                     for k, v in rows.keys.items()})
+            for key, n in merged.collisions.items():
+                skipped[fields.field_skip(key, "args already has this key with another "
+                                               "value (args kept)")] += n
+            for i, text in zip(slow_rows.tolist(), merged.args.to_pylist(), strict=True):
+                if text:
+                    per_row[i] = self.encode(text)
+        return Annotations(np.bincount(row, minlength=m), items, Blob.from_list(per_row))
+
+    def _values(self, raw: pa.Array) -> tuple[np.ndarray, ...]:
+        """Per JSON value text: kind, int and float value, nested values encoded (a Blob),
+        and a mask of the values left to the per-row path."""
+        n = len(raw)
+        quoted = pc.starts_with(raw, '"').to_numpy(zero_copy_only=False)
+        nested = (pc.starts_with(raw, "[").to_numpy(zero_copy_only=False)
+                  | pc.starts_with(raw, "{").to_numpy(zero_copy_only=False))
+        scalar = ~quoted & ~nested
+        kind = np.full(n, _KIND_STRING, dtype=np.uint8)
+        ints = np.zeros(n, dtype=np.int64)
+        floats = np.zeros(n, dtype=np.float64)
+        odd = np.zeros(n, dtype=bool)
+        if quoted.any():  # typed string values are orjson's text: escapes go the slow way
+            odd[quoted] = pc.match_substring(raw.filter(pa.array(quoted)), "\\") \
+                .to_numpy(zero_copy_only=False)
+        if scalar.any():
+            k, i, f, o = _scalar_kinds(raw.filter(pa.array(scalar)))
+            kind[scalar], ints[scalar], floats[scalar], odd[scalar] = k, i, f, o
+        # Nested arrays and objects: one orjson parse and encoding per distinct text.
+        encoded_index = np.zeros(n, dtype=np.int64)
+        encoded = [b""]
+        if nested.any():
+            distinct = raw.filter(pa.array(nested)).dictionary_encode()
+            codes = distinct.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            bad = np.zeros(len(distinct.dictionary), dtype=bool)
+            for j, text in enumerate(distinct.dictionary.to_pylist()):
+                try:
+                    encoded.append(_value(orjson.loads(text)))
+                except orjson.JSONDecodeError:
+                    encoded.append(b"")
+                    bad[j] = True
+            encoded_index[nested] = codes + 1
+            odd[nested] = bad[codes]
+            kind[nested] = _KIND_NESTED
+        return kind, ints, floats, Blob.from_list(encoded).take(encoded_index), odd
 
     def encode(self, args_json: str | None) -> bytes:
         """Encoded TrackEvent.debug_annotations fields for one args object."""
@@ -72,6 +218,11 @@ class AnnotationEncoder:
         self._fresh.append((iid, name))
         head = self._heads[name] = b"\x08" + _varint(iid)
         return head
+
+    def _iid(self, name: str) -> int:
+        if name not in self.iids:
+            self._head(name)
+        return self.iids[name]
 
     def new_names(self) -> list[tuple[int, str]]:
         """Names interned since the previous call, to emit before their first use."""
@@ -110,9 +261,10 @@ def _string(s: str) -> bytes:
 
 
 def annotated_args(events: pa.Table, native: dict[str, Any], keep_args: bool,
-                   skipped: Counter[str]) -> pa.Array:
-    """Each row's args with the typed columns its track and event do not hold added by the
-    rule of ``tracekit.fields``; what cannot be written is counted in ``skipped``.
+                   skipped: Counter[str]) -> ArgColumns:
+    """Each row's args and the typed columns its track and event do not hold, to add by the
+    rule of ``tracekit.fields`` (``AnnotationEncoder.columns`` adds them); what cannot be
+    written is counted in ``skipped``.
 
     ``native`` maps columns to the rows where the Perfetto event holds them. CPU samples are
     PerfSample packets, which carry no annotations: their other values are counted.
@@ -127,22 +279,61 @@ def annotated_args(events: pa.Table, native: dict[str, Any], keep_args: bool,
         skipped[fields.field_skip("stack_id", "only CPU samples carry a call stack in "
                                               "Perfetto")] += int(stacks.sum())
     skipped.update(carried.skipped)
-    args = events["args"].combine_chunks() if keep_args else pa.nulls(events.num_rows,
-                                                                        pa.string())
+    args = events["args"] if keep_args else pa.nulls(events.num_rows, pa.string())
     own = pc.fill_null(pc.greater(pc.utf8_length(args), 0), False).to_numpy(
         zero_copy_only=False) & sample
     if own.any():
         skipped[fields.field_skip("args", "a CPU sample carries no annotations in "
                                           "Perfetto")] += int(own.sum())
         args = pc.if_else(pa.array(sample), pa.scalar(None, pa.string()), args)
-    merged = fields.merge(args, carried.keys)
-    for key, n in merged.collisions.items():
-        skipped[fields.field_skip(key, "args already has this key with another value "
-                                       "(args kept)")] += n
-    return merged.args
+    return ArgColumns(args, carried.keys)
 
 
 def sample_native(events: pa.Table) -> np.ndarray:
     """Rows whose category a PerfSample tells as it is (samples are cpu.sample)."""
     return pc.equal(events["category"].cast(pa.string()), "cpu.sample").to_numpy(
         zero_copy_only=False)
+
+
+_INT_TEXT = r"^-?(?:0|[1-9][0-9]{0,17})$"  # 18 digits at most: always an int64
+# A short float with a two-digit exponent at most: never out of a double's range.
+_EXPONENT = r"[eE][+-]?[0-9]{1,2}"
+_FLOAT_TEXT = rf"^-?(?:0|[1-9][0-9]{{0,20}})(?:\.[0-9]{{1,30}}(?:{_EXPONENT})?|{_EXPONENT})$"
+_KIND_INT, _KIND_FLOAT, _KIND_BOOL, _KIND_STRING, _KIND_NESTED = range(5)
+
+
+def _blob(texts: pa.Array) -> Blob:
+    """A large string array's values as a Blob (no copy)."""
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64)[
+        texts.offset:texts.offset + len(texts) + 1]
+    data = texts.buffers()[2]
+    return Blob(offsets, np.frombuffer(data, dtype=np.uint8) if data is not None
+                else np.zeros(0, dtype=np.uint8))
+
+
+def _matches(texts: pa.Array, pattern: str) -> np.ndarray:
+    return pc.match_substring_regex(texts, pattern).to_numpy(zero_copy_only=False)
+
+
+def _scalar_kinds(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Kind, int and float value of JSON scalars (numbers, true, false, null) as orjson reads
+    them, and a mask of texts the fast path does not take (huge numbers, bad JSON)."""
+    n = len(texts)
+    kind = np.full(n, _KIND_STRING, dtype=np.uint8)  # null is written as the text "null"
+    ints = np.zeros(n, dtype=np.int64)
+    floats = np.zeros(n, dtype=np.float64)
+    is_int = _matches(texts, _INT_TEXT)
+    is_float = _matches(texts, _FLOAT_TEXT)
+    is_true = pc.equal(texts, "true").to_numpy(zero_copy_only=False)
+    is_false = pc.equal(texts, "false").to_numpy(zero_copy_only=False)
+    is_null = pc.equal(texts, "null").to_numpy(zero_copy_only=False)
+    kind[is_int] = _KIND_INT
+    kind[is_float] = _KIND_FLOAT
+    kind[is_true | is_false] = _KIND_BOOL
+    if is_int.any():
+        ints[is_int] = pc.cast(texts.filter(pa.array(is_int)), pa.int64()).to_numpy()
+    if is_float.any():
+        floats[is_float] = pc.cast(texts.filter(pa.array(is_float)), pa.float64()).to_numpy()
+    ints[is_true] = 1
+    odd = ~(is_int | is_float | is_true | is_false | is_null)
+    return kind, ints, floats, odd

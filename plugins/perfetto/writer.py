@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -15,6 +16,7 @@ from tracekit.links import launch_links, mix64
 from tracekit.model import Trace
 from tracekit.plugins.perfetto.annotations import (
     AnnotationEncoder,
+    ArgColumns,
     annotated_args,
     sample_native,
 )
@@ -81,7 +83,8 @@ class PerfettoWriter(tracekit.Writer):
             stream.write(_packet((8, first_ts), (60, desc)))
         for lo in range(0, len(packets.ts), _CHUNK):
             hi = min(lo + _CHUNK, len(packets.ts))
-            stream.write(_encode_chunk(packets, lo, hi, args, flows, annotations))
+            stream.write(_encode_chunk(packets, lo, hi, args, flows, annotations,
+                                       result.skipped))
             if progress:
                 progress.update(hi, len(packets.ts))
         samples = events.select(["ts_ns", "pid", "tid", "stack_id"]).filter(
@@ -122,15 +125,18 @@ class PerfettoWriter(tracekit.Writer):
         rows, begins, lanes = nest_slices(track[slice_rows], ts[slice_rows],
                                           ts[slice_rows] + dur[slice_rows])
         rows = slice_rows[rows]
-        # One uuid per distinct (track, lane), then spread to the rows.
-        pairs, inverse = np.unique(np.stack([track[rows], lanes]), axis=1, return_inverse=True) \
-            if len(rows) else (np.zeros((2, 0), dtype=np.int64), np.array([], dtype=np.int64))
-        pair_uuid = np.array([plan.lane_uuid(int(t), int(lane)) for t, lane in pairs.T],
-                             dtype=np.uint64)
-        lane_uuid = pair_uuid[inverse.reshape(-1)]
+        uuids = np.array(plan.uuids, dtype=np.uint64)
+        lane_uuid = uuids[track[rows]]
+        # Overlap lanes: one uuid per distinct (track, lane), declared in that order.
+        extra = np.flatnonzero(lanes > 0)
+        if len(extra):
+            width = int(lanes.max()) + 1
+            keys, inverse = np.unique(track[rows[extra]] * width + lanes[extra],
+                                      return_inverse=True)
+            lane_uuid[extra] = np.array([plan.lane_uuid(int(k) // width, int(k) % width)
+                                         for k in keys], dtype=np.uint64)[inverse]
         instant_rows = np.flatnonzero(pc.equal(kind, "instant").to_numpy(zero_copy_only=False))
         counter_rows = np.flatnonzero(pc.equal(kind, "counter").to_numpy(zero_copy_only=False))
-        uuids = np.array(plan.uuids, dtype=np.uint64)
         value = events["value"].fill_null(0).to_numpy()
         parts = [
             (np.where(begins, ts[rows], ts[rows] + dur[rows]),
@@ -253,8 +259,8 @@ def _flow_lists(events: pa.Table) -> _FlowLists:
     return _FlowLists(start=start, counts=counts, ids=all_ids[order])
 
 
-def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
-                  flows: _FlowLists | None, annotations: AnnotationEncoder) -> bytes:
+def _encode_chunk(p: _Packets, lo: int, hi: int, args: ArgColumns, flows: _FlowLists | None,
+                  annotations: AnnotationEncoder, skipped: Counter[str]) -> bytes:
     n = hi - lo
     rows = p.row[lo:hi]
     fields = p.with_fields[lo:hi]
@@ -272,13 +278,16 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
         take = np.repeat(flows.start[rows] - first, counts) + np.arange(int(counts.sum()))
         te.repeated_fixed64(47, counts, flows.ids[take])
     prefix = b""
-    blobs = [b""] * n
     arg_rows = np.flatnonzero(fields | is_counter)
-    texts = args.take(pa.array(rows[arg_rows])).to_pylist()
-    for i, text in zip(arg_rows.tolist(), texts, strict=True):
-        if text:
-            blobs[i] = annotations.encode(text)
-    te.raw(Blob.from_list(blobs))
+    found = annotations.columns(args.take(rows[arg_rows]), skipped)
+    counts = np.zeros(n, dtype=np.int64)
+    counts[arg_rows] = found.counts
+    te.repeated_message(4, counts, found.items)
+    sizes = np.zeros(n, dtype=np.int64)
+    sizes[arg_rows] = found.per_row.sizes
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    te.raw(Blob(offsets, found.per_row.data))
     fresh = annotations.new_names()
     if fresh:
         interned = encode_message(*[(3, encode_message((1, iid), (2, nm)))
@@ -287,7 +296,7 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: Any,
                          (12, interned))
     packet = MessageColumns(n)
     packet.varint(8, p.ts[lo:hi])
-    packet.message(11, te.encode())
+    packet.message(11, te)
     packet.varint(10, SEQUENCE_ID)
     packet.varint(13, _NEEDS_STATE)
-    return prefix + MessageColumns(n).message(1, packet.encode()).encode().tobytes()
+    return prefix + MessageColumns(n).message(1, packet).encode().tobytes()
