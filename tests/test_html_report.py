@@ -162,6 +162,21 @@ def test_flame_graph_draws_only_the_heaviest_nodes(registry):
     assert sum(icicle["values"]) == 102  # hidden descendants stay in their ancestors' size
 
 
+def test_long_tables_lay_out_their_first_rows_and_hold_the_rest():
+    from tracekit.plugins.html_report.markup import SHOWN_ROWS, table_html
+    from tracekit.report import report_table
+
+    def rows(n: int) -> str:
+        return table_html(report_table([("n", "int", None, range(n))]), "test")
+
+    short, long = rows(SHOWN_ROWS), rows(SHOWN_ROWS + 5)
+    assert "<template>" not in short and "button" not in short
+    shown, _, held = long.partition("<template>")
+    assert shown.count("<tr>") == 1 + SHOWN_ROWS and held.count("<tr>") == 5
+    assert f'data-v="{float(SHOWN_ROWS)}"' in held
+    assert f'<button type="button" class="more">show all {SHOWN_ROWS + 5} rows</button>' in long
+
+
 # --- CSV ------------------------------------------------------------------------------------
 
 def test_csv_table_holds_raw_values_with_units_in_the_header(registry):

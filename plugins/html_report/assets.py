@@ -50,6 +50,8 @@ td.txt { max-width: 640px; overflow: hidden; text-overflow: ellipsis; }
 th[aria-sort="ascending"]::after { content: " \\25B2"; }
 th[aria-sort="descending"]::after { content: " \\25BC"; }
 footer { padding-bottom: 30px; }
+button.more { font: inherit; font-size: 12px; padding: 0 6px; margin-right: 6px;
+              cursor: pointer; }
 .beside { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 14px;
           align-items: start; }
 @media (max-width: 900px) { .beside { grid-template-columns: minmax(0, 1fr); } }
@@ -92,8 +94,21 @@ JS = """
     var v = parseFloat(cell.getAttribute("data-v"));
     return isNaN(v) ? -Infinity : v;
   }
+  // Rows past the first few wait in a <template>: laid out only when asked for.
+  function showAll(table) {
+    var held = table.tBodies[0].querySelector("template");
+    if (held) { table.tBodies[0].appendChild(held.content); held.remove(); }
+    var button = table.parentNode.nextElementSibling.querySelector("button.more");
+    if (button) { button.remove(); }
+  }
+  document.querySelectorAll("button.more").forEach(function (button) {
+    button.addEventListener("click", function () {
+      showAll(button.parentNode.previousElementSibling.querySelector("table"));
+    });
+  });
   function sortBy(th) {
     var row = th.parentNode, table = th.closest("table"), body = table.tBodies[0];
+    showAll(table);
     var col = Array.prototype.indexOf.call(row.children, th);
     var numeric = th.classList.contains("num");
     var now = th.getAttribute("aria-sort");

@@ -18,6 +18,9 @@ from tracekit.report import Finding, format_bytes, format_evidence, format_ns
 
 #: Rows of one table on the page; the rest is counted under it (all of them: --format json).
 MAX_ROWS = 200
+#: Rows laid out when the page opens; the others wait, inert, in a ``<template>`` (neither
+#: styled nor laid out) until "show all" or a sort asks for them.
+SHOWN_ROWS = 25
 # C0 control characters and DEL as their Unicode "control pictures" (ESC -> U+241B): a
 # newline or an ANSI escape in a name is shown, not obeyed or dropped.
 _CONTROLS = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
@@ -111,9 +114,14 @@ def table_html(table: pa.Table, source: str, max_rows: int = MAX_ROWS) -> str:
     more = table.num_rows - max_rows
     foot = f"{more:,} more rows: tracekit analyze --format json has them all. " \
         if more > 0 else ""
+    rows, held = "".join(body[:SHOWN_ROWS]), "".join(body[SHOWN_ROWS:])
+    button = ""
+    if held:
+        rows += f"<template>{held}</template>"
+        button = (f'<button type="button" class="more">show all {len(body):,} rows</button> ')
     return (f'<div class="table-wrap"><table class="sortable"><thead><tr>{"".join(heads)}'
-            f'</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
-            f'<p class="source">{text(foot)}{text(source)}</p>')
+            f"</tr></thead><tbody>{rows}</tbody></table></div>"
+            f'<p class="source">{button}{text(foot)}{text(source)}</p>')
 
 
 def findings_html(findings: list[Finding]) -> str:
