@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import FIXTURES, SHARED, read_text, shared_path
+from helpers import FIXTURES, SHARED, read_text, shared_path, sweep
 from perfetto_check import decode_and_check
 from tracekit.cli import main
 from tracekit.errors import ReaderCrashError, TraceReadError
@@ -94,7 +94,11 @@ def _symbol(text: str) -> str:
     return re.sub(r"\+0x[0-9a-fA-F]+$", "", text.strip()) or "[unknown]"
 
 
-@pytest.mark.parametrize("rel", perf_files())
+# The fast run: two events in one file, a gzipped file, a header of perf's comments.
+@pytest.mark.parametrize("rel", sweep(perf_files(),
+                                      "perf-script/flamegraph/perf-cycles-instructions-01.txt",
+                                      "perf-script/firefox-profiler/gzip.perf.gz",
+                                      "perf-script/speedscope/simple-with-header.linux-perf.txt"))
 def test_every_perf_file_reads_with_the_independent_sample_count(rel, registry, tmp_path):
     path = shared_path(*rel.split("/"))
     trace = tracekit.read(path, registry=registry)
