@@ -399,6 +399,8 @@ ODD_ARGS = [
     '{"x": {"correlation": 5}}', '{"x": "correlation"}', '{"x": "\\"correlation\\""}',
     '{"x": ["correlation"]}', '{"correlation": 5.0}', '{"correlation": 5, "correlation": 5}',
     '{"name": "HtoD", "copy_kind": "HtoD"}', '{"copy_kind": "DtoH"}', '{"pid": true}',
+    '{"a":' + " " * 20 + "1}", '{"a": 1' + " " * 20 + "}", "{" + " " * 12 + '"a":1}',
+    '{"a" x:1}', '{"a": 1 2}', '{"a":"b" "c"}', '{"a":1 ,\n\t "b" :\r\n[ 1 ] }',
 ]
 
 

@@ -25,7 +25,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit import fields
 from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message, encode_varint
-from tracekit.plugins.perfetto.writer_args import split_objects, text_buffers
+from tracekit.plugins.perfetto.writer_args import (
+    BOOL,
+    FLOAT,
+    INT,
+    NESTED,
+    STRING,
+    Values,
+    split_objects,
+    text_buffers,
+    value_kinds,
+)
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SMALL = [encode_varint(i) for i in range(1 << 14)]
@@ -86,7 +96,7 @@ class AnnotationEncoder:
         code_of = {k: i for i, k in enumerate(names)}
         # Where a key's quoted name can stand other than as a top-level key: in a string
         # value, or in a nested one (texts with escapes are slow already).
-        texts = np.flatnonzero(~pc.match_substring_regex(found.values, r"^[-0-9tfn]")
+        texts = np.flatnonzero(pc.match_substring_regex(found.values, r'^["\[{]')
                                .to_numpy(zero_copy_only=False))
         row_parts, code_parts, raw_parts = [found.row], [found.key], [found.values]
         for key, values in rows.keys.items():
@@ -119,12 +129,13 @@ class AnnotationEncoder:
         row = np.concatenate(row_parts)
         code = np.concatenate(code_parts)
         raw = pa.concat_arrays(raw_parts)
-        kind, ints, floats, nested, odd = self._values(raw)
-        slow[row[odd]] = True
+        values, nested = self._values(raw)
+        slow[row[values.odd]] = True
         # Stable: a row's pairs stay in text order, the carried keys after them.
         order = np.argsort(row, kind="stable")
         order = order[~slow[row[order]]]
-        row, code, kind, ints, floats = (a[order] for a in (row, code, kind, ints, floats))
+        row, code = row[order], code[order]
+        kind, ints, floats = values.kind[order], values.ints[order], values.floats[order]
         used = np.bincount(code, minlength=len(names)) > 0
         iid = np.array([self._iid(k) if u else 0 for k, u in zip(names, used, strict=True)],
                        dtype=np.int64)
@@ -132,13 +143,14 @@ class AnnotationEncoder:
         content = pc.if_else(pc.starts_with(text, '"'), pc.utf8_slice_codeunits(text, 1, -1),
                              text)
         items = (MessageColumns(len(order)).varint(1, iid[code])
-                 .varint(2, ints, present=kind == _KIND_BOOL)
-                 .varint(4, ints, present=kind == _KIND_INT)
-                 .double(5, floats, present=kind == _KIND_FLOAT)
-                 .message(6, _blob(content), present=kind == _KIND_STRING)
+                 .varint(2, ints, present=kind == BOOL)
+                 .varint(4, ints, present=kind == INT)
+                 .double(5, floats, present=kind == FLOAT)
+                 .message(6, _blob(content), present=kind == STRING)
                  .raw(nested.take(order)))
-        per_row = [b""] * m
+        per_row = np.zeros(m + 1, dtype=np.int64)
         slow_rows = np.flatnonzero(slow)
+        encoded: list[bytes] = []
         if len(slow_rows):
             index = pa.array(slow_rows)
             merged = fields.merge(args.take(index), {k: v.take(index)
@@ -146,31 +158,19 @@ class AnnotationEncoder:
             for key, n in merged.collisions.items():
                 skipped[fields.field_skip(key, "args already has this key with another "
                                                "value (args kept)")] += n
-            for i, text in zip(slow_rows.tolist(), merged.args.to_pylist(), strict=True):
-                if text:
-                    per_row[i] = self.encode(text)
-        return Annotations(np.bincount(row, minlength=m), items, Blob.from_list(per_row))
+            encoded = [self.encode(text) if text else b"" for text in merged.args.to_pylist()]
+            per_row[slow_rows + 1] = [len(b) for b in encoded]
+        np.cumsum(per_row, out=per_row)
+        per_row_blob = Blob(per_row, np.frombuffer(b"".join(encoded), dtype=np.uint8))
+        return Annotations(np.bincount(row, minlength=m), items, per_row_blob)
 
-    def _values(self, raw: pa.Array) -> tuple[np.ndarray, ...]:
-        """Per JSON value text: kind, int and float value, nested values encoded (a Blob),
-        and a mask of the values left to the per-row path."""
-        n = len(raw)
-        quoted = pc.starts_with(raw, '"').to_numpy(zero_copy_only=False)
-        nested = (pc.starts_with(raw, "[").to_numpy(zero_copy_only=False)
-                  | pc.starts_with(raw, "{").to_numpy(zero_copy_only=False))
-        scalar = ~quoted & ~nested
-        kind = np.full(n, _KIND_STRING, dtype=np.uint8)
-        ints = np.zeros(n, dtype=np.int64)
-        floats = np.zeros(n, dtype=np.float64)
-        odd = np.zeros(n, dtype=bool)
-        if quoted.any():  # typed string values are orjson's text: escapes go the slow way
-            odd[quoted] = pc.match_substring(raw.filter(pa.array(quoted)), "\\") \
-                .to_numpy(zero_copy_only=False)
-        if scalar.any():
-            k, i, f, o = _scalar_kinds(raw.filter(pa.array(scalar)))
-            kind[scalar], ints[scalar], floats[scalar], odd[scalar] = k, i, f, o
-        # Nested arrays and objects: one orjson parse and encoding per distinct text.
-        encoded_index = np.zeros(n, dtype=np.int64)
+    @staticmethod
+    def _values(raw: pa.LargeStringArray) -> tuple[Values, Blob]:
+        """The kinds and values of JSON value texts, with nested arrays and objects encoded
+        (one orjson parse and encoding per distinct text) as a Blob; bad ones are odd."""
+        values = value_kinds(raw)
+        nested = values.kind == NESTED
+        index = np.zeros(len(raw), dtype=np.int64)
         encoded = [b""]
         if nested.any():
             distinct = raw.filter(pa.array(nested)).dictionary_encode()
@@ -182,10 +182,9 @@ class AnnotationEncoder:
                 except orjson.JSONDecodeError:
                     encoded.append(b"")
                     bad[j] = True
-            encoded_index[nested] = codes + 1
-            odd[nested] = bad[codes]
-            kind[nested] = _KIND_NESTED
-        return kind, ints, floats, Blob.from_list(encoded).take(encoded_index), odd
+            index[nested] = codes + 1
+            values.odd[nested] |= bad[codes]
+        return values, Blob.from_list(encoded).take(index)
 
     def encode(self, args_json: str | None) -> bytes:
         """Encoded TrackEvent.debug_annotations fields for one args object."""
@@ -295,13 +294,6 @@ def sample_native(events: pa.Table) -> np.ndarray:
         zero_copy_only=False)
 
 
-_INT_TEXT = r"^-?(?:0|[1-9][0-9]{0,17})$"  # 18 digits at most: always an int64
-# A short float with a two-digit exponent at most: never out of a double's range.
-_EXPONENT = r"[eE][+-]?[0-9]{1,2}"
-_FLOAT_TEXT = rf"^-?(?:0|[1-9][0-9]{{0,20}})(?:\.[0-9]{{1,30}}(?:{_EXPONENT})?|{_EXPONENT})$"
-_KIND_INT, _KIND_FLOAT, _KIND_BOOL, _KIND_STRING, _KIND_NESTED = range(5)
-
-
 def _blob(texts: pa.Array) -> Blob:
     """A large string array's values as a Blob (no copy)."""
     offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64)[
@@ -309,31 +301,3 @@ def _blob(texts: pa.Array) -> Blob:
     data = texts.buffers()[2]
     return Blob(offsets, np.frombuffer(data, dtype=np.uint8) if data is not None
                 else np.zeros(0, dtype=np.uint8))
-
-
-def _matches(texts: pa.Array, pattern: str) -> np.ndarray:
-    return pc.match_substring_regex(texts, pattern).to_numpy(zero_copy_only=False)
-
-
-def _scalar_kinds(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Kind, int and float value of JSON scalars (numbers, true, false, null) as orjson reads
-    them, and a mask of texts the fast path does not take (huge numbers, bad JSON)."""
-    n = len(texts)
-    kind = np.full(n, _KIND_STRING, dtype=np.uint8)  # null is written as the text "null"
-    ints = np.zeros(n, dtype=np.int64)
-    floats = np.zeros(n, dtype=np.float64)
-    is_int = _matches(texts, _INT_TEXT)
-    is_float = _matches(texts, _FLOAT_TEXT)
-    is_true = pc.equal(texts, "true").to_numpy(zero_copy_only=False)
-    is_false = pc.equal(texts, "false").to_numpy(zero_copy_only=False)
-    is_null = pc.equal(texts, "null").to_numpy(zero_copy_only=False)
-    kind[is_int] = _KIND_INT
-    kind[is_float] = _KIND_FLOAT
-    kind[is_true | is_false] = _KIND_BOOL
-    if is_int.any():
-        ints[is_int] = pc.cast(texts.filter(pa.array(is_int)), pa.int64()).to_numpy()
-    if is_float.any():
-        floats[is_float] = pc.cast(texts.filter(pa.array(is_float)), pa.float64()).to_numpy()
-    ints[is_true] = 1
-    odd = ~(is_int | is_float | is_true | is_false | is_null)
-    return kind, ints, floats, odd

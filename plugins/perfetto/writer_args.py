@@ -38,6 +38,14 @@ _CONTROL[list(b"\t\n\r")] = False
 # (the text between the colon and the next comma or brace).
 _OBJECT_SHAPE = r'^\{(?:"":(?:""|OC|)(?:,"":(?:""|OC|))*)?\}$'
 _Q, _COL, _COM, _OPEN, _CLOSE = (ord(c) for c in '":,{}')
+_DIGIT = np.zeros(256, dtype=np.int32)
+_DIGIT[list(b"0123456789")] = 1
+# Numbers the fast path reads as orjson does: integers of 18 digits at most (always an
+# int64), and floats short enough, with an exponent of two digits at most, never to leave a
+# double's range (Arrow's cast and orjson both round correctly).
+_EXPONENT = r"[eE][+-]?[0-9]{1,2}"
+_FLOAT_TEXT = rf"^-?(?:0|[1-9][0-9]{{0,20}})(?:\.[0-9]{{1,30}}(?:{_EXPONENT})?|{_EXPONENT})$"
+INT, FLOAT, BOOL, STRING, NESTED = range(5)
 
 
 @dataclass
@@ -55,9 +63,13 @@ class Pairs:
 
 def text_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The UTF-8 bytes and int64 offsets (from 0) of a string array, nulls as empty."""
-    texts = pc.fill_null(texts, "").cast(pa.large_string())
-    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64)[
-        texts.offset:texts.offset + len(texts) + 1]
+    if texts.null_count:
+        texts = pc.fill_null(texts, "")
+    wide = pa.types.is_large_string(texts.type)
+    if not wide and not pa.types.is_string(texts.type):
+        texts, wide = texts.cast(pa.large_string()), True
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64 if wide else np.int32)[
+        texts.offset:texts.offset + len(texts) + 1].astype(np.int64)
     data = np.frombuffer(texts.buffers()[2], dtype=np.uint8) if texts.buffers()[2] \
         else np.zeros(0, dtype=np.uint8)
     return data[offsets[0]:offsets[-1]], offsets - offsets[0]
@@ -128,22 +140,23 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     if m == 0:
         return Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [],
                      pa.array([], pa.large_string()), np.zeros(0, dtype=bool))
-    cls = _CLASS[data]
-    tok = np.flatnonzero(cls)
-    c = cls[tok]
+    folded = data | 0x20  # "[" and "]" fold onto "{" and "}"
+    tok = np.flatnonzero((data == _Q) | (data == _COL) | (data == _COM) | (folded == _OPEN)
+                         | (folded == _CLOSE))
+    c = _CLASS[data[tok]]
     # Every text starts with "{": its first token. The running counts below run over all
     # texts: they are right for each text when every text closes its strings and brackets,
     # checked first; texts that do not are split apart from the others.
     first = np.searchsorted(tok, offsets[:-1])
-    row_start = np.zeros(len(tok), dtype=np.int64)
+    row_start = np.zeros(len(tok), dtype=np.int32)
     row_start[first] = 1
-    row = np.cumsum(row_start) - 1
-    quotes = np.cumsum(c == _QUOTE)
+    row = np.cumsum(row_start, dtype=np.int32) - 1
+    quotes = np.cumsum((c == _QUOTE).astype(np.int32), dtype=np.int32)
     odd = np.diff(np.r_[quotes[first], quotes[-1]]) % 2 == 1
     if odd.any():
         return _split_without(data, offsets, odd)
     keep = ((quotes & 1) == 0) | (c == _QUOTE)  # not inside a string
-    depth_after = np.cumsum(np.where(keep, _DEPTH[c], 0), dtype=np.int64)
+    depth_after = np.cumsum(np.where(keep, _DEPTH[c], 0).astype(np.int32), dtype=np.int32)
     net = np.diff(np.r_[0, depth_after[first[1:] - 1], depth_after[-1]])
     if (net != 0).any():
         return _split_without(data, offsets, net != 0)
@@ -176,17 +189,15 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     scalar = (sym == _COL) & ((nxt == _COM) | (nxt == _CLOSE))
     # Between tokens only blanks, except in strings, scalars and nested values.
     gap = ~(opens_string | scalar | (sym == _NESTED_OPEN) | (sym == _CLOSE))
-    at = tok[gap] + 1
-    size = np.r_[tok[1:], 0][gap] - at
-    one = size == 1
-    bad = np.zeros(len(at), dtype=bool)
-    bad[one] = ~_BLANK[data[at[one]]]
-    long = np.flatnonzero(size > 1)
-    if len(long):
-        index = _ranges(at[long], at[long] + size[long])
-        nonblank = np.flatnonzero(~_BLANK[data[index]])
-        bad[long[np.searchsorted(np.cumsum(size[long]), nonblank, side="right")]] = True
-    slow[row[gap][bad]] = True
+    after = np.empty_like(tok)
+    after[:-1], after[-1:] = tok[1:], 0
+    # Running count of non-blanks, modulo 256: exact over spans shorter than that. (The only
+    # bytes below a space here are tabs and line breaks.)
+    nonblank = np.zeros(len(data) + 1, dtype=np.uint8)
+    np.cumsum((data > 0x20).view(np.uint8), dtype=np.uint8, out=nonblank[1:])
+    gap_start, gap_end = tok[gap] + 1, after[gap]
+    slow[row[gap][(nonblank[gap_end] != nonblank[gap_start])
+                  | (gap_end - gap_start > 255)]] = True
     # Blanks that are control characters are not allowed inside strings.
     blanks = np.flatnonzero(data < 0x20)
     if len(blanks):
@@ -200,19 +211,53 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     value_start = np.where(is_scalar, tok[colon] + 1, tok[colon + 1])
     value_end = np.where(is_scalar, tok[colon + 1],
                          tok[np.minimum(colon + 2, len(tok) - 1)] + 1)
+    # A scalar is the text between its colon and the next comma or brace, blanks trimmed:
+    # its non-blanks, after one blank at most, must be consecutive (others are trimmed
+    # one byte at a time).
+    at = np.flatnonzero(is_scalar)
+    start, end = value_start[at], value_end[at]
+    size = (nonblank[end] - nonblank[start]).astype(np.int64)
+    start = start + _BLANK[data[np.minimum(start, len(data) - 1)]]
+    fits = (size > 0) & (start + size <= end) & (end - start < 256) & \
+        (nonblank[np.minimum(start + size, end)] - nonblank[start] == size)
+    value_start[at[fits]], value_end[at[fits]] = start[fits], start[fits] + size[fits]
+    other = at[~fits]
+    if len(other):
+        value_start[other], value_end[other], untrimmed = _trim(data, value_start[other],
+                                                                value_end[other])
+        slow[row[key_at[other[untrimmed]]]] = True
     encoded = spans(data, tok[key_at] + 1, tok[key_at + 1]).dictionary_encode()
     keys = encoded.dictionary.to_pylist()
     key = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     pair_row = row[key_at]
     slow[_repeated_keys(pair_row, key, len(keys))] = True
     values = spans(data, value_start, value_end)
-    if is_scalar.any():
-        values = pc.if_else(pa.array(is_scalar), pc.utf8_trim(values, " \t\n\r"), values)
     keep_pairs = ~slow[pair_row]
     if not keep_pairs.all():
         pair_row, key = pair_row[keep_pairs], key[keep_pairs]
         values = values.filter(pa.array(keep_pairs))
     return Pairs(pair_row, key, keys, values, slow)
+
+
+def _trim(data: np.ndarray, start: np.ndarray, end: np.ndarray, limit: int = 16,
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The spans without leading and trailing JSON blanks, and a mask of those with more
+    than ``limit`` blanks at an end (left as they are)."""
+    start, end = start.copy(), end.copy()
+    untrimmed = np.zeros(len(start), dtype=bool)
+    last = len(data) - 1
+    for edge, step in ((start, 1), (end, -1)):
+        todo = np.arange(len(start))
+        for k in range(limit + 1):
+            at = edge[todo] if step > 0 else edge[todo] - 1
+            todo = todo[(start[todo] < end[todo]) & _BLANK[data[np.clip(at, 0, last)]]]
+            if not len(todo):
+                break
+            if k == limit:
+                untrimmed[todo] = True
+                break
+            edge[todo] += step
+    return start, end, untrimmed
 
 
 def _repeated_keys(row: np.ndarray, key: np.ndarray, n_keys: int) -> np.ndarray:
@@ -226,3 +271,76 @@ def _repeated_keys(row: np.ndarray, key: np.ndarray, n_keys: int) -> np.ndarray:
         return row[bounds[twice]]
     combined = np.sort(row * n_keys + key)
     return combined[1:][combined[1:] == combined[:-1]] // n_keys
+
+
+@dataclass
+class Values:
+    """JSON value texts by kind (``INT`` ... ``NESTED``; null is the string "null"), with the
+    numbers parsed, and ``odd`` marking the texts the fast path does not take (escapes, big
+    or long numbers, bad JSON)."""
+
+    kind: np.ndarray
+    ints: np.ndarray    # the int, or 1 and 0 for true and false
+    floats: np.ndarray
+    odd: np.ndarray
+
+
+def value_kinds(values: pa.LargeStringArray) -> Values:
+    """Classify and parse JSON value texts (no blanks around them) column-wise."""
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[
+        values.offset:values.offset + n + 1]
+    data = np.frombuffer(values.buffers()[2], dtype=np.uint8) if values.buffers()[2] \
+        else np.zeros(0, dtype=np.uint8)
+    size = np.diff(offsets)
+    first = np.zeros(n, dtype=np.uint8)
+    filled = size > 0
+    first[filled] = data[offsets[:-1][filled]]
+    kind = np.full(n, STRING, dtype=np.uint8)
+    ints = np.zeros(n, dtype=np.int64)
+    floats = np.zeros(n, dtype=np.float64)
+    odd = ~filled
+    quoted = first == _Q
+    kind[(first == ord("[")) | (first == ord("{"))] = NESTED
+    # A string's content is copied as it is: one with escapes (typed values are orjson's
+    # text) goes the per-row way. Nested values are parsed by the caller, escapes and all.
+    escapes = np.flatnonzero(data[offsets[0]:offsets[-1]] == ord("\\")) + offsets[0]
+    escaped = np.zeros(n, dtype=bool)
+    escaped[np.searchsorted(offsets, escapes, side="right") - 1] = True
+    odd |= quoted & escaped
+    scalar = filled & ~quoted & (kind != NESTED)
+    digits_sum = np.zeros(len(data) + 1, dtype=np.int32)
+    np.cumsum(_DIGIT[data], dtype=np.int32, out=digits_sum[1:])
+    digits = digits_sum[offsets[1:]] - digits_sum[offsets[:-1]]
+    minus = (first == ord("-")).astype(np.int64)
+    is_int = scalar & (digits == size - minus) & (digits >= 1) & (digits <= 18)
+    lead_zero = np.zeros(n, dtype=bool)
+    at = np.flatnonzero(is_int & (digits > 1))
+    lead_zero[at] = data[offsets[:-1][at] + minus[at]] == ord("0")
+    is_int &= ~lead_zero  # "01" is no JSON number
+    if is_int.any():
+        ints[is_int] = pc.cast(values.filter(pa.array(is_int)), pa.int64()).to_numpy()
+        kind[is_int] = INT
+    number = scalar & ~is_int & ((first == ord("-")) | (_DIGIT[first] == 1))
+    is_float = np.zeros(n, dtype=bool)
+    if number.any():
+        texts = values.filter(pa.array(number))
+        is_float[number] = pc.match_substring_regex(texts, _FLOAT_TEXT) \
+            .to_numpy(zero_copy_only=False)
+        if is_float.any():
+            floats[is_float] = pc.cast(values.filter(pa.array(is_float)),
+                                       pa.float64()).to_numpy()
+            kind[is_float] = FLOAT
+    word = np.flatnonzero(scalar & ((first == ord("t")) | (first == ord("f"))
+                                    | (first == ord("n"))))
+    known = is_int | is_float
+    if len(word):
+        texts = values.take(pa.array(word))
+        for text, value, as_kind in (("true", 1, BOOL), ("false", 0, BOOL),
+                                     ("null", 0, STRING)):
+            hit = word[pc.equal(texts, text).to_numpy(zero_copy_only=False)]
+            known[hit] = True
+            kind[hit] = as_kind
+            ints[hit] = value
+    odd |= scalar & ~known
+    return Values(kind, ints, floats, odd)
