@@ -18,9 +18,10 @@ and, from the DevTools Performance metrics, the main thread's time until then in
 (``js``: plotly.js and the page's own), layout, style and all tasks.
 
 The baseline records the same marks (``paint`` is its bar chart's). Both are loaded in the
-same run, in turns, so that a busy machine slows both alike; the median over the rounds of
-the page's time over the baseline's of the same round says what the page costs beyond
-plotly.js itself. Also prints each page's size with and without plotly.js.
+same run, in turns (each round in another order), so that a busy machine slows both alike;
+the median over the rounds of the page's time over the baseline's of the same round says
+what the page costs beyond plotly.js itself. Also prints each page's size with and without
+plotly.js.
 """
 
 from __future__ import annotations
@@ -227,10 +228,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tracekit-base-") as folder:
         base_page = Path(folder) / "plotly.html"
         base_page.write_text(baseline(js), encoding="utf-8")
-        for _ in range(args.rounds):  # each round: every page, then the baseline
-            for page in args.pages:
-                runs[page.name].append(load(args.chromium, page, args.window))
-            runs["plotly.js"].append(load(args.chromium, base_page, args.window))
+        pages = [*args.pages, base_page]
+        for i in range(args.rounds):
+            # Each round loads every page once, starting one further on each time: a load
+            # right after another pays for the previous browser's exit.
+            for page in pages[i % len(pages):] + pages[:i % len(pages)]:
+                name = "plotly.js" if page is base_page else page.name
+                runs[name].append(load(args.chromium, page, args.window))
+                time.sleep(1)
             load_avg = max(load_avg, os.getloadavg()[0])
     print(f"{args.rounds} rounds; window {args.window}; load average up to {load_avg:.1f}")
     base = runs["plotly.js"]
