@@ -62,10 +62,12 @@ def analyze_report(inputs: Sequence[str | Path], analyzers: Sequence[str] = (), 
     ``tracekit analyze`` does before it writes.
 
     Without ``analyzers``, what runs is the defaults for the trace, or what the format asks
-    for (``ReportFormat.analyzers``). With ``engine``, ``jobs`` or ``scheduler`` each input is
-    analyzed in a task of its own (``tracekit.engine.analyze_run``). The format and
-    ``output`` (where the report will go) are checked before anything is read.
+    for (``ReportFormat.analyzers``). With ``engine``, ``jobs`` or ``scheduler``, or for a
+    large run, each input is analyzed in a task of its own (``tracekit.engine.plan`` and
+    ``analyze_planned``). The format and ``output`` (where the report will go) are checked
+    before anything is read.
     """
+    from tracekit.engine import analyze_planned
     from tracekit.interfaces import ReportFormat
     from tracekit.outputs import check_not_input, preflight
     from tracekit.pipeline import analyze, default_registry, read, route_options
@@ -73,22 +75,17 @@ def analyze_report(inputs: Sequence[str | Path], analyzers: Sequence[str] = (), 
     registry = registry or default_registry()
     fmt = report_format_for(format, table, registry)
     given = [str(p) for p in inputs]
-    if engine or jobs or scheduler:
-        from tracekit.engine import analyze_run, combining_defaults
-
-        if output is not None:
-            check_not_input(preflight(output, force=force), list(inputs))
-        progress.phase(f"analyzing {len(inputs)} inputs")
-        reports = analyze_run(inputs, list(analyzers) or combining_defaults(registry),
-                              from_=from_, options=options, engine=engine or "local",
-                              jobs=jobs, scheduler=scheduler, registry=registry)
+    if output is not None:
+        check_not_input(preflight(output, force=force), list(inputs))
+    reports = analyze_planned(inputs, analyzers, from_=from_, options=options, engine=engine,
+                              jobs=jobs, scheduler=scheduler, registry=registry,
+                              progress=progress)
+    if reports is not None:  # analyzed one input per task: no process holds the events
         return Analysis(reports, fmt.render(reports, given, analyzer_options=tuple(options)))
     chooses = type(fmt).analyzers is not ReportFormat.analyzers and not analyzers
     consumers = _consumers(registry, analyzers, every=chooses)
     reader_cls = registry.get("reader", from_) if from_ else None
     reader_opts, analyzer_opts = route_options(list(options), reader_cls, consumers)
-    if output is not None:
-        check_not_input(preflight(output, force=force), list(inputs))
     progress.phase("reading")
     trace = read(list(inputs), format=from_, options=reader_opts, registry=registry,
                  progress=progress)
