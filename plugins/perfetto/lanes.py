@@ -44,47 +44,49 @@ def _nested_order(t: np.ndarray, s: np.ndarray, e: np.ndarray,
     # among the starts (an end before a start at the same time).
     both = np.lexsort((np.r_[np.ones(n, dtype=np.int8), np.zeros(n, dtype=np.int8)],
                        np.r_[s, e], np.r_[t, t]))
-    starts_before = np.cumsum(both < n) - (both < n)
+    is_start = both < n
+    starts_before = np.cumsum(is_start) - is_start
     follow = np.empty(n, dtype=np.int64)
-    follow[both[both >= n] - n] = starts_before[both >= n]
-    follow = np.maximum(follow, np.arange(1, n + 1))
+    follow[both[~is_start] - n] = starts_before[~is_start]
+    del both, is_start, starts_before
+    np.maximum(follow, np.arange(1, n + 1), out=follow)
     # Sort key: the position of the BEGIN it precedes (x2, END first), then inner first.
+    # The keys are distinct, so any sort gives the one order.
     rank = np.arange(n, dtype=np.int64)
     key = np.r_[(rank * 2 + 1) * (n + 1), (follow * 2) * (n + 1) + (n - rank)]
-    events = np.argsort(key, kind="stable")
+    del follow, rank
+    events = np.argsort(key)
     return events % n, events < n
 
 
 def _not_nested(t: np.ndarray, s: np.ndarray, e: np.ndarray, ranks: np.ndarray,
                 begins: np.ndarray) -> np.ndarray:
     """Per track (in sorted order): whether the events of ``_nested_order`` are wrong for it
-    (its slices overlap without nesting): their times decrease somewhere, or they are not
-    properly nested."""
+    (its slices overlap without nesting): their times decrease somewhere, or some END does
+    not close the slice opened last.
+
+    Each END follows its BEGIN here, so the events nest properly exactly when every slice's
+    BEGIN and END are at one depth: at the first END that closed another slice, that slice
+    would sit above its own, deeper. (Each track's events are balanced, so the depth is back
+    to 0 where the next track's begin.)
+    """
     n = len(t)
     if not n:
         return np.zeros(0, dtype=bool)
-    starts = np.zeros(n, dtype=np.int64)
-    starts[np.flatnonzero(np.diff(t)) + 1] = 1
-    track_of = np.cumsum(starts)
+    starts = np.zeros(n, dtype=np.int32)
+    starts[np.flatnonzero(t[1:] != t[:-1]) + 1] = 1
+    track_of = np.cumsum(starts, dtype=np.int32)
     bad = np.zeros(int(track_of[-1]) + 1, dtype=bool)
-    event_track = track_of[ranks]
     time = np.where(begins, s[ranks], e[ranks])
-    same = event_track[1:] == event_track[:-1]
-    bad[event_track[1:][same & (time[1:] < time[:-1])]] = True
-    # Properly nested: at each depth of a track, the BEGIN and END of one slice alternate.
-    depth = np.cumsum(np.where(begins, 1, -1))
-    group = event_track * (n + 2) + np.where(begins, depth, depth + 1)
-    by_group = np.argsort(group, kind="stable")
-    group, slice_at = group[by_group], ranks[by_group]
-    first = np.r_[True, group[1:] != group[:-1]]
-    at = np.arange(2 * n)
-    opening = (at - np.maximum.accumulate(np.where(first, at, 0))) % 2 == 0
-    wrong = begins[by_group] != opening
-    pair = np.flatnonzero(opening)
-    closed = np.r_[group[1:] == group[:-1], False][pair] & \
-        (slice_at[np.minimum(pair + 1, 2 * n - 1)] == slice_at[pair])
-    wrong[pair[~closed]] = True
-    bad[event_track[by_group][wrong]] = True
+    decrease = np.flatnonzero(time[1:] < time[:-1])
+    del time
+    same = track_of[ranks[decrease]] == track_of[ranks[decrease + 1]]
+    bad[track_of[ranks[decrease[same]]]] = True
+    depth = np.cumsum(np.where(begins, 1, -1).astype(np.int32), dtype=np.int32)
+    depth += ~begins  # an END's depth is the one before it
+    level = np.empty((2, n), dtype=np.int32)
+    level[begins.view(np.uint8), ranks] = depth
+    bad[track_of[level[0] != level[1]]] = True
     return bad
 
 
