@@ -28,7 +28,7 @@ from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message
 SEQUENCE_ID = 1
 _CLEARED, _NEEDS_STATE = 1, 2
 _BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4
-_CHUNK = 100_000
+_CHUNK = 50_000
 _INTERN_BATCH = 10_000
 _INT64_MAX = np.iinfo(np.int64).max
 _KINDS = ("slice", "instant", "counter", "sample")
@@ -37,15 +37,16 @@ _UNTIMED = "untimed aggregate rows (no timestamp)"
 
 @dataclass
 class _Packets:
-    """Event packets as columns, sorted into emission order."""
+    """Event packets as columns, sorted into emission order; per event row its name,
+    category and counter value (taken per chunk, to keep the packets' columns narrow)."""
 
     ts: np.ndarray
-    type: np.ndarray
+    type: np.ndarray         # uint8
     uuid: np.ndarray
     row: np.ndarray          # event row (for name, category, args, flows)
     with_fields: np.ndarray  # BEGIN and INSTANT carry name, category, args and flows
-    value: np.ndarray        # counter value
-    name_iid: np.ndarray     # interned name and category ids (dictionary code + 1)
+    value: np.ndarray        # per event row: counter value
+    name_iid: np.ndarray     # per event row: interned name and category ids (code + 1)
     cat_iid: np.ndarray
 
 
@@ -146,19 +147,22 @@ class PerfettoWriter(tracekit.Writer):
             (ts[counter_rows], np.full(len(counter_rows), _COUNTER),
              uuids[track[counter_rows]], counter_rows, np.zeros(len(counter_rows), dtype=bool)),
         ]
-        cat = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+        ts_all, type_all, uuid_all, row_all, fields_all = (
+            np.concatenate([p[i] for p in parts]) for i in range(5))
+        del parts
         # Stable: within a track and lane the nesting order above is kept for equal times.
-        order = np.argsort(cat[0], kind="stable")
+        order = np.argsort(ts_all, kind="stable")
         result.written["slices"] = len(rows) // 2
         result.written["instants"] = len(instant_rows)
         result.written["counter values"] = len(counter_rows)
-        row = cat[3][order]
         names = events["name"].combine_chunks().indices.to_numpy(zero_copy_only=False)
         cats = events["category"].combine_chunks().indices.to_numpy(zero_copy_only=False)
-        return _Packets(ts=cat[0][order], type=cat[1][order],
-                        uuid=cat[2][order].astype(np.uint64), row=row,
-                        with_fields=cat[4][order].astype(bool), value=value[row],
-                        name_iid=names[row] + 1, cat_iid=cats[row] + 1)
+        row_type = np.int32 if events.num_rows < 2**31 else np.int64
+        return _Packets(ts=ts_all[order], type=type_all[order].astype(np.uint8),
+                        uuid=uuid_all[order].astype(np.uint64),
+                        row=row_all[order].astype(row_type),
+                        with_fields=fields_all[order].astype(bool), value=value,
+                        name_iid=names + 1, cat_iid=cats + 1)
 
 
 def _native(events: pa.Table, plan: Any) -> dict[str, Any]:
@@ -269,9 +273,9 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: ArgColumns, flows: _FlowL
     te.varint(11, p.uuid[lo:hi].view(np.int64))
     is_counter = p.type[lo:hi] == _COUNTER
     # Counters carry their category and annotations too: the track only names them.
-    te.varint(3, p.cat_iid[lo:hi], present=fields | is_counter)
-    te.varint(10, p.name_iid[lo:hi], present=fields)
-    te.double(44, p.value[lo:hi], present=is_counter)
+    te.varint(3, p.cat_iid[rows], present=fields | is_counter)
+    te.varint(10, p.name_iid[rows], present=fields)
+    te.double(44, p.value[rows], present=is_counter)
     if flows is not None:
         counts = np.where(fields, flows.counts[rows], 0)
         first = np.cumsum(counts) - counts
