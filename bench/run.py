@@ -1,13 +1,18 @@
 """tracekit benchmark: convert a scaled real trace to Perfetto and analyze it.
 
-Each measurement runs in a fresh process, so peak RSS (ru_maxrss) is that step's alone. The
-baseline is a bare ``orjson.loads`` of the same file in the same run: tracekit's figures are
-reported as ratios to it, which stay comparable across machines. With ``--repeat N`` the steps
-run in turn N times and the median of each is kept, so that a busy machine slows every step
-alike.
+Each measurement runs in a fresh process, so peak RSS (the process's VmHWM) is that step's
+alone. The baseline is a bare ``orjson.loads`` of the same file in the same run: tracekit's
+figures are reported as ratios to it, which stay comparable across machines. Each step gets
+its wall seconds and its CPU seconds (user + system of the child process, from
+``resource.getrusage``, start-up included): on a machine shared with other jobs the CPU
+seconds are the steadier figure. With ``--repeat N`` the steps run in turn N times and the
+median of each is kept, so that a busy machine slows every step alike. ``--old REV`` also
+measures the Perfetto writer of git revision REV (its plugins/perfetto files, imported from a
+temporary folder) on the same trace in the same run.
 
     python bench/run.py                       # ~1M events from the nccl trace in ../shared
     python bench/run.py --events 973000 --repeat 3 --steps "orjson|msgspec|read|pftrace"
+    python bench/run.py --events 973000 --repeat 3 --steps "orjson|read$|pftrace" --old 0b2299d
     python bench/run.py --events 200000 --source fixtures/torch-cpu/mlp_cpu.pt.trace.json.gz
 """
 
@@ -17,12 +22,15 @@ import argparse
 import gzip
 import importlib.util
 import json
+import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -82,8 +90,16 @@ STEPS = {
 }
 
 
-def measure(code: str, *args: str) -> tuple[float, float]:
-    """Run ``code`` in a fresh interpreter; return (seconds, peak RSS in MiB).
+class Figures(NamedTuple):
+    """One step's wall seconds, CPU seconds (user + system) and peak RSS in MiB."""
+
+    seconds: float
+    cpu: float
+    rss: float
+
+
+def run_step(code: str, *args: str) -> Figures:
+    """Run ``code`` in a fresh interpreter and measure it.
 
     The peak is the process's own VmHWM: ``ru_maxrss`` would report at least the RSS of
     this (forking) process, which Linux carries across the exec.
@@ -91,9 +107,18 @@ def measure(code: str, *args: str) -> tuple[float, float]:
     probe = ("import re,sys,time; code=sys.argv.pop(1); t=time.perf_counter(); exec(code); "
              "print(time.perf_counter()-t, re.search(r'VmHWM:\\s*(\\d+)', "
              "open('/proc/self/status').read()).group(1))")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([sys.executable, "-c", probe, code, *args], check=True,
                          capture_output=True, text=True).stdout.split()
-    return float(out[-2]), float(out[-1]) / 1024
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Figures(float(out[-2]), cpu, float(out[-1]) / 1024)
+
+
+def measure(code: str, *args: str) -> tuple[float, float]:
+    """Run ``code`` in a fresh interpreter; return (seconds, peak RSS in MiB)."""
+    figures = run_step(code, *args)
+    return figures.seconds, figures.rss
 
 
 def print_results(results: dict[str, tuple[float, float]], baseline: str, n: int,
@@ -105,6 +130,35 @@ def print_results(results: dict[str, tuple[float, float]], baseline: str, n: int
     for label, (sec, rss) in results.items():
         print(f"{label:<32} {sec:8.2f} {n / sec:12,.0f} {sec / base_s:10.1f} "
               f"{rss:12,.0f} {rss / base_rss:10.1f}")
+
+
+def print_figures(results: dict[str, Figures], baseline: str, n: int, size_mb: float) -> None:
+    """Print wall and CPU seconds and peak RSS per step, with ratios to the baseline step."""
+    base = results[baseline]
+    print(f"{'step':<40} {'wall s':>7} {'x base':>6} {'CPU s':>7} {'x base':>6} "
+          f"{'events/CPU s':>12} {'peak MiB':>9} {'x input':>7}")
+    for label, f in results.items():
+        print(f"{label:<40} {f.seconds:7.2f} {f.seconds / base.seconds:6.2f} {f.cpu:7.2f} "
+              f"{f.cpu / base.cpu:6.2f} {n / f.cpu:12,.0f} {f.rss:9,.0f} "
+              f"{f.rss / size_mb:7.2f}")
+
+
+def old_writer(rev: str, folder: Path) -> str:
+    """Write the Perfetto plugin of git revision ``rev`` to ``folder/oldperfetto``; return the
+    step that converts with its writer."""
+    package = folder / "oldperfetto"
+    package.mkdir()
+    names = subprocess.run(["git", "ls-tree", "--name-only", f"{rev}:plugins/perfetto"],
+                           cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
+    for name in names:
+        if name.endswith(".py"):
+            code = subprocess.run(["git", "show", f"{rev}:plugins/perfetto/{name}"], cwd=ROOT,
+                                  check=True, capture_output=True, text=True).stdout
+            (package / name).write_text(code.replace("tracekit.plugins.perfetto.",
+                                                     "oldperfetto."))
+    return (f"import sys; sys.path.insert(0, {str(folder)!r}); import tracekit, oldperfetto; "
+            "tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2], force=True, "
+            "format=oldperfetto.PerfettoWriter)")
 
 
 def main() -> None:
@@ -119,6 +173,8 @@ def main() -> None:
                     help="rounds of all steps, run in turn; the median of each is kept")
     ap.add_argument("--steps", default="", help="a regex: run only the steps it matches "
                     "(the baseline always runs)")
+    ap.add_argument("--old", metavar="REV", help="also convert with the Perfetto writer of "
+                    "this git revision")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
@@ -129,6 +185,8 @@ def main() -> None:
     if importlib.util.find_spec("hta") is None:
         steps.pop("HTA TraceAnalysis parse", None)  # an optional bench dependency
     with tempfile.TemporaryDirectory() as tmp:
+        if a.old:
+            steps[f"convert -> .pftrace, writer of {a.old}"] = old_writer(a.old, Path(tmp))
         trace = Path(tmp) / "scaled.json"
         n = scale(a.source, trace, a.events, a.layout)
         size_mb = trace.stat().st_size / 2**20
@@ -143,20 +201,20 @@ def main() -> None:
         if any("parquet" in k for k in steps):
             measure("import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), "
                     "sys.argv[2])", str(trace), str(dataset))
-        runs: dict[str, list[tuple[float, float]]] = {k: [] for k in steps}
+        runs: dict[str, list[Figures]] = {k: [] for k in steps}
         for _ in range(a.repeat):
             for label, code in steps.items():
-                runs[label].append(measure(code, str(trace), str(Path(tmp) / "out.pftrace"),
-                                           str(dataset), str(Path(tmp) / "out.json.gz")))
-        results = {k: (statistics.median(s for s, _ in r), statistics.median(m for _, m in r))
+                runs[label].append(run_step(code, str(trace), str(Path(tmp) / "out.pftrace"),
+                                            str(dataset), str(Path(tmp) / "out.json.gz")))
+        results = {k: Figures(*(statistics.median(f[i] for f in r) for i in range(3)))
                    for k, r in runs.items()}
-        print_results(results, baseline, n, "events/s")
-        print(f"peak RSS / uncompressed input ({size_mb:,.0f} MiB): " + ", ".join(
-            f"{k} {m / size_mb:.2f}x" for k, (_, m) in results.items()))
+        print(f"medians of {a.repeat} round(s); load average now "
+              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print_figures(results, baseline, n, size_mb)
         if a.json:
             a.json.write_text(json.dumps({"events": n, "input_mib": size_mb, "results": {
-                k: {"seconds": s, "peak_rss_mib": r} for k, (s, r) in results.items()}},
-                indent=2))
+                k: f._asdict() for k, f in results.items()}, "rounds": {
+                k: [f._asdict() for f in r] for k, r in runs.items()}}, indent=2))
 
 
 if __name__ == "__main__":
