@@ -123,7 +123,7 @@ def analyze(
                               options=option, output=output, force=force, engine=engine,
                               jobs=jobs, scheduler=scheduler, progress=progress)
     said = done.write(output, force=force)
-    _echo([] if quiet else said, err=True)
+    _echo([] if quiet else [*done.notices(), *said], err=True)
 
 
 @app.command()

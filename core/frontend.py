@@ -27,6 +27,12 @@ class Analysis:
     #: The events the reports were made from; None for a run analyzed per input (--engine).
     trace: Trace | None = None
 
+    def notices(self) -> list[str]:
+        """What the readers skipped or warned of (none known for a run analyzed per input)."""
+        from tracekit.overview import read_notice_lines
+
+        return read_notice_lines(self.trace) if self.trace is not None else []
+
     def write(self, output: str | Path | None, *, force: bool = False) -> list[str]:
         """Write the report to ``output`` (None or ``-``: standard output) under the rules
         of ``tracekit.outputs``; return what the command says about it."""

@@ -150,16 +150,23 @@ def plugin_lines(info: PluginInfo) -> list[str]:
     return [line, f"{'':<16} error: {info.error}"] if info.error else [line]
 
 
-def conversion_lines(trace: Trace, result: WriteResult) -> list[str]:
-    """What ``tracekit convert`` says after writing, besides the time taken: what the
-    readers skipped or warned of, the events the writer could not represent, and then the
-    values of events it wrote without them (``fields.field_skip`` keys)."""
+def read_notice_lines(trace: Trace) -> list[str]:
+    """What the readers skipped or warned of, a line each (``ReadLog.notices``): said by
+    ``convert`` and ``analyze`` alike, so that nothing is dropped silently."""
     out = []
     for (source, kind, outcome), n in sorted(trace.log.notices().items()):
         if outcome.startswith("warning"):
             out.append(f"warning: {source}: {kind}: {outcome.removeprefix('warning: ')}")
         else:
             out.append(f"warning: {source}: {n:,} {kind} records {outcome}")
+    return out
+
+
+def conversion_lines(trace: Trace, result: WriteResult) -> list[str]:
+    """What ``tracekit convert`` says after writing, besides the time taken: what the
+    readers skipped or warned of, the events the writer could not represent, and then the
+    values of events it wrote without them (``fields.field_skip`` keys)."""
+    out = read_notice_lines(trace)
     skipped = sorted(result.skipped.items())
     out += [f"warning: {n:,} events not written: {reason}"
             for reason, n in skipped if not fields.is_field_skip(reason)]

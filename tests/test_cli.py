@@ -110,6 +110,24 @@ def test_analyze_text_output():
     assert "Annotation ranges" in proc.stdout and "forward" in proc.stdout
 
 
+def test_analyze_says_what_the_reader_skipped(capsys):
+    """A folder of several rocprof runs: the report is of one, and stderr names every file
+    left out and why (nothing dropped silently); -q keeps stderr quiet."""
+    from tracekit.cli import main
+
+    folder = shared_path("rocprof-v3", "rocprofiler-sdk-docs")
+    assert main(["analyze", str(folder)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("Bottleneck: ")
+    skipped = [line for line in captured.err.splitlines() if "another run" in line]
+    assert len(skipped) == 6
+    assert ("warning: rocprofiler-sdk-docs: 8 hip_runtime_trace.csv records skipped: another "
+            "run (process 238; 7,627,414 s (88 days) before the run read); -O "
+            "run=hip_runtime_trace.csv reads it") in skipped
+    assert main(["analyze", str(folder), "-q"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.slow
 def test_formats_and_plugins():
     formats = run("formats")
