@@ -21,7 +21,13 @@ _LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 def varint_size(values: np.ndarray) -> np.ndarray:
     """Bytes each unsigned 64-bit value takes as a varint (1..10)."""
     v = values.astype(np.uint64, copy=False)
-    return np.searchsorted(_LIMITS, v, side="right").astype(np.int64) + 1
+    size = np.ones(len(v), dtype=np.int64)
+    top = v.max(initial=0)
+    for limit in _LIMITS:  # one comparison per byte the largest value needs
+        if top < limit:
+            break
+        size += v >= limit
+    return size
 
 
 def _write_varints(out: np.ndarray, pos: np.ndarray, values: np.ndarray,

@@ -140,9 +140,10 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     if m == 0:
         return Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [],
                      pa.array([], pa.large_string()), np.zeros(0, dtype=bool))
+    # The structural characters, and the tabs and line breaks (to tell those in strings).
     folded = data | 0x20  # "[" and "]" fold onto "{" and "}"
     tok = np.flatnonzero((data == _Q) | (data == _COL) | (data == _COM) | (folded == _OPEN)
-                         | (folded == _CLOSE))
+                         | (folded == _CLOSE) | (data < 0x20))
     c = _CLASS[data[tok]]
     # Every text starts with "{": its first token. The running counts below run over all
     # texts: they are right for each text when every text closes its strings and brackets,
@@ -155,7 +156,11 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     odd = np.diff(np.r_[quotes[first], quotes[-1]]) % 2 == 1
     if odd.any():
         return _split_without(data, offsets, odd)
-    keep = ((quotes & 1) == 0) | (c == _QUOTE)  # not inside a string
+    outside = (quotes & 1) == 0  # not inside a string (or its closing quote)
+    # JSON strings hold no raw control characters (tabs and line breaks are escaped).
+    slow = np.zeros(m, dtype=bool)
+    slow[row[(c == 0) & ~outside]] = True
+    keep = (outside & (c != 0)) | (c == _QUOTE)
     depth_after = np.cumsum(np.where(keep, _DEPTH[c], 0).astype(np.int32), dtype=np.int32)
     net = np.diff(np.r_[0, depth_after[first[1:] - 1], depth_after[-1]])
     if (net != 0).any():
@@ -173,7 +178,7 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     sym_offsets = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(np.bincount(row, minlength=m), out=sym_offsets[1:])
     shapes = pa.LargeStringArray.from_buffers(m, pa.py_buffer(sym_offsets), pa.py_buffer(sym))
-    slow = ~pc.match_substring_regex(shapes, _OBJECT_SHAPE).to_numpy(zero_copy_only=False)
+    slow |= ~pc.match_substring_regex(shapes, _OBJECT_SHAPE).to_numpy(zero_copy_only=False)
     if slow.any():
         good = ~slow[row]
         tok, sym, row = tok[good], sym[good], row[good]
@@ -198,13 +203,6 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     gap_start, gap_end = tok[gap] + 1, after[gap]
     slow[row[gap][(nonblank[gap_end] != nonblank[gap_start])
                   | (gap_end - gap_start > 255)]] = True
-    # Blanks that are control characters are not allowed inside strings.
-    blanks = np.flatnonzero(data < 0x20)
-    if len(blanks):
-        string_at = np.flatnonzero(opens_string)
-        where = np.searchsorted(tok[string_at], blanks, side="right") - 1
-        inside = (where >= 0) & (blanks < tok[string_at + 1][np.maximum(where, 0)])
-        slow[row[string_at[where[inside]]]] = True
     key_at = np.flatnonzero(opens_string & ((prev == _OPEN) | (prev == _COM)))
     colon = key_at + 2
     is_scalar = (sym[colon + 1] == _COM) | (sym[colon + 1] == _CLOSE)
