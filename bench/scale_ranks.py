@@ -137,14 +137,20 @@ WAYS = {
 }
 
 
-def measure(code: str, *args: str) -> tuple[float, float]:
-    """Run ``code`` in a fresh interpreter; return (seconds, peak MiB of the process tree).
+def measure(code: str, *args: str) -> tuple[float, float, float]:
+    """Run ``code`` in a fresh interpreter; return (seconds, CPU seconds, peak MiB of the
+    process tree).
 
-    The peak is the largest sum of the resident memory of the process and all its children
-    (local workers, a Dask cluster's nannies and workers) seen in samples 20 ms apart.
+    CPU seconds are those of the process and every process under it (user and system), which
+    other work on the machine disturbs far less than the wall time. The peak is the largest
+    sum of the resident memory of the process and all its children (local workers, a Dask
+    cluster's nannies and workers) seen in samples 20 ms apart.
     """
+    import resource
+
     import psutil
 
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", "import sys\n" + _RANKS_JSON + code, *args])
     peak = 0
@@ -170,9 +176,12 @@ def measure(code: str, *args: str) -> tuple[float, float]:
     code_rc = proc.wait()
     stop.set()
     sampler.join()
+    wall = time.perf_counter() - started
     if code_rc:
         raise SystemExit(f"{code!r} failed with exit code {code_rc}")
-    return time.perf_counter() - started, peak / 2**20
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, peak / 2**20
 
 
 def check(result: dict[str, Any], ranks: int, factor: float) -> str:
@@ -202,6 +211,8 @@ def main() -> None:
     ap.add_argument("--check", type=int, nargs="*", default=[256],
                     help="further run sizes only checked (local processes)")
     ap.add_argument("--ways", default="", help="a regex: time only the ways it matches")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of each way, run in turn; the least time of each is kept")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE.parent))
     print(f"base: {a.base.name}; straggler slowed {a.factor:g}x; runs under {a.out}")
@@ -213,18 +224,23 @@ def main() -> None:
               f"ready in {time.perf_counter() - t:.1f}s)")
         ways = {k: v for k, v in WAYS.items() if re.search(a.ways, k)} \
             if ranks in a.measure else {"local processes (-j 2)": WAYS["local processes (-j 2)"]}
-        results = {}
-        print(f"{'way':<44} {'seconds':>8} {'s/rank':>7} {'peak MiB':>9} {'MiB/rank':>9}")
-        for label, code in ways.items():
-            with tempfile.NamedTemporaryFile(suffix=".json") as f:
-                sec, mib = measure(code, str(folder), f.name)
-                results[label] = json.loads(Path(f.name).read_text())
-            print(f"{label:<44} {sec:8.1f} {sec / ranks:7.3f} {mib:9,.0f} {mib / ranks:9.1f}")
+        results: dict[str, Any] = {}
+        figures: dict[str, list[tuple[float, float, float]]] = {k: [] for k in ways}
+        for _ in range(a.repeat if ranks in a.measure else 1):
+            for label, code in ways.items():
+                with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                    figures[label].append(measure(code, str(folder), f.name))
+                    results[label] = json.loads(Path(f.name).read_text())
+        print(f"{'way':<44} {'seconds':>8} {'CPU s':>7} {'CPU s/rank':>10} {'peak MiB':>9}")
+        for label, runs in figures.items():
+            sec, cpu, mib = (min(r[i] for r in runs) for i in range(3))
+            print(f"{label:<44} {sec:8.1f} {cpu:7.1f} {cpu / ranks:10.3f} {mib:9,.0f}")
         first, *rest = results.values()
-        for label, other in zip(list(results)[1:], rest, strict=True):
-            same = {k: other[k] == first[k] for k in ("ranks", "skew", "straggler")}
-            if not all(same.values()):
-                print(f"  DIFFERS from {next(iter(results))}: {label}: {same}")
+        differ = [label for label, other in zip(list(results)[1:], rest, strict=True)
+                  if any(other[k] != first[k] for k in ("ranks", "skew", "straggler"))]
+        if len(results) > 1:
+            print("  the same ranks, skew and straggler from every way" if not differ else
+                  f"  DIFFERENT from the first way's report: {', '.join(differ)}")
         print("  straggler: " + check(first, ranks, a.factor))
 
 
