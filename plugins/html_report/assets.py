@@ -7,7 +7,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from tracekit.errors import TracekitError
+from tracekit import TracekitError
 
 CSS = """
 :root { --fg: #1d1d1f; --muted: #6e6e73; --line: #e3e3e8; --bg: #fafafa; }

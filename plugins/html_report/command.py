@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from tracekit.model import Trace
-    from tracekit.registry import Registry
-    from tracekit.report import Report
+    from tracekit import Registry, Report, Trace
 
 #: Beside the defaults for the trace (the verdict, or the CPU report), what the page shows:
 #: for a GPU timeline, for several inputs or GPUs, for two inputs, and for the rest.
@@ -28,8 +26,8 @@ def report_analyzers(trace: Trace, registry: Registry) -> list[str]:
     then for timed GPU work the breakdown, gaps and summary, ``ranks`` for several inputs or
     GPUs and ``diff`` for two inputs; for CPU samples nothing more (the flame graph is drawn
     from the events); for anything else the summary. Analyzers not installed are left out."""
-    from tracekit.defaults import default_analyzers, trace_kind
     from tracekit.plugins.diagnosis.timeline import device_timelines
+    from tracekit.toolkit import default_analyzers, trace_kind
 
     kind = trace_kind(trace)
     names = default_analyzers(kind, registry)
@@ -83,11 +81,9 @@ def build_report(inputs: Sequence[Path], *, analyzers: Sequence[str] = (),
     ``force``, or is one of the inputs). Return the trace, the reports and the page.
     """
     import tracekit
-    from tracekit.errors import OptionError
-    from tracekit.outputs import check_not_input, preflight
-    from tracekit.pipeline import default_registry
+    from tracekit import OptionError
     from tracekit.plugins.html_report.assets import check_plotly
-    from tracekit.progress import NO_PROGRESS
+    from tracekit.toolkit import NO_PROGRESS, check_not_input, default_registry, preflight
 
     check_plotly()
     progress = progress or NO_PROGRESS
@@ -155,8 +151,7 @@ def report(
 
     One self-contained file (plotly.js inlined): it opens offline in any browser.
     """
-    from tracekit.outputs import open_output
-    from tracekit.progress import Progress
+    from tracekit.toolkit import Progress, open_output
 
     started = time.monotonic()
     with Progress(enabled=False if quiet else None) as progress:

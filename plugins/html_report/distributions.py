@@ -14,12 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.columns import equals
-from tracekit.model import Trace
+from tracekit import Trace
 from tracekit.plugins.diagnosis.activity import Activity
 from tracekit.plugins.diagnosis.launch import launch_stats
 from tracekit.plugins.html_report.figures import COLORS, Figure, layout
-from tracekit.report import format_ns, percent, report_table
+from tracekit.toolkit import equals, format_ns, percent, report_table
 
 PER_DECADE = 4
 TINY_NS = 10_000  # the launch analyzer's default tiny_us

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+from tracekit import Report
 from tracekit.plugins.html_report.markup import plot_text
-from tracekit.report import Report, short_name
+from tracekit.toolkit import short_name
 
 Figure = dict[str, Any]
 

@@ -13,14 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.model import Trace
+from tracekit import Trace
 from tracekit.plugins.html_report.figures import Figure, layout
 from tracekit.plugins.html_report.markup import plot_text
-from tracekit.report import format_ns, percent, report_table
-from tracekit.stacks import (
+from tracekit.toolkit import (
     StackTree,
     demangle,
+    format_ns,
     idle_rows,
+    percent,
+    report_table,
     sample_events,
     sample_weights,
     sampled_events,

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tracekit.interfaces import ReportFormat
+from tracekit import ReportFormat
 
 if TYPE_CHECKING:
-    from tracekit.model import Trace
-    from tracekit.registry import Registry
-    from tracekit.report import Report
+    from tracekit import Registry, Report, Trace
 
 
 class HtmlFormat(ReportFormat):

@@ -14,7 +14,8 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-from tracekit.report import Finding, format_bytes, format_evidence, format_ns
+from tracekit import Finding
+from tracekit.toolkit import format_bytes, format_evidence, format_ns
 
 #: Rows of one table on the page; the rest is counted under it (all of them: --format json).
 MAX_ROWS = 200

@@ -6,9 +6,7 @@ from collections.abc import Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
-from tracekit import __version__
-from tracekit.defaults import default_analyzers, trace_kind
-from tracekit.model import Trace
+from tracekit import Report, Trace, __version__
 from tracekit.plugins.html_report import figures as fig
 from tracekit.plugins.html_report.assets import CSS, JS, plotly_js
 from tracekit.plugins.html_report.distributions import histogram, kernel_durations, launch_delays
@@ -21,10 +19,10 @@ from tracekit.plugins.html_report.markup import (
     text,
 )
 from tracekit.plugins.html_report.strip import busy_strip
-from tracekit.report import Report, format_ns
+from tracekit.toolkit import default_analyzers, format_ns, trace_kind
 
 if TYPE_CHECKING:
-    from tracekit.registry import Registry
+    from tracekit import Registry
 
 SUMMARY_TABLES = ("kernels", "api", "memops_time", "memops_size", "ranges")
 CPU_REPORTS = ("cpu", "hotspots")
@@ -77,7 +75,7 @@ def render_html(trace: Trace | None, reports: Sequence[Report], inputs: Sequence
     js = plotly_js()
     by_name = {r.analyzer: r for r in reports}
     if registry is None:
-        from tracekit.pipeline import default_registry
+        from tracekit.toolkit import default_registry
 
         registry = default_registry()
     defaults = default_analyzers(trace_kind(trace), registry) if trace is not None else []

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from tracekit import intervals as iv
-from tracekit.model import Trace
+from tracekit import Report, Trace
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.html_report.figures import COLORS, MS, Figure, layout
 from tracekit.plugins.html_report.markup import plot_text
-from tracekit.report import Report, format_ns, report_table, short_name
+from tracekit.toolkit import format_ns, report_table, short_name
+from tracekit.toolkit import intervals as iv
 
 BINS = 400
 MAX_DEVICES = 32  # strips drawn; the others are counted under the plot

@@ -8,9 +8,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from tracekit.errors import OptionError
+from tracekit import OptionError, Report
 from tracekit.plugins.html_report.markup import unit_of
-from tracekit.report import Report
 
 
 def _header(name: str, unit: str) -> str:
@@ -36,7 +35,8 @@ def report_table_csv(report: Report, table_name: str | None = None) -> bytes:
 
     Examples
     --------
-    >>> from tracekit.report import Report, report_table
+    >>> from tracekit import Report
+    >>> from tracekit.toolkit import report_table
     >>> r = Report("summary", "Summary", tables={"kernels": report_table(
     ...     [("total", "int", "ns", [1500]), ("name", "str", None, ["gemm, fp16"])])})
     >>> report_table_csv(r, "kernels").decode()
