@@ -9,7 +9,7 @@ launch geometry as ``grid``, ``block``, ``registers per thread``, ``shared memor
 ``ac2g`` flows from launches to device work and ``fwdbwd`` flows for ``flow_id``;
 ``deviceProperties`` and ``distributedInfo``; timestamps as µs text relative to
 ``baseTimeNanoseconds``, exact to the ns. Typed columns Kineto has no field for go into
-``args`` by the rule of :mod:`tracekit.fields`.
+``args`` by the rule of ``tracekit.toolkit.fields``.
 
 A run of several inputs (ranks) written to one ``.json`` is one merged trace, each rank's
 processes and GPUs apart (for viewers). ``chrome-json-ranks`` writes a folder with one file per
@@ -36,12 +36,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import fields
-from tracekit.errors import EmptyOutputError, OptionError
-from tracekit.factorize import factorize
-from tracekit.links import launch_links
-from tracekit.model import Trace
-from tracekit.toolkit import NO_PROGRESS, align_collectives, input_ranks, rank_traces
+from tracekit import EmptyOutputError, OptionError, Trace
+from tracekit.toolkit import (
+    NO_PROGRESS,
+    align_collectives,
+    factorize,
+    fields,
+    input_ranks,
+    launch_links,
+    rank_traces,
+)
 
 # tracekit category -> Kineto cat; others are written as the tracekit category itself, which
 # the kineto reader keeps. host.memory is cpu_instant_event only for Kineto's "[memory]".

@@ -47,12 +47,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import tracekit
-from tracekit.builder import TraceBuilder
-from tracekit.errors import EmptyOutputError, TraceReadError
-from tracekit.fields import TYPED_COLUMNS
-from tracekit.inputs import Source
-from tracekit.model import SCHEMA_VERSION, SCHEMAS, TABLE_NAMES, ReadLog, Trace
-from tracekit.toolkit import rank_traces
+from tracekit import (
+    SCHEMA_VERSION,
+    SCHEMAS,
+    EmptyOutputError,
+    ReadLog,
+    Source,
+    Trace,
+    TraceBuilder,
+    TraceReadError,
+)
+from tracekit.toolkit import TABLE_NAMES, fields, rank_traces
 
 FORMAT = "tracekit-parquet"
 EVENTS = "events.parquet"
@@ -81,7 +86,7 @@ class ParquetWriter(tracekit.DirectoryWriter):
     name = "parquet"
     description = "tracekit dataset: the events as Parquet, the other tables in its footer"
     extensions = (".parquet",)
-    native_columns = frozenset(TYPED_COLUMNS)  # the events table as it is
+    native_columns = frozenset(fields.TYPED_COLUMNS)  # the events table as it is
     event_counts = ("events rows",)
 
     @dataclass(frozen=True)
