@@ -62,6 +62,12 @@ def test_rank_3_is_the_straggler(report):
     assert finding.title.startswith("straggler: rank 3 arrives last at 21 of 21 collectives")
     assert finding.evidence["rank"] == 3
     assert finding.evidence["idle_pct"] == 64.5
+    # Its compute against the others' median, from the per-rank table (shares rounded to 0.1%).
+    computes = {r["rank"]: r["compute_pct"] * r["span"] / 100
+                for r in report.tables["ranks"].to_pylist()}
+    assert abs(finding.evidence["compute_ns"] - computes[3]) <= computes[3] * 0.002
+    assert finding.evidence["compute_vs_others"] == pytest.approx(
+        computes[3] / float(np.median([computes[r] for r in (0, 1, 2)])), abs=0.005)
     assert "its host is slower" in finding.suggestion
     assert "rank numbers from the device name" in report.notes
 
@@ -234,3 +240,22 @@ def test_rank_traces_split_interleaved_rows_like_rank_trace():
             assert part.processes.equals(alone.processes) and part.metadata == alone.metadata
             assert part.events["name"].combine_chunks().dictionary.to_pylist() == \
                 [NCCL, "gemm", "c10d::allreduce_"]
+
+
+def test_a_tie_at_a_collective_is_nobodys_lateness():
+    """Rank 3 is late at two of four collectives; at the other two every rank arrives at
+    once: it is last at two, and no rank is counted last where all tie."""
+    from tracekit.plugins.diagnosis.ranks import Rank, Skew, straggler
+
+    ranks = [Rank(number=i, rule="test", source=f"r{i}", device=0, span=100_000_000,
+                  shares={"compute": 50_000_000 + (5_000_000 if i == 3 else 0),
+                          "communication": 0, "memory": 0, "idle": 0},
+                  comm_kernel_time=0) for i in range(4)]
+    lateness = np.zeros((4, 4), np.int64)
+    lateness[3, [1, 3]] = 5_000_000
+    skew = Skew(matched=4, spread=lateness.max(axis=0), lateness=lateness, counts=[4] * 4)
+    info = straggler(ranks, skew)
+    assert info is not None and info["rank"] == 3
+    assert info["last_at"] == 2
+    assert info["wait_caused_ns"] == 3 * 2 * 5_000_000
+    assert info["compute_vs_others"] == 1.1

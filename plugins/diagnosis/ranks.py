@@ -172,8 +172,9 @@ def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
         late[worst] * 100 >= span * STRAGGLER_MIN_PCT
     if not stands_out:
         return None
-    last = skew.lateness.argmax(axis=0) == worst
     mine = skew.lateness[worst]
+    # Last where strictly later than every other rank (a tie is nobody's lateness).
+    last = mine > np.delete(skew.lateness, worst, axis=0).max(axis=0)
     caused = np.clip(mine[None, :] - skew.lateness, 0, None)
     caused[worst] = 0
     rank = ranks[worst]
@@ -182,6 +183,9 @@ def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
             "others_median_lateness_ns": int(median),
             "wait_caused_ns": int(caused.sum()),
             "idle_pct": rank.idle_pct,
+            "compute_ns": rank.shares["compute"],
+            "compute_vs_others": round(rank.shares["compute"] / float(np.median(
+                [r.shares["compute"] for i, r in enumerate(ranks) if i != worst]) or 1), 3),
             "others_idle_pct": round(float(np.median(
                 [r.idle_pct for i, r in enumerate(ranks) if i != worst])), 1)}
 
