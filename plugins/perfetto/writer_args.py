@@ -196,34 +196,17 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     gap = ~(opens_string | scalar | (sym == _NESTED_OPEN) | (sym == _CLOSE))
     after = np.empty_like(tok)
     after[:-1], after[-1:] = tok[1:], 0
-    # Running count of non-blanks, modulo 256: exact over spans shorter than that. (The only
-    # bytes below a space here are tabs and line breaks.)
-    nonblank = np.zeros(len(data) + 1, dtype=np.uint8)
-    np.cumsum((data > 0x20).view(np.uint8), dtype=np.uint8, out=nonblank[1:])
-    gap_start, gap_end = tok[gap] + 1, after[gap]
-    slow[row[gap][(nonblank[gap_end] != nonblank[gap_start])
-                  | (gap_end - gap_start > 255)]] = True
+    slow[row[gap][~_blank(data, tok[gap] + 1, after[gap])]] = True
     key_at = np.flatnonzero(opens_string & ((prev == _OPEN) | (prev == _COM)))
     colon = key_at + 2
     is_scalar = (sym[colon + 1] == _COM) | (sym[colon + 1] == _CLOSE)
     value_start = np.where(is_scalar, tok[colon] + 1, tok[colon + 1])
     value_end = np.where(is_scalar, tok[colon + 1],
                          tok[np.minimum(colon + 2, len(tok) - 1)] + 1)
-    # A scalar is the text between its colon and the next comma or brace, blanks trimmed:
-    # its non-blanks, after one blank at most, must be consecutive (others are trimmed
-    # one byte at a time).
+    # A scalar is the text between its colon and the next comma or brace, blanks trimmed.
     at = np.flatnonzero(is_scalar)
-    start, end = value_start[at], value_end[at]
-    size = (nonblank[end] - nonblank[start]).astype(np.int64)
-    start = start + _BLANK[data[np.minimum(start, len(data) - 1)]]
-    fits = (size > 0) & (start + size <= end) & (end - start < 256) & \
-        (nonblank[np.minimum(start + size, end)] - nonblank[start] == size)
-    value_start[at[fits]], value_end[at[fits]] = start[fits], start[fits] + size[fits]
-    other = at[~fits]
-    if len(other):
-        value_start[other], value_end[other], untrimmed = _trim(data, value_start[other],
-                                                                value_end[other])
-        slow[row[key_at[other[untrimmed]]]] = True
+    value_start[at], value_end[at], untrimmed = _trim(data, value_start[at], value_end[at])
+    slow[row[key_at[at[untrimmed]]]] = True
     encoded = spans(data, tok[key_at] + 1, tok[key_at + 1]).dictionary_encode()
     keys = encoded.dictionary.to_pylist()
     key = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -235,6 +218,28 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
         pair_row, key = pair_row[keep_pairs], key[keep_pairs]
         values = values.filter(pa.array(keep_pairs))
     return Pairs(pair_row, key, keys, values, slow)
+
+
+def _blank(data: np.ndarray, start: np.ndarray, end: np.ndarray, limit: int = 16,
+           ) -> np.ndarray:
+    """Whether ``data[start:end]`` holds only JSON blanks, per span. Byte by byte over all
+    spans at once (the gaps between tokens are short); the bytes of spans longer than
+    ``limit`` are counted in one pass."""
+    size = end - start
+    ok = np.ones(len(size), dtype=bool)
+    todo = np.flatnonzero(size > 0)
+    for k in range(limit):
+        if not len(todo):
+            return ok
+        blank = _BLANK[data[start[todo] + k]]
+        ok[todo[~blank]] = False
+        todo = todo[blank & (size[todo] > k + 1)]
+    if len(todo):
+        bounds = np.empty(2 * len(todo), dtype=np.int64)
+        bounds[0::2], bounds[1::2] = start[todo] + limit, end[todo]
+        nonblank = np.add.reduceat(~_BLANK[np.r_[data, 0x20]], bounds, dtype=np.int64)
+        ok[todo[nonblank[0::2] > 0]] = False
+    return ok
 
 
 def _trim(data: np.ndarray, start: np.ndarray, end: np.ndarray, limit: int = 16,
