@@ -193,7 +193,7 @@ def check(result: dict[str, Any], ranks: int, factor: float) -> str:
     compute = np.array(result["ranks"]["compute_pct"]) * np.array(result["ranks"]["span"])
     mine = compute[result["ranks"]["rank"].index(found["rank"])]
     others = np.median(np.delete(compute, result["ranks"]["rank"].index(found["rank"])))
-    ratio = found.get("compute_ratio", mine / others)
+    ratio = found.get("compute_vs_others", mine / others)
     ok = found["rank"] == planted and abs(ratio - factor) <= 0.01 * factor
     return (f"{'ok' if ok else 'WRONG'}: rank {found['rank']} (planted {planted}), compute "
             f"{ratio:.3f}x the others' median (planted {factor:g}x), last at "

@@ -120,6 +120,8 @@ def test_the_planted_straggler_and_its_factor_are_found(planted):
     compute = np.array(ranks["compute_pct"]) * np.array(ranks["span"]) / 100
     # compute_pct is rounded to 0.1 %: the factor comes back to within that
     assert compute[5] / np.median(np.delete(compute, 5)) == pytest.approx(1.3, rel=0.005)
+    # ... and exactly in the finding's evidence: each compute kernel was stretched 1.3x.
+    assert straggler.evidence["compute_vs_others"] == pytest.approx(1.3, abs=0.002)
     assert report.notes == ["rank numbers from the trace's distributed info"]
 
 
