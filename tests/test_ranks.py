@@ -95,6 +95,35 @@ def test_two_inputs_are_two_ranks_and_two_ranks_name_no_straggler(registry):
 
 
 @pytest.mark.slow
+def test_the_sampled_ranks_table_and_skew_equal_a_computation_over_the_json(registry):
+    """Issue 16's check: per rank, the span and idle time of the GPU (HTA's definition, over
+    the kernel/memcpy/memset events) and the collective lateness, from the JSON by hand."""
+    from independent import hta_temporal_breakdown, load, ns
+
+    paths = [shared_path("torch-trace", "hta", f"sampled_rank-{i}.json.gz") for i in (0, 1)]
+    [report] = tracekit.analyze(tracekit.read(paths, registry=registry), "ranks",
+                                registry=registry)
+    starts, spans, idles = [], [], []
+    for path in paths:
+        doc, events = load(path)
+        [device] = hta_temporal_breakdown(events, doc).values()
+        spans.append(device["span"])
+        idles.append(device["idle"])
+        starts.append(sorted(ns(doc, e["ts"]) for e in events if e.get("ph") == "X"
+                             and e.get("cat") == "kernel" and "nccl" in e["name"].lower()))
+    n = min(len(s) for s in starts)
+    matrix = np.array([s[:n] for s in starts])
+    late = matrix - matrix.min(axis=0)
+    table = report.tables["ranks"].to_pydict()
+    assert table["span"] == spans
+    assert [round(100 * i / s, 1) for i, s in zip(idles, spans, strict=True)] == \
+        table["idle_pct"]
+    skew = report.tables["skew"].to_pydict()
+    assert skew["lateness"] == late.sum(axis=1).tolist()
+    assert skew["last_at"] == (late > late[::-1]).sum(axis=1).tolist() == [2, 8]
+
+
+@pytest.mark.slow
 def test_a_plain_analyze_of_several_ranks_adds_the_ranks_report(registry):
     trace = tracekit.read(shared_path(*MERGED), registry=registry)
     reports = tracekit.analyze(trace, registry=registry)
