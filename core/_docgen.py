@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 import sys
@@ -80,25 +81,63 @@ def _function(name: str, obj: Any, level: str = "###") -> list[str]:
     return [f"{level} `{name}{_signature(obj)}`", "", *_markdown(obj.__doc__), ""]
 
 
-def _class(name: str, cls: type) -> list[str]:
-    out = [f"### class `{name}{_signature(cls, returns=False)}`", "", *_markdown(cls.__doc__),
-           ""]
+def _class(name: str, cls: type, level: str = "###") -> list[str]:
+    out = [f"{level} class `{name}{_signature(cls, returns=False)}`", "",
+           *_markdown(cls.__doc__), ""]
     for attr, member in vars(cls).items():
         if attr.startswith("_") or not (inspect.isfunction(member)
                                         or isinstance(member, (classmethod, staticmethod))):
             continue
         function = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
-        out += _function(f"{name}.{attr}", function, "####")
+        out += _function(f"{name}.{attr}", function, level + "#")
     return out
 
 
-def _namespace(name: str, module: ModuleType) -> list[str]:
-    out = [f"### `{name}`", "", *_markdown(module.__doc__), ""]
-    for attr, member in vars(module).items():
-        if attr.startswith("_") or not inspect.isfunction(member) \
-                or member.__module__ != module.__name__:
+def _assignments(module: ModuleType) -> dict[str, tuple[str, str]]:
+    """Per module-level assignment that has a ``#:`` comment above it: the comment's text and
+    the value as it is written."""
+    source = inspect.getsource(module)
+    lines = source.splitlines()
+    found: dict[str, tuple[str, str]] = {}
+    for node in ast.parse(source).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+            else node.target if isinstance(node, ast.AnnAssign) and node.value else None
+        if not isinstance(target, ast.Name):
             continue
-        out += _function(f"{name}.{attr}", member, "####")
+        comment: list[str] = []
+        row = node.lineno - 2
+        while row >= 0 and lines[row].lstrip().startswith("#:"):
+            comment.insert(0, lines[row].lstrip()[2:].strip())
+            row -= 1
+        if comment:
+            found[target.id] = (" ".join(comment),
+                                ast.get_source_segment(source, node.value) or "...")
+    return found
+
+
+def _namespace(name: str, module: ModuleType) -> list[str]:
+    """A module exported whole: its docstring, then what its ``__all__`` names in the order
+    they are defined (without ``__all__``, its public functions)."""
+    out = [f"### `{name}`", "", *_markdown(module.__doc__), ""]
+    public = getattr(module, "__all__", None)
+    constants = _assignments(module)
+    for attr, member in vars(module).items():
+        if public is None:
+            if attr.startswith("_") or not inspect.isfunction(member) \
+                    or member.__module__ != module.__name__:
+                continue
+        elif attr not in public:
+            continue
+        if inspect.isfunction(member):
+            out += _function(f"{name}.{attr}", member, "####")
+        elif inspect.isclass(member):
+            out += _class(f"{name}.{attr}", member, "####")
+        elif attr in constants:
+            doc, written = constants[attr]
+            value = repr(member) if isinstance(member, (int, str, bytes, tuple)) else written
+            out += [f"#### `{name}.{attr} = {value}`", "", *_markdown(doc), ""]
+        else:
+            raise ValueError(f"{module.__name__}.{attr} is public but has no #: comment")
     return out
 
 

@@ -361,5 +361,6 @@ def _fit(values: list[Any], type_: pa.DataType) -> tuple[pa.Array, np.ndarray]:
     return pa.array(ok, target), fits
 
 
-__all__ = ["FIELD_PREFIX", "RESTORED_COLUMNS", "TYPED_COLUMNS", "Carried", "Merged", "carry",
-           "field_skip", "is_field_skip", "json_values", "merge", "restore"]
+__all__ = ["FIELD_PREFIX", "RESTORED_COLUMNS", "TYPED_COLUMNS", "Carried", "Mask", "Merged",
+           "carry", "field_skip", "is_field_skip", "json_values", "keep_writable", "merge",
+           "restore"]
