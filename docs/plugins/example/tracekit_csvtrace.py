@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import tracekit
-from tracekit.errors import TraceReadError
+from tracekit import TraceReadError
 
 HEADER = b"name,start_us,dur_us,tid"
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import tracekit
-from tracekit.errors import TraceReadError
+from tracekit import TraceReadError
 from tracekit.testing import check_reader
 from tracekit_csvtrace import CsvTraceReader
 
