@@ -7,6 +7,7 @@ analyzers' ``default_for`` declarations, so it keeps working without any one plu
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import tomllib
 
@@ -162,3 +163,104 @@ def test_declared_sample_events_pick_the_rows(registry, tmp_path):
     assert rows["name"].to_pylist() == ["f", "h"]
     assert weight_unit(trace, rows, "cpu-clock") == "ns"
     assert weight_unit(trace, rows, "instructions") == "instructions"
+
+
+# -- built-in plugins use the public API, as a third-party plugin must (issue 18 item 5) -------
+
+#: Modules a plugin may import from tracekit besides its own package: the public API and the
+#: schema files (data).
+PUBLIC = ("tracekit", "tracekit.toolkit")
+
+#: Built-in plugins built on another: the HTML report draws the diagnosis plugin's device
+#: timelines, time windows and launch delays (both ship in the tracekit distribution).
+BUILT_ON = {"html_report": {"diagnosis"}}
+
+#: TEMPORARY (issue 18 item 5): the Perfetto writer still imports core's private modules while
+#: it is being rewritten for speed (issue 14). Everything it uses is public already (Trace,
+#: EmptyOutputError; toolkit's fields, factorize, launch_links, mix64, SYNTHETIC_ID_MAX):
+#: switch its imports and empty this set.
+PRIVATE_IMPORTS_PENDING = {"perfetto/annotations.py", "perfetto/samples.py",
+                           "perfetto/tracks.py", "perfetto/writer.py"}
+
+
+@functools.cache
+def _toolkit_names() -> set[str]:
+    """``tracekit.toolkit.__all__``, read from the source (importing it loads pyarrow)."""
+    tree = ast.parse((ROOT / "core" / "toolkit.py").read_text())
+    [names] = [node.value for node in tree.body if isinstance(node, ast.Assign)
+               and [getattr(t, "id", None) for t in node.targets] == ["__all__"]]
+    return set(ast.literal_eval(names))
+
+
+def private_imports(source: str, package: str) -> list[tuple[int, str]]:
+    """Where the code of plugin ``package`` (``perf``, ``parquet``) reaches past the public API:
+    an import of a core module other than ``tracekit``, ``tracekit.toolkit`` and
+    ``tracekit.schemas``, a name they do not export (``from tracekit import fields``, a
+    submodule), ``tracekit.model.Trace`` as an attribute, or another plugin's package."""
+    exported = {"tracekit": set(tracekit.__all__), "tracekit.toolkit": _toolkit_names()}
+    allowed = {package, *BUILT_ON.get(package, ())}
+
+    def private(module: str) -> bool:
+        parts = module.split(".")
+        if parts[0] != "tracekit" or module in PUBLIC or parts[:2] == ["tracekit", "schemas"]:
+            return False
+        return not (parts[:2] == ["tracekit", "plugins"] and len(parts) > 2
+                    and parts[2] in allowed)
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # relative: inside the plugin's own package
+                continue
+            if private(module):
+                found.append((node.lineno, f"from {module} import"))
+            elif module in exported:
+                found += [(node.lineno, f"from {module} import {a.name}") for a in node.names
+                          if a.name not in exported[module]]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {a.name}") for a in node.names if private(a.name)]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == "tracekit" and node.attr not in exported["tracekit"] \
+                and node.attr not in ("toolkit", "schemas"):
+            found.append((node.lineno, f"tracekit.{node.attr}"))
+    return sorted(found)
+
+
+def test_the_private_import_check_finds_what_it_must():
+    code = ("import tracekit\n"
+            "from tracekit import Trace, fields\n"
+            "from tracekit.toolkit import equals, SqliteInput, _SQLITE\n"
+            "from tracekit.model import Trace\n"
+            "import tracekit.stacks\n"
+            "x = tracekit.model.SCHEMAS, tracekit.Trace, tracekit.toolkit.equals\n"
+            "from tracekit.plugins.perf import parser\n"
+            "from tracekit.plugins.diagnosis.timeline import device_timelines\n"
+            "from tracekit.plugins.html_report.figures import layout\n"
+            "from tracekit.schemas import perfetto_pb2\n"
+            "from . import figures\n")
+    assert private_imports(code, "html_report") == [
+        (2, "from tracekit import fields"), (3, "from tracekit.toolkit import _SQLITE"),
+        (4, "from tracekit.model import"), (5, "import tracekit.stacks"),
+        (6, "tracekit.model"), (7, "from tracekit.plugins.perf import")]
+    assert private_imports(code, "perf")[-2:] == [
+        (8, "from tracekit.plugins.diagnosis.timeline import"),
+        (9, "from tracekit.plugins.html_report.figures import")]
+
+
+@pytest.mark.slow  # parses every plugin module: about a second
+def test_plugins_import_only_the_public_api():
+    plugins = ROOT / "plugins"
+    found, clean = [], []
+    for path in sorted(plugins.rglob("*.py")):
+        rel = path.relative_to(plugins).as_posix()
+        uses = private_imports(path.read_text(), rel.split("/")[0].removesuffix(".py"))
+        if rel in PRIVATE_IMPORTS_PENDING:
+            if not uses:
+                clean.append(rel)
+            continue
+        found += [f"plugins/{rel}:{line}: {text}" for line, text in uses]
+    assert found == [], "plugins use core's private modules; import from tracekit or " \
+        "tracekit.toolkit (export what is missing there, with a docstring)"
+    assert clean == [], "these now import only public names: remove them from " \
+        "PRIVATE_IMPORTS_PENDING"
