@@ -2,7 +2,9 @@
 
 Import from here, ``from tracekit.toolkit import equals, grouped_stats``, and from the
 ``tracekit`` package itself (the interfaces, ``Trace``, ``TraceBuilder``, the errors, ``read``
-and friends). Everything else in ``tracekit`` is private and may change without notice.
+and friends); in tests, ``tracekit.testing`` (docs/plugins/testing.md). Everything else in
+``tracekit`` is private and may change without notice: tracekit's own plugins import nothing
+else either (a test checks it).
 The reference page, docs/plugins/toolkit.md, is generated from these docstrings
 (``python -m tracekit._docgen``).
 
