@@ -145,16 +145,22 @@ def analyze_planned(inputs: Sequence[Any], analyzers: Sequence[str] = (), *,
                           options=options, engine=chosen, jobs=jobs, scheduler=scheduler,
                           registry=registry, done=progress.update if progress else None)
     if reports and not (engine or jobs or scheduler):
-        reports[0].notes.append(planned_note(total))
+        reports[0].notes.append(planned_note(total, registry))
     return reports
 
 
-def planned_note(inputs: int) -> str:
-    """What the report says when ``plan`` chose per-input analysis by itself."""
+def planned_note(inputs: int, registry: Any = None) -> str:
+    """What the report says when ``plan`` chose per-input analysis by itself; it names the
+    analyzers a run read whole would get (declared for runs of several ranks)."""
+    from tracekit.defaults import default_analyzers
+    from tracekit.interfaces import TraceKind
+    from tracekit.pipeline import default_registry
+
+    whole = default_analyzers(TraceKind.GPU_RANKS, registry or default_registry())
     return (f"{inputs} inputs: each read and summarized in a task of its own (local "
             f"processes), so that memory holds a few inputs at once; the verdict over the "
-            "whole run needs it read into one process: name the analyzers "
-            "(-a bottleneck -a ranks)")
+            "whole run needs it read into one process: name the analyzers ("
+            + " ".join(f"-a {n}" for n in whole) + ")")
 
 
 def combining_defaults(registry: Any = None) -> list[str]:
