@@ -6,15 +6,24 @@ from __future__ import annotations
 from typing import Any
 
 import tracekit
+from tracekit.plugins.diagnosis.activity import Activity
 from tracekit.plugins.diagnosis.bottleneck import BottleneckAnalyzer
 from tracekit.plugins.diagnosis.breakdown import BreakdownAnalyzer
 from tracekit.plugins.diagnosis.diff import DiffAnalyzer
 from tracekit.plugins.diagnosis.gaps import GapsAnalyzer
 from tracekit.plugins.diagnosis.kernels import KernelsAnalyzer
-from tracekit.plugins.diagnosis.launch import LaunchAnalyzer
+from tracekit.plugins.diagnosis.launch import LaunchAnalyzer, launch_stats
 from tracekit.plugins.diagnosis.overlap import OverlapAnalyzer
 from tracekit.plugins.diagnosis.ranks import RanksAnalyzer
 from tracekit.plugins.diagnosis.sync import SyncAnalyzer
+from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
+from tracekit.plugins.diagnosis.window import restrict
+
+# What components built on the diagnosis (the HTML report) may use, besides the analyzers:
+# the GPU activity with its launch links, per-device busy timelines, launch statistics and
+# the window option.
+__all__ = ["ANALYZERS", "Activity", "DeviceTimeline", "device_timelines", "launch_stats",
+           "register_analyzers", "restrict"]
 
 ANALYZERS = (BottleneckAnalyzer, BreakdownAnalyzer, GapsAnalyzer, SyncAnalyzer, LaunchAnalyzer,
              OverlapAnalyzer, DiffAnalyzer, KernelsAnalyzer, RanksAnalyzer)

@@ -26,7 +26,7 @@ def report_analyzers(trace: Trace, registry: Registry) -> list[str]:
     then for timed GPU work the breakdown, gaps and summary, ``ranks`` for several inputs or
     GPUs and ``diff`` for two inputs; for CPU samples nothing more (the flame graph is drawn
     from the events); for anything else the summary. Analyzers not installed are left out."""
-    from tracekit.plugins.diagnosis.timeline import device_timelines
+    from tracekit.plugins.diagnosis import device_timelines
     from tracekit.toolkit import default_analyzers, trace_kind
 
     kind = trace_kind(trace)
@@ -122,7 +122,7 @@ def render_scoped(trace: Trace | None, reports: Sequence[Report], inputs: Sequen
              if k.rpartition(".")[2] in ("window", "steps") and v}
     view = trace
     if scope and trace is not None:
-        from tracekit.plugins.diagnosis.window import restrict
+        from tracekit.plugins.diagnosis import restrict
 
         view = restrict(trace, scope.get("window", ""), scope.get("steps", ""))
     return render_html(view, reports, inputs, registry=registry,

@@ -15,8 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit import Trace
-from tracekit.plugins.diagnosis.activity import Activity
-from tracekit.plugins.diagnosis.launch import launch_stats
+from tracekit.plugins.diagnosis import Activity, launch_stats
 from tracekit.plugins.html_report.figures import COLORS, Figure, layout
 from tracekit.toolkit import equals, format_ns, percent, report_table
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from tracekit import Report, Trace
-from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
+from tracekit.plugins.diagnosis import DeviceTimeline, device_timelines
 from tracekit.plugins.html_report.figures import COLORS, MS, Figure, layout
 from tracekit.plugins.html_report.markup import plot_text
 from tracekit.toolkit import format_ns, report_table, short_name
