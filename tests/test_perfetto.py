@@ -367,17 +367,18 @@ def _value_of(a: pb.DebugAnnotation) -> tuple:
 def _both_ways(args: list[str | None], keys: dict[str, list[str | None]]):
     """(column-wise, per-row) annotations and collision counts for these args and carried
     keys (JSON value texts)."""
-    rows = ArgColumns(pa.array(args, pa.string()),
-                      {k: pa.array(v, pa.string()) for k, v in keys.items()})
+    args_array = pa.array(args, pa.string())
+    key_arrays = {k: pa.array(v, pa.string()) for k, v in keys.items()}
     fast, skipped = AnnotationEncoder(), Counter()
-    found = fast.columns(rows, skipped)
+    found = fast.columns(ArgColumns(args_array, key_arrays).take(np.arange(len(args))),
+                         skipped)
     m = len(args)
     te = MessageColumns(m).repeated_message(4, found.counts, found.items).raw(found.per_row)
     got = _annotations(fast, [te.encode().data[a:b].tobytes() for a, b in
                               zip(te.encode().offsets[:-1], te.encode().offsets[1:],
                                   strict=True)])
     slow = AnnotationEncoder()
-    merged = merge(rows.args, rows.keys)
+    merged = merge(args_array, key_arrays)
     want = _annotations(slow, [slow.encode(t) if t else b"" for t in merged.args.to_pylist()])
     column_wise = [t for t, k, size in zip(args, found.counts, found.per_row.sizes, strict=True)
                    if k and not size]

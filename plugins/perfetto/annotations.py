@@ -68,11 +68,40 @@ class ArgColumns:
     args: pa.ChunkedArray | pa.Array
     keys: dict[str, pa.Array]
 
-    def take(self, rows: np.ndarray) -> ArgColumns:
-        index = pa.array(rows)
-        args = self.args.take(index)
-        return ArgColumns(args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args,
-                          {k: v.take(index) for k, v in self.keys.items()})
+    def __post_init__(self) -> None:
+        self.keys = {k: v.cast(pa.large_string()) for k, v in self.keys.items()}
+        self._valid = {k: v.is_valid().to_numpy(zero_copy_only=False)
+                       for k, v in self.keys.items()}
+
+    def take(self, rows: np.ndarray) -> ArgRows:
+        """The args of ``rows``, and per key the values of those that have one."""
+        args = self.args.take(pa.array(rows))
+        keys = {}
+        for key, values in self.keys.items():
+            have = np.flatnonzero(self._valid[key][rows])
+            if len(have):
+                keys[key] = (have, values.take(pa.array(rows[have])))
+        return ArgRows(args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args,
+                       keys)
+
+
+@dataclass
+class ArgRows:
+    """The args of a chunk of rows, and per carried key the positions (in the chunk) of the
+    rows that have a value, and those values as JSON text."""
+
+    args: pa.Array
+    keys: dict[str, tuple[np.ndarray, pa.Array]]
+
+    def full(self, rows: np.ndarray) -> dict[str, pa.Array]:
+        """Per key the values of ``rows`` (null where none), as ``fields.merge`` takes them."""
+        out = {}
+        for key, (have, values) in self.keys.items():
+            index = np.full(len(self.args), -1, dtype=np.int64)
+            index[have] = np.arange(len(have))
+            at = index[rows]
+            out[key] = values.take(pa.array(at, mask=at < 0)).cast(pa.string())
+        return out
 
 
 class AnnotationEncoder:
@@ -84,7 +113,7 @@ class AnnotationEncoder:
         self._fresh: list[tuple[int, str]] = []
         self._pairs: dict[tuple[str, Any], bytes] = {}
 
-    def columns(self, rows: ArgColumns, skipped: Counter[str]) -> Annotations:
+    def columns(self, rows: ArgRows, skipped: Counter[str]) -> Annotations:
         """The annotations of each row: its args with the carried keys added by the rule of
         ``tracekit.fields.merge``; keys the args already hold with another value are counted
         in ``skipped``."""
@@ -99,10 +128,8 @@ class AnnotationEncoder:
         texts = np.flatnonzero(pc.match_substring_regex(found.values, r'^["\[{]')
                                .to_numpy(zero_copy_only=False))
         row_parts, code_parts, raw_parts = [found.row], [found.key], [found.values]
-        for key, values in rows.keys.items():
-            add = values.is_valid().to_numpy(zero_copy_only=False)
-            if not add.any():
-                continue
+        for key, (have, values) in rows.keys.items():
+            add = np.ones(len(have), dtype=bool)
             code = code_of.get(key)
             if code is None:
                 code = code_of[key] = len(names)
@@ -111,21 +138,20 @@ class AnnotationEncoder:
                 # The args hold the key: the typed value is not added. The same value written
                 # otherwise, or another value (a collision), is for merge to judge.
                 at = np.flatnonzero(found.key == code)
-                held = found.row[at]
-                same = pc.equal(found.values.take(pa.array(at)),
-                                values.take(pa.array(held)).cast(pa.large_string()))
-                same = pc.fill_null(same, False).to_numpy(zero_copy_only=False)
-                slow[held[add[held] & ~same]] = True
-                add[held] = False
+                at, pos = _matching(found.row[at], have, at)
+                same = pc.fill_null(pc.equal(found.values.take(pa.array(at)),
+                                             values.take(pa.array(pos))), False)
+                slow[have[pos[~same.to_numpy(zero_copy_only=False)]]] = True
+                add[pos] = False
             if len(texts):
-                quoted = orjson.dumps(key).decode()
-                named = pc.match_substring(found.values.take(pa.array(texts)), quoted)
-                slow[found.row[texts[named.to_numpy(zero_copy_only=False)]]] |= \
-                    add[found.row[texts[named.to_numpy(zero_copy_only=False)]]]
+                named = pc.match_substring(found.values.take(pa.array(texts)),
+                                           orjson.dumps(key).decode())
+                _, pos = _matching(found.row[texts[named.to_numpy(zero_copy_only=False)]], have)
+                slow[have[pos[add[pos]]]] = True
             at = np.flatnonzero(add)
-            row_parts.append(at)
+            row_parts.append(have[at])
             code_parts.append(np.full(len(at), code, dtype=np.int64))
-            raw_parts.append(values.take(pa.array(at)).cast(pa.large_string()))
+            raw_parts.append(values if len(at) == len(have) else values.take(pa.array(at)))
         row = np.concatenate(row_parts)
         code = np.concatenate(code_parts)
         raw = pa.concat_arrays(raw_parts)
@@ -153,8 +179,7 @@ class AnnotationEncoder:
         encoded: list[bytes] = []
         if len(slow_rows):
             index = pa.array(slow_rows)
-            merged = fields.merge(args.take(index), {k: v.take(index)
-                                                     for k, v in rows.keys.items()})
+            merged = fields.merge(args.take(index), rows.full(slow_rows))
             for key, n in merged.collisions.items():
                 skipped[fields.field_skip(key, "args already has this key with another "
                                                "value (args kept)")] += n
@@ -292,6 +317,16 @@ def sample_native(events: pa.Table) -> np.ndarray:
     """Rows whose category a PerfSample tells as it is (samples are cpu.sample)."""
     return pc.equal(events["category"].cast(pa.string()), "cpu.sample").to_numpy(
         zero_copy_only=False)
+
+
+def _matching(rows: np.ndarray, have: np.ndarray, data: np.ndarray | None = None,
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """For the ``rows`` found in the sorted ``have``: their ``data`` (default: the rows) and
+    their positions in ``have``."""
+    pos = np.searchsorted(have, rows)
+    hit = pos < len(have)
+    hit[hit] = have[pos[hit]] == rows[hit]
+    return (rows if data is None else data)[hit], pos[hit]
 
 
 def _blob(texts: pa.Array) -> Blob:
