@@ -178,6 +178,22 @@ def read_errors(path: Path, reader: str | None = None) -> Iterator[None]:
         raise TraceReadError(exc.strerror or str(exc), path=path, reader=reader) from exc
 
 
+def decode_text(raw: bytes) -> tuple[str, int]:
+    """``raw`` as UTF-8 text, invalid bytes replaced by U+FFFD, and how many lines held
+    invalid bytes (for the reader to count, so that nothing is changed silently)."""
+    try:
+        return raw.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        pass
+    bad = 0
+    for line in raw.split(b"\n"):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad += 1
+    return raw.decode("utf-8", "replace"), bad
+
+
 def _stat_problem(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "symlink loop (a link that points back to itself)"

@@ -21,7 +21,7 @@ from tracekit.columns import any_true, arg_strings, equals, is_in, starts_with
 from tracekit.defaults import default_analyzers, trace_kind
 from tracekit.factorize import factorize
 from tracekit.gcpause import gc_paused
-from tracekit.inputs import HEAD_SIZE, read_errors
+from tracekit.inputs import HEAD_SIZE, decode_text, read_errors
 from tracekit.links import launch_links, mix64
 from tracekit.model import SYNTHETIC_ID_MAX, TABLE_NAMES
 from tracekit.outputs import check_not_input, open_output, preflight
@@ -125,7 +125,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
       "format_evidence"]),
     ("Reading and progress", "", ["Progress", "NO_PROGRESS", "HEAD_SIZE", "read_errors",
-                                   "gc_paused"]),
+                                   "decode_text", "gc_paused"]),
     ("Outputs", "For plugin commands that write files: the rules ``tracekit convert`` "
      "follows (no partial outputs, ``--force`` to replace, never an input).",
      ["preflight", "open_output", "check_not_input"]),
@@ -179,6 +179,7 @@ __all__ = [
     "base_function",
     "check_not_input",
     "collective_kernels",
+    "decode_text",
     "default_analyzers",
     "default_registry",
     "demangle",

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import tracekit
 from tracekit import Source, TraceBuilder, TraceReadError
-from tracekit.toolkit import HEAD_SIZE
+from tracekit.toolkit import HEAD_SIZE, decode_text
 
 HEADER = ("Start (ns),End (ns),Duration (ns),DurChild (ns),DurNonChild (ns),Name,PID,TID,Lvl,"
           "NumChild,RangeId,ParentId,RangeStack,NameTree")
@@ -154,13 +154,8 @@ def _read_csv(body: bytes) -> pa.Table:
 
 def _replace_invalid(body: bytes) -> tuple[bytes, int]:
     """``body`` with invalid UTF-8 replaced by U+FFFD, and how many lines had some."""
-    bad = 0
-    for line in body.split(b"\n"):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            bad += 1
-    return body.decode("utf-8", "replace").encode(), bad
+    text, bad = decode_text(body)
+    return (text.encode() if bad else body), bad
 
 
 def _csv_problem(body: bytes, first_line: int, exc: Exception) -> _CellError:

@@ -19,7 +19,7 @@ import orjson
 import tracekit
 from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.vtune.values import is_pseudo, numeric_columns, parse_number
-from tracekit.toolkit import CallSites
+from tracekit.toolkit import CallSites, decode_text
 
 GROUPINGS = ("Function", "Function Stack", "Module", "Process", "Thread", "Package",
              "Source File", "Computing Task", "Process/Thread", "Function (Full)", "Core",
@@ -66,17 +66,7 @@ def decode(raw: bytes) -> tuple[str, int]:
         return raw.decode("utf-16", "replace"), 0
     if raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8):]
-    try:
-        return raw.decode("utf-8"), 0
-    except UnicodeDecodeError:
-        pass
-    bad = 0
-    for line in raw.split(b"\n"):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError:
-            bad += 1
-    return raw.decode("utf-8", "replace"), bad
+    return decode_text(raw)
 
 
 def _kind(header: list[str]) -> str | None:
