@@ -46,3 +46,34 @@ def read_text(tmp_path: Path, registry, text: str, name: str, format: str):
     path = tmp_path / name
     path.write_text(text)
     return tracekit.read(path, format=format, registry=registry)
+
+
+def read_through_fifo(data: bytes, tmp_path: Path, registry):
+    """``data`` read by tracekit from a FIFO that a thread writes into: input it can read
+    only once, front to back, as from a pipe."""
+    import threading
+
+    import tracekit
+
+    fifo = tmp_path / "input.fifo"
+    os.mkfifo(fifo)
+    feeder = threading.Thread(target=fifo.write_bytes, args=(data,))
+    feeder.start()
+    try:
+        return tracekit.read(fifo, registry=registry)
+    finally:
+        feeder.join(10)
+
+
+def event_rows(trace) -> list[dict]:
+    """The events of ``trace`` as dicts, dictionary columns as strings and ``args`` parsed."""
+    import orjson
+    import pyarrow as pa
+
+    ev = trace.events
+    cols = {c: (ev[c].cast(pa.string()) if pa.types.is_dictionary(ev[c].type) else ev[c])
+            .to_pylist() for c in ev.column_names}
+    rows = [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
+    for r in rows:
+        r["args"] = orjson.loads(r["args"]) if r["args"] else {}
+    return rows

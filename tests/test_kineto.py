@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import threading
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -14,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import shared_path, sweep, torch_traces
+from helpers import read_through_fifo, shared_path, sweep, torch_traces
 from independent import LEGACY_TO_CATEGORY, load, ns, x_counts_by_cat
 from tracekit.errors import ReaderCrashError, TraceReadError
 from tracekit.plugins.kineto.timestamps import NeedsExactDecimals, us_to_ns
@@ -563,15 +561,7 @@ def test_reads_a_stream_once(registry, rel):
 
 
 def test_fifo_input(tmp_path, registry):
-    fifo = tmp_path / "t.fifo"
-    os.mkfifo(fifo)
-    data = shared_path(*TRITON).read_bytes()
-    feeder = threading.Thread(target=fifo.write_bytes, args=(data,))
-    feeder.start()
-    try:
-        trace = tracekit.read(fifo, registry=registry)
-    finally:
-        feeder.join(10)
+    trace = read_through_fifo(shared_path(*TRITON).read_bytes(), tmp_path, registry)
     direct = tracekit.read(shared_path(*TRITON), registry=registry)
     assert trace.events.drop_columns(["source"]).equals(direct.events.drop_columns(["source"]))
 

@@ -7,14 +7,12 @@ import csv
 import gzip
 import io
 import json
-import os
-import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import tracekit
-from helpers import shared_path
+from helpers import read_through_fifo, shared_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from perfetto_check import decode_and_check
@@ -194,14 +192,7 @@ def test_stdout_capture_gzip_and_a_stream_read_alike(registry, tmp_path):
     packed.write_bytes(gzip.compress(data))
     assert tracekit.read(packed, registry=registry).events.drop_columns(
         ["source"]).equals(direct)
-    fifo = tmp_path / "r.fifo"
-    os.mkfifo(fifo)
-    feeder = threading.Thread(target=fifo.write_bytes, args=(data,))
-    feeder.start()
-    try:
-        piped = tracekit.read(fifo, registry=registry)
-    finally:
-        feeder.join(10)
+    piped = read_through_fifo(data, tmp_path, registry)
     assert piped.events.drop_columns(["source"]).equals(direct)
 
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import FIXTURES, SHARED, shared_path, torch_traces
+from helpers import FIXTURES, SHARED, event_rows, shared_path, torch_traces
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import TraceProtoBuilder
 from tracekit import fields
@@ -724,13 +724,7 @@ def _every_kind_with_every_column() -> tracekit.Trace:
 
 
 def _model_rows(trace: tracekit.Trace) -> list[dict]:
-    ev = trace.events
-    cols = {c: (ev[c].cast(pa.string()) if pa.types.is_dictionary(ev[c].type) else ev[c])
-            .to_pylist() for c in ev.column_names}
-    rows = [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
-    for r in rows:
-        r["args"] = orjson.loads(r["args"]) if r["args"] else {}
-    return sorted(rows, key=lambda r: (r["ts_ns"] is None, r["ts_ns"] or 0, r["kind"],
+    return sorted(event_rows(trace), key=lambda r: (r["ts_ns"] is None, r["ts_ns"] or 0, r["kind"],
                                        r["name"]))
 
 

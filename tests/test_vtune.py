@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import SHARED, read_text, shared_path
+from helpers import SHARED, read_text, read_through_fifo, shared_path
 from tracekit.cli import main
 from tracekit.errors import ReaderCrashError, TraceReadError
 
@@ -370,12 +368,5 @@ def test_reads_a_stream_once(registry, tmp_path):
     VtuneCsvReader().read(OnceSource(), out)
     direct = tracekit.read(path, registry=registry)
     assert out.build().events.equals(direct.events)
-    fifo = tmp_path / "r.fifo"
-    os.mkfifo(fifo)
-    feeder = threading.Thread(target=fifo.write_bytes, args=(data,))
-    feeder.start()
-    try:
-        piped = tracekit.read(fifo, registry=registry)
-    finally:
-        feeder.join(10)
+    piped = read_through_fifo(data, tmp_path, registry)
     assert piped.events.drop_columns(["source"]).equals(direct.events.drop_columns(["source"]))

@@ -3,11 +3,9 @@ reader, Parquet by its own reader; on real inputs and on a trace with every colu
 
 from __future__ import annotations
 
-import orjson
-import pyarrow as pa
 import pytest
 import tracekit
-from helpers import shared_path
+from helpers import event_rows, shared_path
 from tracekit.fields import TYPED_COLUMNS
 from tracekit.testing import full_trace
 
@@ -20,13 +18,7 @@ _COMPARED = [c for c in TYPED_COLUMNS if c != "source"]
 
 
 def _rows(trace: tracekit.Trace) -> list[dict]:
-    ev = trace.events
-    cols = {c: (ev[c].cast(pa.string()) if pa.types.is_dictionary(ev[c].type) else ev[c])
-            .to_pylist() for c in ev.column_names}
-    rows = [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
-    for r in rows:
-        r["args"] = orjson.loads(r["args"]) if r["args"] else {}
-    return sorted(rows, key=_order)
+    return sorted(event_rows(trace), key=_order)
 
 
 def _order(r: dict) -> tuple:
