@@ -69,7 +69,6 @@ class ArgColumns:
     keys: dict[str, pa.Array]
 
     def __post_init__(self) -> None:
-        self.keys = {k: v.cast(pa.large_string()) for k, v in self.keys.items()}
         self._valid = {k: v.is_valid().to_numpy(zero_copy_only=False)
                        for k, v in self.keys.items()}
 
@@ -80,7 +79,7 @@ class ArgColumns:
         for key, values in self.keys.items():
             have = np.flatnonzero(self._valid[key][rows])
             if len(have):
-                keys[key] = (have, values.take(pa.array(rows[have])))
+                keys[key] = (have, values.take(pa.array(rows[have])).cast(pa.large_string()))
         return ArgRows(args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args,
                        keys)
 
@@ -165,14 +164,11 @@ class AnnotationEncoder:
         used = np.bincount(code, minlength=len(names)) > 0
         iid = np.array([self._iid(k) if u else 0 for k, u in zip(names, used, strict=True)],
                        dtype=np.int64)
-        text = raw.take(pa.array(order))
-        content = pc.if_else(pc.starts_with(text, '"'), pc.utf8_slice_codeunits(text, 1, -1),
-                             text)
         items = (MessageColumns(len(order)).varint(1, iid[code])
                  .varint(2, ints, present=kind == BOOL)
                  .varint(4, ints, present=kind == INT)
                  .double(5, floats, present=kind == FLOAT)
-                 .message(6, _blob(content), present=kind == STRING)
+                 .message(6, _strings(raw, order, kind == STRING), present=kind == STRING)
                  .raw(nested.take(order)))
         per_row = np.zeros(m + 1, dtype=np.int64)
         slow_rows = np.flatnonzero(slow)
@@ -317,6 +313,22 @@ def sample_native(events: pa.Table) -> np.ndarray:
     """Rows whose category a PerfSample tells as it is (samples are cpu.sample)."""
     return pc.equal(events["category"].cast(pa.string()), "cpu.sample").to_numpy(
         zero_copy_only=False)
+
+
+def _strings(raw: pa.LargeStringArray, order: np.ndarray, is_string: np.ndarray) -> Blob:
+    """The string values of the pairs ``raw[order]`` (JSON text: quoted, or null written as
+    "null"), without their quotes, as a Blob with empty segments for the other pairs."""
+    at = np.flatnonzero(is_string)
+    text = raw.take(pa.array(order[at]))
+    content = _blob(pc.if_else(pc.starts_with(text, '"'), pc.utf8_slice_codeunits(text, 1, -1),
+                               text))
+    sizes = np.zeros(len(order), dtype=np.int64)
+    sizes[at] = content.sizes
+    offsets = np.empty(len(order) + 1, dtype=np.int64)
+    offsets[0] = content.offsets[0]
+    np.cumsum(sizes, out=offsets[1:])
+    offsets[1:] += content.offsets[0]
+    return Blob(offsets, content.data)
 
 
 def _matching(rows: np.ndarray, have: np.ndarray, data: np.ndarray | None = None,

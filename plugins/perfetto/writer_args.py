@@ -144,6 +144,8 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     folded = data | 0x20  # "[" and "]" fold onto "{" and "}"
     tok = np.flatnonzero((data == _Q) | (data == _COL) | (data == _COM) | (folded == _OPEN)
                          | (folded == _CLOSE) | (data < 0x20))
+    if len(data) < 2**31:  # half the memory traffic of every pass over the tokens below
+        tok = tok.astype(np.int32)
     c = _CLASS[data[tok]]
     # Every text starts with "{": its first token. The running counts below run over all
     # texts: they are right for each text when every text closes its strings and brackets,
