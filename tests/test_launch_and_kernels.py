@@ -305,6 +305,23 @@ def test_saxpy_grid_too_small(registry):
     assert [f.title for f in kernel_findings(trace)] == [finding.title]
 
 
+def test_a_kernel_alike_on_several_gpus_is_one_finding(registry, tmp_path):
+    """Two ranks of one run (the same export in two folders): one finding naming both GPUs,
+    with the evidence of one, not a copy per rank."""
+    path = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
+    copies = []
+    for rank in (0, 1):
+        (tmp_path / f"rank{rank}").mkdir()
+        copies.append(tmp_path / f"rank{rank}" / path.name)
+        copies[-1].write_bytes(path.read_bytes())
+    [single] = kernel_findings(tracekit.read(path, registry=registry))
+    [both] = kernel_findings(tracekit.read(copies, registry=registry))
+    assert both.title == ("2 GPUs (rank0/" + path.name + " GPU 0, rank1/" + path.name +
+                          " GPU 0): " + single.title.removeprefix("GPU 0: "))
+    assert both.evidence == {**single.evidence, "gpu_time_pct_min": 100.0,
+                             "devices": [f"rank{r}/{path.name} GPU 0" for r in (0, 1)]}
+
+
 @pytest.mark.parametrize("name", NSYS_WITH_GPU_INFO[1:])
 def test_kernel_configurations_match_the_export(registry, name):
     path = shared_path("nsys-sqlite", name)

@@ -31,7 +31,7 @@ choose their registers and tiles on purpose: they are listed, but raise no occup
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -256,11 +256,37 @@ def kernel_findings(trace: Trace, min_share_pct: float = 5.0, occupancy_pct: flo
     """Grids too small to fill the GPU, and (own, not library) kernels whose theoretical
     occupancy is held under ``occupancy_pct`` by registers or shared memory; each only when
     it takes at least ``min_share_pct`` of the device's kernel time."""
-    findings = []
+    found = []
     for c in all_kernel_configs(trace):
-        findings.extend(_grid_findings(c, min_share_pct))
-        findings.extend(_occupancy_findings(c, min_share_pct, occupancy_pct, per_device))
-    return findings
+        found += [(c.work.label, f) for f in _grid_findings(c, min_share_pct)]
+        found += [(c.work.label, f) for f in
+                  _occupancy_findings(c, min_share_pct, occupancy_pct, per_device)]
+    return _alike_across_devices(found)
+
+
+def _alike_across_devices(found: list[tuple[str, Finding]]) -> list[Finding]:
+    """One finding for a kernel that shows the same problem on several GPUs (the ranks of a
+    run), naming them, with the worst GPU's evidence: not one copy per rank."""
+    groups: dict[tuple[str, str], list[tuple[str, Finding]]] = {}
+    for label, f in found:
+        problem = f.title[len(label) + 2:].split(":")[0]
+        groups.setdefault((problem, f.evidence["kernel"]), []).append((label, f))
+    out = []
+    for members in groups.values():
+        if len(members) == 1:
+            out.append(members[0][1])
+            continue
+        labels = [label for label, _ in members]
+        label, worst = max(members, key=lambda m: m[1].evidence["gpu_time_pct"])
+        shares = sorted(f.evidence["gpu_time_pct"] for _, f in members)
+        named = ", ".join(labels[:2]) + (f" and {len(labels) - 2} more" if len(labels) > 2
+                                         else "")
+        title = f"{len(labels)} GPUs ({named}): {worst.title[len(label) + 2:]}"
+        if shares[0] != shares[-1]:
+            title += f" (on {label}; {shares[0]}–{shares[-1]}% across them)"
+        out.append(replace(worst, title=title, evidence={
+            **worst.evidence, "devices": labels, "gpu_time_pct_min": shares[0]}))
+    return out
 
 
 def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
