@@ -255,6 +255,30 @@ def test_perfetto_draws_each_rank_as_one_process_group(tmp_path, registry):
     assert kernels["stream"].to_pylist() == [7] * 8
 
 
+def test_perfetto_align_collectives_shifts_a_rank_and_says_by_how_much(tmp_path, registry):
+    """-O align=collectives: rank 1's clock runs 5 µs ahead (``_rank_input``'s skew): its
+    slices move back 5,000 ns, its process name says so, rank 0 keeps its times."""
+    trace = concat_traces([_rank_input("host-a/rank0.json", 0, [1_000_000, 2_000_000], 0),
+                           _rank_input("host-b/rank1.json", 1, [1_000_000, 2_000_000], 5_000)])
+    out = tmp_path / "run.pftrace"
+    result = tracekit.write(trace, out, options=["align=collectives"], registry=registry)
+    assert result.written["ranks aligned on their collectives"] == 1
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    names = {_label(t) for t in decoded.tracks.values() if _label(t).startswith("python")}
+    assert names == {"python (rank 0)", "python (rank 1, times -5,000 ns to align)"}
+    again = tracekit.read(out, registry=registry)
+    kernels = again.events.filter(pc.equal(again.events["category"], "gpu.kernel"))
+    ends = sorted(t + d for t, d, n in zip(kernels["ts_ns"].to_pylist(),
+                                            kernels["dur_ns"].to_pylist(),
+                                            kernels["name"].to_pylist(), strict=True)
+                  if n == NCCL)
+    assert ends == [1_000_000, 1_000_000, 2_000_000, 2_000_000]
+    with pytest.raises(tracekit.OptionError, match="'align': 'clocks' is not known"):
+        tracekit.write(trace, tmp_path / "bad.pftrace", options=["align=clocks"],
+                       registry=registry)
+
+
 def test_rank_traces_split_interleaved_rows_like_rank_trace():
     run = concat_traces([_rank_input("a/rank0.json", 0, [1_000, 2_000], 0),
                          _rank_input("b/rank1.json", 1, [1_500], 0)])

@@ -23,7 +23,6 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit import fields
 from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message, encode_varint
 from tracekit.plugins.perfetto.writer_args import (
     BOOL,
@@ -36,6 +35,7 @@ from tracekit.plugins.perfetto.writer_args import (
     text_buffers,
     value_kinds,
 )
+from tracekit.toolkit import fields
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SMALL = [encode_varint(i) for i in range(1 << 14)]

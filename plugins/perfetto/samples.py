@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.model import Trace
+from tracekit import Trace
 from tracekit.plugins.perfetto.wire import MessageColumns, encode_message
 
 SEQUENCE_ID = 2  # a sequence of its own: its interned frames never meet the events' names

@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.factorize import factorize
-from tracekit.model import SYNTHETIC_ID_MAX as _SYNTHETIC
-from tracekit.model import Trace
+from tracekit import Trace
 from tracekit.plugins.perfetto.wire import encode_message
-from tracekit.toolkit import input_ranks
+from tracekit.toolkit import SYNTHETIC_ID_MAX as _SYNTHETIC
+from tracekit.toolkit import factorize, input_ranks
 
 THREAD, PROCESS, GLOBAL, STREAM, COUNTER, DEVICE_COUNTER, DEVICE_ANALYSIS = range(7)
 _NULL = -(2**62)
@@ -224,6 +223,9 @@ class _Names:
         #: In a run of several inputs, each input's rank.
         self.run_rank = {r.source: r.rank for r in input_ranks(trace)} \
             if len(trace.sources) > 1 else {}
+        #: What ``align_collectives`` added to each input's times (named with its process).
+        self.shifts = {name: meta.get("alignment_offset_ns") for name, meta in
+                       trace.metadata.get("sources", {}).items() if isinstance(meta, dict)}
         owners: dict[int, set[str]] = {}
         for src, p in self.proc:
             owners.setdefault(p, set()).add(src)
@@ -240,7 +242,9 @@ class _Names:
         if rank is None:
             rank = self.run_rank.get(self.sources[s])
         if rank is not None:
-            name = f"{name} (rank {rank})"
+            shift = self.shifts.get(self.sources[s])
+            name = f"{name} (rank {rank}" + (f", times {shift:+,} ns to align)" if shift
+                                             else ")")
         return name
 
     def thread(self, s: int, pid: int, tid: int) -> str:

@@ -10,10 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import fields
-from tracekit.errors import EmptyOutputError
-from tracekit.links import launch_links, mix64
-from tracekit.model import Trace
+from tracekit import EmptyOutputError, Trace
 from tracekit.plugins.perfetto.annotations import (
     AnnotationEncoder,
     ArgColumns,
@@ -24,6 +21,7 @@ from tracekit.plugins.perfetto.lanes import nest_slices
 from tracekit.plugins.perfetto.samples import sample_packets
 from tracekit.plugins.perfetto.tracks import plan_tracks
 from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message
+from tracekit.toolkit import align_collectives, fields, launch_links, mix64
 
 SEQUENCE_ID = 1
 _CLEARED, _NEEDS_STATE = 1, 2
@@ -66,9 +64,23 @@ class PerfettoWriter(tracekit.Writer):
     class Options:
         args: bool = field(default=True, metadata={"help": "write args as debug annotations"})
         flows: bool = field(default=True, metadata={"help": "write flow arrows"})
+        align: str = field(default="", metadata={
+            "help": "collectives: shift each rank of a run so that its matched collectives "
+                    "end with the lowest rank's (ranks recorded on different hosts); each "
+                    "process name says the shift"})
+
+        def __post_init__(self) -> None:
+            if self.align not in ("", "collectives"):
+                raise tracekit.OptionError(f"option 'align': '{self.align}' is not known "
+                                           "(valid: collectives, or empty for none)")
 
     def write(self, trace: Trace, stream: IO[bytes]) -> tracekit.WriteResult:
         result = tracekit.WriteResult()
+        if self.options.align == "collectives":
+            aligned = align_collectives(trace)
+            trace = aligned.trace
+            result.written["ranks aligned on their collectives"] = int(
+                sum(1 for o in aligned.offsets_ns if o) if aligned.matched else 0)
         events = self._writable(trace.events, result)
         if not events.num_rows:
             raise EmptyOutputError(_nothing_to_draw(trace.events, result))
