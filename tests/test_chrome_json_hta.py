@@ -26,13 +26,7 @@ def _analysis(path, tmp_path, name):
     folder = tmp_path / name
     folder.mkdir()
     shutil.copy(path, folder / path.name)
-    logging.disable(logging.WARNING)  # HTA logs each parse step
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return TraceAnalysis(trace_dir=str(folder))
-    finally:
-        logging.disable(logging.NOTSET)
+    return _hta_of_folder(folder)
 
 
 def _converted(path, tmp_path, registry):
@@ -91,7 +85,8 @@ def test_hta_counts_nsys_copies_and_memsets_as_memory_work(tmp_path, registry):
 
 
 def _hta_of_folder(folder):
-    logging.disable(logging.WARNING)
+    """HTA's TraceAnalysis of a directory of rank files, its logging and warnings quiet."""
+    logging.disable(logging.WARNING)  # HTA logs each parse step
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
