@@ -201,15 +201,19 @@ def analyze_run(inputs: Sequence[Any] | Expanded, names: Sequence[str], *,
                          f"{', '.join(able) or 'none installed'})")
     reader_cls = registry.get("reader", from_) if from_ else None
     reader_opts, analyzer_opts = route_options(list(options), reader_cls, classes)
+    wanted = [c.event_columns for c in classes]
+    columns = "" if any(w is None for w in wanted) else ",".join(sorted(set().union(*wanted)))
     task = partial(_parts_of_input, names=tuple(names), from_=from_,
-                   reader_options=tuple(reader_opts), analyzer_options=tuple(analyzer_opts))
+                   reader_options=tuple(reader_opts), analyzer_options=tuple(analyzer_opts),
+                   columns=columns)
     run = inputs if isinstance(inputs, Expanded) else \
         expand_inputs(inputs, format=from_, registry=registry)
     if STDIN in run.paths:
         raise UsageError("standard input ('-') cannot be split into tasks; save it to a file")
+    split = _split_parts(run.paths, from_, registry)
     # Absolute paths: a cluster's workers do not share this process's working directory.
-    paths = [os.path.abspath(p) for p in run.paths]
-    jobs_in = list(zip(paths, source_names(run.paths), strict=True))
+    paths = [os.path.abspath(p) for p in split]
+    jobs_in = list(zip(paths, source_names(split), strict=True))
     parts = map_inputs(task, jobs_in, engine=engine, jobs=jobs, scheduler=scheduler, done=done)
     analyzers = _analyzers(classes, analyzer_opts)
     reports = [a.combine([p[i] for p in parts]) for i, a in enumerate(analyzers)]
@@ -226,14 +230,35 @@ def _analyzers(classes: list[Any], options: Sequence[str]) -> list[Any]:
     return [cls(parse_options(cls, opts)) for cls, opts in zip(classes, routed, strict=True)]
 
 
+def _split_parts(paths: Sequence[Any], from_: str | None, registry: Any) -> list[Any]:
+    """Each input, or the parts it holds whole where its reader says (``Reader.parts``: the
+    rank folders of a run dataset), so that each rank is a task of its own."""
+    from tracekit.inputs import Source
+    from tracekit.pipeline import detect_format
+
+    out: list[Any] = []
+    for path in paths:
+        source = Source(path)
+        reader = registry.get("reader", from_) if from_ else detect_format(source, registry)
+        out.extend(reader.parts(source) or [path])
+    return out
+
+
 def _parts_of_input(job: tuple[str, str], *, names: tuple[str, ...], from_: str | None,
-                    reader_options: tuple[str, ...], analyzer_options: tuple[str, ...]
-                    ) -> list[Any]:
-    """Read one input and return each analyzer's part of it (runs in a worker)."""
-    from tracekit.pipeline import default_registry, read_one
+                    reader_options: tuple[str, ...], analyzer_options: tuple[str, ...],
+                    columns: str = "") -> list[Any]:
+    """Read one input and return each analyzer's part of it (runs in a worker); of the
+    events only ``columns`` where the reader can read some (``Reader.reads_columns``)."""
+    from tracekit.inputs import Source
+    from tracekit.pipeline import default_registry, detect_format, read_one
 
     path, name = job
     registry = default_registry()
+    if columns and not any(o.split("=")[0].endswith("columns") for o in reader_options):
+        reader = registry.get("reader", from_) if from_ else detect_format(Source(path),
+                                                                           registry)
+        if reader.reads_columns:
+            reader_options = (*reader_options, f"columns={columns}")
     trace = read_one(path, format=from_, options=reader_options, registry=registry, name=name)
     classes = [registry.get("analyzer", n) for n in names]
     return [a.per_input(trace) for a in _analyzers(classes, analyzer_options)]

@@ -54,11 +54,22 @@ class Reader(Component):
     #: through ``source.open()`` or ``source.read_bytes()``, and never opens ``source.path``.
     #: Readers that do not are neither sniffed nor run on streams.
     reads_streams: ClassVar[bool] = False
+    #: Whether ``Options`` has a ``columns`` field (event column names, comma-separated) by
+    #: which ``read`` reads only those columns, the others as empty: a run analyzed one input
+    #: per task asks for what its analyzers declare (``Analyzer.event_columns``).
+    reads_columns: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
     def sniff(cls, source: Source) -> float:
         """Return 0..1: how likely ``source`` is in this reader's format."""
+
+    @classmethod
+    def parts(cls, source: Source) -> list[Path]:
+        """Optional: the inputs that ``source`` holds whole, each readable alone (the rank
+        folders of a run dataset), for analyzing one part per task; none (the default): it
+        is one input."""
+        return []
 
     @abstractmethod
     def read(self, source: Source, out: TraceBuilder) -> None:
@@ -160,6 +171,9 @@ class Analyzer(Component):
     #: The event categories ``annotations`` emits, each with the title of the timeline track
     #: writers draw it on (e.g. ``{"analysis.gap": "GPU idle gaps (tracekit)"}``).
     tracks: ClassVar[dict[str, str]] = {}
+    #: The event columns ``per_input`` reads; None (the default): any. A run analyzed one
+    #: input per task reads only these where the reader can (``Reader.reads_columns``).
+    event_columns: ClassVar[frozenset[str] | None] = None
 
     @abstractmethod
     def analyze(self, trace: Trace) -> Report:

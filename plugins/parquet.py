@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import tracekit
 from tracekit import (
+    EVENTS_SCHEMA,
     SCHEMA_VERSION,
     SCHEMAS,
     EmptyOutputError,
@@ -165,6 +166,21 @@ class ParquetReader(tracekit.Reader):
     name = "parquet"
     description = "tracekit dataset written by the parquet writer (or its events.parquet)"
     extensions = (".parquet",)
+    reads_columns = True
+
+    @dataclass(frozen=True)
+    class Options:
+        columns: str = field(default="", metadata={
+            "help": "read only these event columns (comma-separated), the others as empty: "
+                    "for analyses that need a few"})
+
+    @classmethod
+    def parts(cls, source: Source) -> list[Path]:
+        """A run dataset's rank=N folders, each a whole dataset of one rank."""
+        if not source.is_dir or (source.path / EVENTS).exists() or \
+                (source.path / MANIFEST).exists():
+            return []
+        return [folder for _, folder in _rank_folders(source.path)]
 
     @classmethod
     def sniff(cls, source: Source) -> float:
@@ -189,14 +205,15 @@ class ParquetReader(tracekit.Reader):
         if source.is_stream:
             raise TraceReadError("a tracekit Parquet dataset cannot be read from a stream",
                                  path=source.path)
+        columns = _columns(self.options.columns, source.path)
         if not source.is_dir:
-            trace = _read_events_file(source.path, source.path, source.name)
+            trace = _read_events_file(source.path, source.path, source.name, columns)
         elif (source.path / MANIFEST).exists():
             trace = _read_old_layout(source.path, source.name)
         elif not (source.path / EVENTS).exists() and _rank_folders(source.path):
-            trace = _read_run(source.path, source.name)
+            trace = _read_run(source.path, source.name, columns)
         else:
-            trace = _read_events_file(source.path / EVENTS, source.path, source.name)
+            trace = _read_events_file(source.path / EVENTS, source.path, source.name, columns)
         out.adopt(trace)
 
 
@@ -211,7 +228,23 @@ def _rank_folders(directory: Path) -> list[tuple[int, Path]]:
     return sorted(found, key=lambda item: item[0])
 
 
-def _read_run(directory: Path, source_name: str) -> Trace:
+def _columns(given: str, where: Path) -> set[str] | None:
+    """The event columns the ``columns`` option names, and those no event may lack (None:
+    every column)."""
+    if not given:
+        return None
+    names = {c.strip() for c in given.split(",") if c.strip()}
+    unknown = sorted(names - set(EVENTS_SCHEMA.names))
+    if unknown:
+        raise tracekit.OptionError(f"option 'columns': {unknown[0]!r} is not an event column "
+                                   f"(columns: {', '.join(EVENTS_SCHEMA.names)})")
+    return names | _REQUIRED  # what the model cannot hold empty is always read
+
+
+_REQUIRED = {f.name for f in EVENTS_SCHEMA if not f.nullable}
+
+
+def _read_run(directory: Path, source_name: str, columns: set[str] | None = None) -> Trace:
     """A run: each rank=N folder's events file read as a whole trace, the ranks in order."""
     def error(message: str) -> TraceReadError:
         return TraceReadError(message, path=directory)
@@ -233,7 +266,7 @@ def _read_run(directory: Path, source_name: str) -> Trace:
         if others:
             raise error(f"{folder.name}/{others[0][:60]} is not part of a tracekit run "
                         f"(a rank folder holds only {EVENTS})")
-        traces.append(_read_events_file(folder / EVENTS, folder, source_name))
+        traces.append(_read_events_file(folder / EVENTS, folder, source_name, columns))
     return _combine(traces, directory)
 
 
@@ -401,9 +434,11 @@ class _Manifest:
         return log
 
 
-def _read_events_file(path: Path, where: Path, source_name: str) -> Trace:
+def _read_events_file(path: Path, where: Path, source_name: str,
+                      columns: set[str] | None = None) -> Trace:
     """A dataset of this layout: the events file at ``path``, with the manifest and the side
-    tables from its footer. Errors name ``where`` (the input) and the part that is wrong."""
+    tables from its footer; of the events only ``columns`` when given, the others empty.
+    Errors name ``where`` (the input) and the part that is wrong."""
     label = path.name
     labels = {"events": label, "manifest": f"{label} [manifest]",
               **{name: f"{label} [{name}]" for name in SIDE_TABLES}}
@@ -418,7 +453,8 @@ def _read_events_file(path: Path, where: Path, source_name: str) -> Trace:
     try:
         with pq.ParquetFile(path, **_FOOTER_LIMITS) as file:
             footer = file.metadata.metadata or {}
-            events = file.read()
+            events = file.read(columns=None if columns is None else
+                               [c for c in file.schema_arrow.names if c in columns])
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise error(f"is not a readable Parquet file ({_first_line(exc)})") from exc
     if KEY.encode() not in footer:
@@ -434,6 +470,8 @@ def _read_events_file(path: Path, where: Path, source_name: str) -> Trace:
     for name in TABLE_NAMES:
         tables[name], absent = _conform(raw[name], name, labels[name], where)
         for column in absent:
+            if name == "events" and columns is not None and column not in columns:
+                continue  # not asked for
             log.note(source_name, labels[name],
                      f"warning: column {column!r} is absent; read as empty (null)")
     _check_references(where, tables, set(metadata["sources"]), labels)

@@ -161,3 +161,30 @@ def test_a_plain_analyze_of_a_large_run_takes_it_per_input(planted, tmp_path):
     assert report.notes[-2:] == [
         f"{tmp_path}: 1 file not read: notes.txt (no reader recognises it)",
         planned_note(MANY_INPUTS + 1)]
+
+
+@pytest.mark.slow
+def test_a_run_dataset_is_one_task_per_rank_reading_only_the_columns_needed(tmp_path,
+                                                                             registry):
+    """Issue 16: a run converted to Parquet (rank=N folders) is analyzed one rank per task,
+    each reading only the event columns the analyzers declare, with the numbers of the
+    run read whole."""
+    import pyarrow.compute as pc
+    from tracekit.engine import _split_parts
+
+    paths = [shared_path("torch-trace", "hta", f"sampled_rank-{i}.json.gz") for i in (0, 1)]
+    whole = tracekit.read(paths, registry=registry)
+    out = tmp_path / "run.parquet"
+    tracekit.write(whole, out, registry=registry)
+    assert [p.name for p in _split_parts([out], None, registry)] == ["rank=0", "rank=1"]
+    [per_rank] = analyze_run([out], ["ranks"], jobs=1)
+    [together] = tracekit.analyze(whole, "ranks", registry=registry)
+    for table in ("ranks", "skew"):
+        assert per_rank.tables[table].equals(together.tables[table]), table
+    projected = tracekit.read(out / "rank=0", options=["columns=kind,name,ts_ns"],
+                              registry=registry)
+    full = tracekit.read(out / "rank=0", registry=registry)
+    assert projected.events.num_rows == full.events.num_rows == 4811
+    assert pc.all(pc.is_null(projected.events["args"])).as_py()
+    assert projected.events["name"].equals(full.events["name"])
+    assert projected.log.notices() == full.log.notices()
