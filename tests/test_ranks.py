@@ -72,6 +72,27 @@ def test_rank_3_is_the_straggler(report):
     assert "rank numbers from the device name" in report.notes
 
 
+@pytest.mark.slow
+def test_steps_and_overlap_per_rank(report):
+    """Per rank: its process's ProfilerStep ranges (count, median duration) from the JSON, and
+    the share of its communication kernel time hidden under other work."""
+    from decimal import Decimal
+
+    doc = json.loads(gzip.decompress(shared_path(*MERGED).read_bytes()), parse_float=Decimal)
+    steps: dict[int, list[int]] = defaultdict(list)
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "user_annotation" \
+                and str(e.get("name", "")).startswith("ProfilerStep#"):  # host steps
+            steps[e["pid"]].append(int(Decimal(e["dur"]) * 1000))
+    table = report.tables["ranks"].to_pylist()
+    assert sorted((r["steps"], r["median_step"]) for r in table) == sorted(
+        (len(v), int(np.median(v))) for v in steps.values())
+    for r in table:
+        exposed = r["communication_pct"] * r["span"] / 100
+        assert r["comm_overlap_pct"] == pytest.approx(
+            100 * (r["comm_kernel_time"] - exposed) / r["comm_kernel_time"], abs=0.15)
+
+
 def test_one_rank_has_nothing_to_compare(registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     trace = tracekit.read(path, registry=registry)

@@ -260,7 +260,7 @@ def host_reads(activity: Activity) -> int:
 
 
 def steps(trace: Trace) -> pa.Table:
-    """``ProfilerStep#N`` ranges: source, step number, start and end (ns), by start."""
+    """``ProfilerStep#N`` ranges: source, step number, start and end (ns), pid, by start."""
     ev = trace.events
     names = _strings(ev["name"])
     is_step = pc.and_(pc.starts_with(names, "ProfilerStep#"),
@@ -271,6 +271,7 @@ def steps(trace: Trace) -> pa.Table:
     start = rows["ts_ns"].to_numpy()
     table = pa.table({
         "source": _strings(rows["source"]), "step": pa.array(numbers, pa.int64()),
-        "start": start, "end": start + rows["dur_ns"].fill_null(0).to_numpy()})
+        "start": start, "end": start + rows["dur_ns"].fill_null(0).to_numpy(),
+        "pid": rows["pid"]})
     table = table.filter(pc.greater_equal(table["step"], 0))
     return table.sort_by([("source", "ascending"), ("start", "ascending")])

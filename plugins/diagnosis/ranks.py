@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.diagnosis.activity import NO_GPU, Activity
+from tracekit.plugins.diagnosis.activity import NO_GPU, Activity, steps
 from tracekit.plugins.diagnosis.timeline import device_timelines
 from tracekit.plugins.diagnosis.window import restrict
 from tracekit.toolkit import (
@@ -66,6 +66,7 @@ class Rank:
     comm_kernel_time: int
     comm_start: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     world_size: int | None = None
+    step_ns: list[int] = field(default_factory=list)  # ProfilerStep durations of its process
 
     @property
     def idle_pct(self) -> float:
@@ -99,6 +100,7 @@ def summarize(trace: Trace) -> list[Rank]:
     name_of_device = {(d["source"], d["device"]): d["name"] or ""
                       for d in trace.devices.to_pylist()}
     collective = collective_kernels(trace.events)
+    step_rows = steps(trace).to_pydict()
     out: list[Rank] = []
     for tl in timelines:
         work = tl.work
@@ -121,7 +123,11 @@ def summarize(trace: Trace) -> list[Rank]:
         out.append(Rank(-1 if number is None else number, rule, work.source, work.device, tl.span,
                         tl.shares(), iv.total(tl.communication),
                         work.start[collective[work.row]],
-                        max(world_sizes(trace), default=None)))
+                        max(world_sizes(trace), default=None),
+                        [e - s for src, pid, s, e in zip(
+                            step_rows["source"], step_rows["pid"], step_rows["start"],
+                            step_rows["end"], strict=True)
+                         if src == work.source and pid in pids]))
     return out
 
 
@@ -285,7 +291,8 @@ class RanksAnalyzer(tracekit.Analyzer):
 
 def _ranks_table(ranks: list[Rank]) -> pa.Table:
     cols: dict[str, list[Any]] = {k: [] for k in (
-        "rank", "device", "span", "compute", "communication", "memory", "idle", "comm_kernels")}
+        "rank", "device", "span", "compute", "communication", "memory", "idle", "comm_kernels",
+        "overlap", "steps", "step")}
     several = len({r.source for r in ranks}) > 1
     for r in ranks:
         cols["rank"].append(r.number)
@@ -294,11 +301,19 @@ def _ranks_table(ranks: list[Rank]) -> pa.Table:
         for part in ("compute", "communication", "memory", "idle"):
             cols[part].append(r.shares[part])
         cols["comm_kernels"].append(r.comm_kernel_time)
+        # Communication hidden under compute: kernel time not exposed as the GPU's only work.
+        cols["overlap"].append(percent(r.comm_kernel_time - r.shares["communication"],
+                                       r.comm_kernel_time) if r.comm_kernel_time else None)
+        cols["steps"].append(len(r.step_ns))
+        cols["step"].append(int(np.median(r.step_ns)) if r.step_ns else None)
     spec: list[tuple[str, str, str | None, Any]] = [
         ("rank", "int", None, cols["rank"]), ("device", "str", None, cols["device"]),
         ("span", "int", "ns", cols["span"])]
     for part in ("compute", "communication", "memory", "idle"):
         spec.append((f"{part}_pct", "float", "%", [percent(v, s) for v, s in
                                                     zip(cols[part], cols["span"], strict=True)]))
-    spec.append(("comm_kernel_time", "int", "ns", cols["comm_kernels"]))
+    spec += [("comm_kernel_time", "int", "ns", cols["comm_kernels"]),
+             ("comm_overlap_pct", "float", "%", cols["overlap"]),
+             ("steps", "int", None, cols["steps"]),
+             ("median_step", "int", "ns", cols["step"])]
     return report_table(spec)
