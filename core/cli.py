@@ -130,8 +130,11 @@ def analyze(
 def info(inputs: Inputs, from_: FromOpt = None) -> None:
     """Show what an input holds: format, time span, events per category, devices, processes."""
     from tracekit.overview import describe
+    from tracekit.pipeline import expand_inputs
 
-    _echo([line for path in inputs for line in describe(path, format=from_).lines()])
+    run = expand_inputs(inputs, format=from_)  # a run folder: each trace in it
+    _echo([line for path in run.paths for line in describe(path, format=from_).lines()])
+    _echo(run.notes(), err=True)
 
 
 @app.command()

@@ -110,6 +110,20 @@ def test_analyze_text_output():
     assert "Annotation ranges" in proc.stdout and "forward" in proc.stdout
 
 
+def test_info_on_a_run_folder_describes_each_trace(tmp_path, capsys):
+    from tracekit.cli import main
+
+    for rank in (0, 1):
+        (tmp_path / f"rank-{rank}.json.gz").write_bytes(CPU_TRACE.read_bytes())
+    (tmp_path / "notes.txt").write_text("not a trace\n")
+    assert main(["info", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    described = [line for line in captured.out.splitlines() if line.startswith(str(tmp_path))]
+    assert described == [str(tmp_path / f"rank-{rank}.json.gz") for rank in (0, 1)]
+    assert captured.out.count("format     kineto (confidence 1.00)") == 2
+    assert "1 file not read: notes.txt" in captured.err
+
+
 def test_analyze_says_what_the_reader_skipped(capsys):
     """A folder of several rocprof runs: the report is of one, and stderr names every file
     left out and why (nothing dropped silently); -q keeps stderr quiet."""
