@@ -65,6 +65,21 @@ def starts_with(column: Column, prefix: str) -> pa.ChunkedArray:
     return _per_entry(column, lambda strings: pc.starts_with(strings.cast(pa.string()), prefix))
 
 
+def matches(column: Column, pattern: str) -> pa.ChunkedArray:
+    """Per row: does the value contain a match of the regular expression ``pattern`` (RE2
+    syntax, as ``pyarrow.compute.match_substring_regex``)? (False for nulls).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> name = pa.array(["enumerate(DataLoader)#__next__", "aten::mm", None]).dictionary_encode()
+    >>> matches(name, "(?i)dataloader").to_pylist()
+    [True, False, False]
+    """
+    return _per_entry(column, lambda strings: pc.match_substring_regex(
+        strings.cast(pa.string()), pattern))
+
+
 def any_true(mask: pa.ChunkedArray | pa.Array) -> bool:
     """Whether any row of a boolean mask is true (False for no rows)."""
     return bool(pc.any(mask).as_py()) if len(mask) else False

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracekit import fields, intervals
-from tracekit.columns import any_true, arg_strings, equals, is_in, starts_with
+from tracekit.columns import any_true, arg_strings, equals, is_in, matches, starts_with
 from tracekit.defaults import default_analyzers, trace_kind
 from tracekit.factorize import factorize
 from tracekit.gcpause import gc_paused
@@ -98,7 +98,8 @@ def __getattr__(name: str) -> Any:
 SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Column filters", "Per-row masks on event columns; dictionary columns (``kind``, "
      "``category``, ``name``, ``source``) are tested once per distinct value, never cast "
-     "to strings row by row.", ["equals", "is_in", "starts_with", "any_true", "arg_strings"]),
+     "to strings row by row.", ["equals", "is_in", "starts_with", "matches", "any_true",
+                                  "arg_strings"]),
     ("Typed columns in writers", "``fields`` is a namespace: the rule by which every writer "
      "keeps the typed columns its format has no field for (``Writer.native_columns``), and "
      "``fields.restore`` for readers of what a writer carried in args. ``check_writer`` in "
@@ -201,6 +202,7 @@ __all__ = [
     "is_kernel",
     "launch_links",
     "match_by_order",
+    "matches",
     "mix64",
     "open_output",
     "percent",

@@ -116,4 +116,4 @@ def test_toolkit_examples_run():
     from tracekit import columns
 
     result = doctest.testmod(columns)
-    assert result.attempted == 8 and result.failed == 0
+    assert result.attempted == 11 and result.failed == 0

@@ -20,6 +20,7 @@ from tracekit.plugins.diagnosis.activity import Activity
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import HOST_CONTEXT, Gaps
 from tracekit.toolkit import intervals as iv
+from tracekit.toolkit import is_in, matches
 
 #: Host ranges that load input: PyTorch's ``enumerate(DataLoader)#…Iter.__next__`` and its
 #: ``_next_data``/``collate`` frames, or a range a program names after its data set/loader.
@@ -32,9 +33,7 @@ def data_loading_wait(trace: Trace, activity: Activity, per_device: list[Gaps]) 
     """ns of steady-state GPU idle time (gaps not of start-up, over all devices) during which
     the processes that launch the device's work ran a data-loading range."""
     ev = trace.events
-    names = ev["name"].cast(pa.string())
-    loading = pc.and_(pc.is_in(ev["category"].cast(pa.string()), pa.array(HOST_CONTEXT)),
-                      pc.match_substring_regex(names, DATA_LOADING))
+    loading = pc.and_(is_in(ev["category"], HOST_CONTEXT), matches(ev["name"], DATA_LOADING))
     rows = np.flatnonzero(loading.fill_null(False).to_numpy(zero_copy_only=False))
     if not len(rows):
         return 0
@@ -54,3 +53,4 @@ def data_loading_wait(trace: Trace, activity: Activity, per_device: list[Gaps]) 
             ranges = iv.union(start[mine], end[mine])
             waited += int(iv.covered_within(g.lo[sel], g.hi[sel], ranges).sum())
     return waited
+
