@@ -31,6 +31,7 @@ from tracekit.toolkit import (
     format_ns,
     idle_rows,
     is_kernel,
+    matches,
     percent,
     report_table,
     sample_events,
@@ -331,24 +332,16 @@ class CpuAnalyzer(tracekit.Analyzer):
             ["name", "ts_ns", "dur_ns", "pid", "tid"])
         ops = ops.filter(pc.and_(pc.is_valid(ops["ts_ns"]), pc.is_valid(ops["dur_ns"])))
         self_ns = op_self_times(ops)
-        names = ops["name"].cast(pa.string()).to_pylist()
-        dur = ops["dur_ns"].to_numpy(zero_copy_only=False)
-        calls: dict[str, int] = defaultdict(int)
-        self_by: dict[str, float] = defaultdict(float)
-        total_by: dict[str, float] = defaultdict(float)
-        for name, s, d in zip(names, self_ns.tolist(), dur.tolist(), strict=True):
-            calls[name] += 1
-            self_by[name] += s
-            total_by[name] += d
+        by = _by_name(ops, self_ns)
+        ranked, calls = by.ranked, by.calls
         total_self = float(self_ns.sum())
         start = pc.min(ev["ts_ns"]).as_py()
         end = pc.max(pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))).as_py()
         span = (end - start) if start is not None and end is not None else 0
-        threads = len(set(zip(ops["pid"].to_pylist(), ops["tid"].to_pylist(), strict=True)))
-        ranked = sorted(self_by.items(), key=lambda kv: (-kv[1], kv[0]))
+        threads = _threads(ops)
         evidence: dict[str, Any] = {
             "verdict": "cpu-profile", "input": "PyTorch host ops (no GPU work)",
-            "weight_unit": "ns of host op self time", "ops": len(names),
+            "weight_unit": "ns of host op self time", "ops": ops.num_rows,
             "op_self_ns": int(total_self), "span_ns": int(span), "threads": threads}
         if span:
             evidence["op_time_pct_of_span"] = percent(total_self, span * max(1, threads))
@@ -356,20 +349,13 @@ class CpuAnalyzer(tracekit.Analyzer):
             evidence["top_op"], evidence["top_op_pct"] = ranked[0][0], percent(
                 ranked[0][1], total_self)
             evidence["top_op_self_ns"] = int(ranked[0][1])
-        title = (f"CPU-only PyTorch trace: {len(names):,} host ops, "
+        title = (f"CPU-only PyTorch trace: {ops.num_rows:,} host ops, "
                  f"{format_ns(total_self)} op self time over {format_ns(span)}")
         if ranked:
             title += f"; top op {ranked[0][0]} {evidence['top_op_pct']}%"
         report.findings.append(Finding("info", title, evidence))
         report.findings.extend(_op_findings(ranked, calls, total_self, span, threads))
-        top = ranked[: self.options.top] if self.options.top else ranked
-        report.tables["ops"] = report_table([
-            ("self_pct", "float", "%", [percent(s, total_self) for _, s in top]),
-            ("self", "int", "ns", [int(s) for _, s in top]),
-            ("total", "int", "ns", [int(total_by[n]) for n, _ in top]),
-            ("calls", "int", None, [calls[n] for n, _ in top]),
-            ("mean_self", "int", "ns", [int(s / calls[n]) for n, s in top]),
-            ("op", "str", None, [n for n, _ in top])])
+        report.tables["ops"] = by.table(total_self, self.options.top, "op")
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
 
     # --- annotation ranges only (an NVTX range trace) -----------------------------------------
@@ -384,21 +370,13 @@ class CpuAnalyzer(tracekit.Analyzer):
         ranges = ranges.filter(pc.and_(pc.is_valid(ranges["ts_ns"]),
                                        pc.is_valid(ranges["dur_ns"])))
         self_ns = op_self_times(ranges)
-        calls: dict[str, int] = defaultdict(int)
-        self_by: dict[str, float] = defaultdict(float)
-        total_by: dict[str, float] = defaultdict(float)
-        for name, s, d in zip(ranges["name"].cast(pa.string()).to_pylist(), self_ns.tolist(),
-                              ranges["dur_ns"].to_pylist(), strict=True):
-            calls[name] += 1
-            self_by[name] += s
-            total_by[name] += d
+        by = _by_name(ranges, self_ns)
+        ranked = by.ranked
         total_self = float(self_ns.sum())
         start = pc.min(ranges["ts_ns"]).as_py()
         end = pc.max(pc.add(ranges["ts_ns"], ranges["dur_ns"])).as_py()
         span = end - start if start is not None else 0
-        threads = len(set(zip(ranges["pid"].to_pylist(), ranges["tid"].to_pylist(),
-                              strict=True)))
-        ranked = sorted(self_by.items(), key=lambda kv: (-kv[1], kv[0]))
+        threads = _threads(ranges)
         evidence: dict[str, Any] = {
             "verdict": "none", "input": "annotation ranges (no CPU samples, no GPU work)",
             "weight_unit": "ns of range self time", "ranges": ranges.num_rows,
@@ -410,18 +388,11 @@ class CpuAnalyzer(tracekit.Analyzer):
                 ranked[0][1], total_self)
             title += f"; most self time in {ranked[0][0]} ({evidence['top_range_pct']}%)"
         report.findings.append(Finding("info", title, evidence))
-        names = ranges["name"].cast(pa.string())
-        waits = _gpu_waits(names, self_ns, ranges["ts_ns"].to_numpy(zero_copy_only=False))
+        waits = _gpu_waits(ranges["name"], self_ns,
+                           ranges["ts_ns"].to_numpy(zero_copy_only=False))
         if waits is not None and total_self:
             report.findings.append(waits)
-        top = ranked[: self.options.top] if self.options.top else ranked
-        report.tables["ranges"] = report_table([
-            ("self_pct", "float", "%", [percent(s, total_self) for _, s in top]),
-            ("self", "int", "ns", [int(s) for _, s in top]),
-            ("total", "int", "ns", [int(total_by[n]) for n, _ in top]),
-            ("calls", "int", None, [calls[n] for n, _ in top]),
-            ("mean_self", "int", "ns", [int(s / calls[n]) for n, s in top]),
-            ("range", "str", None, [n for n, _ in top])])
+        report.tables["ranges"] = by.table(total_self, self.options.top, "range")
         report.table_titles["ranges"] = "Ranges by self time (duration minus nested ranges)"
 
 
@@ -434,9 +405,8 @@ FIRST_ALLOC_MS = 10  # a first allocation this long created the context (as in t
 def _gpu_waits(names: pa.ChunkedArray, self_ns: np.ndarray, ts: np.ndarray) -> Finding | None:
     """What ranges named after GPU runtime calls say though the trace holds no GPU work: time
     the host blocked on the device, and a first allocation that created the context."""
-    sync = pc.match_substring_regex(names, GPU_SYNC_RANGE).to_numpy(zero_copy_only=False)
-    alloc = np.flatnonzero(pc.match_substring_regex(names, GPU_ALLOC_RANGE).to_numpy(
-        zero_copy_only=False))
+    sync = matches(names, GPU_SYNC_RANGE).to_numpy(zero_copy_only=False)
+    alloc = np.flatnonzero(matches(names, GPU_ALLOC_RANGE).to_numpy(zero_copy_only=False))
     first = int(alloc[np.argmin(ts[alloc])]) if len(alloc) else -1
     startup_ns = int(self_ns[first]) if first >= 0 and self_ns[first] >= FIRST_ALLOC_MS * 1e6 \
         else 0
@@ -459,6 +429,42 @@ def _gpu_waits(names: pa.ChunkedArray, self_ns: np.ndarray, ts: np.ndarray) -> F
         suggestion="the GPU work sets the pace where the host waits, but this trace holds no "
                    "GPU activity: record it with the ranges (nsys profile --trace=cuda,nvtx) for "
                    "a verdict on the GPU side")
+
+
+@dataclass
+class _ByName:
+    """Self time, total time and calls per op or range name."""
+
+    ranked: list[tuple[str, float]]  # (name, self ns), most self time first, then by name
+    calls: dict[str, int]
+    total: dict[str, int]
+
+    def table(self, total_self: float, top: int, what: str) -> pa.Table:
+        """The ``top`` names (0: all) by self time, as the report's table."""
+        rows = self.ranked[:top] if top else self.ranked
+        return report_table([
+            ("self_pct", "float", "%", [percent(s, total_self) for _, s in rows]),
+            ("self", "int", "ns", [int(s) for _, s in rows]),
+            ("total", "int", "ns", [self.total[n] for n, _ in rows]),
+            ("calls", "int", None, [self.calls[n] for n, _ in rows]),
+            ("mean_self", "int", "ns", [int(s / self.calls[n]) for n, s in rows]),
+            (what, "str", None, [n for n, _ in rows])])
+
+
+def _by_name(rows: pa.Table, self_ns: np.ndarray) -> _ByName:
+    """Group ``rows`` (name, dur_ns) and their self times by name, column-wise."""
+    grouped = pa.table({"name": rows["name"].cast(pa.string()), "self": self_ns,
+                        "dur": rows["dur_ns"]}).group_by("name").aggregate(
+        [("self", "sum"), ("dur", "sum"), ("self", "count")]).to_pydict()
+    names = grouped["name"]
+    ranked = sorted(zip(names, grouped["self_sum"], strict=True), key=lambda kv: (-kv[1], kv[0]))
+    return _ByName(ranked, dict(zip(names, grouped["self_count"], strict=True)),
+                   dict(zip(names, grouped["dur_sum"], strict=True)))
+
+
+def _threads(rows: pa.Table) -> int:
+    """How many (pid, tid) threads ``rows`` fall on."""
+    return rows.select(["pid", "tid"]).group_by(["pid", "tid"]).aggregate([]).num_rows
 
 
 def op_self_times(ops: pa.Table) -> np.ndarray:
