@@ -154,6 +154,20 @@ class Alignment:
         return self.offsets_ns[[r.source for r in self.ranks].index(source)]
 
 
+#: What a writer's ``align`` option takes: ``""`` (times as recorded) or ``"collectives"``.
+ALIGN_CHOICES = ("", "collectives")
+
+
+def check_align(value: str) -> None:
+    """Raise a one-line OptionError unless ``value`` is one of ``ALIGN_CHOICES`` (for the
+    ``__post_init__`` of a writer's Options)."""
+    from tracekit.errors import OptionError
+
+    if value not in ALIGN_CHOICES:
+        raise OptionError(f"option 'align': '{value}' is not known (valid: collectives, or "
+                          "empty for none)")
+
+
 def align_collectives(trace: Trace) -> Alignment:
     """Align the inputs of a run, each one rank on its own host clock, on the ends of their
     matched collectives (``match_by_order`` of each input's ``collective_kernels`` on its

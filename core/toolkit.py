@@ -28,10 +28,12 @@ from tracekit.outputs import check_not_input, open_output, preflight
 from tracekit.pipeline import default_registry
 from tracekit.progress import NO_PROGRESS, Progress
 from tracekit.ranks import (
+    ALIGN_CHOICES,
     COLLECTIVE_KERNEL,
     Alignment,
     InputRank,
     align_collectives,
+    check_align,
     collective_kernels,
     end_offsets,
     input_ranks,
@@ -121,6 +123,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["input_ranks", "InputRank", "rank_in_name", "rank_trace", "rank_traces",
       "collective_kernels",
       "COLLECTIVE_KERNEL", "match_by_order", "end_offsets", "align_collectives", "Alignment",
+      "check_align", "ALIGN_CHOICES",
       "shift_sources"]),
     ("Reports", "Building report tables and the numbers in findings.",
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
@@ -151,11 +154,14 @@ CONSTANTS: dict[str, str] = {
     "NO_PROGRESS": "A disabled ``Progress``: the default wherever none is given.",
     "HEAD_SIZE": "How many bytes of an input ``Source.head`` holds for sniffing.",
     "TABLE_NAMES": "The tables of the event model, in order (``Trace.table(name)``).",
+    "ALIGN_CHOICES": "What a writer's ``align`` option takes: empty (times as recorded) or "
+    "``collectives`` (``align_collectives``); ``check_align`` refuses anything else.",
     "COLLECTIVE_KERNEL": "The regular expression (searched in kernel names, any case) of "
     "collective libraries' kernels and kernels named as collectives.",
 }
 
 __all__ = [
+    "ALIGN_CHOICES",
     "COLLECTIVE_KERNEL",
     "CONSTANTS",
     "HEAD_SIZE",
@@ -178,6 +184,7 @@ __all__ = [
     "any_true",
     "arg_strings",
     "base_function",
+    "check_align",
     "check_not_input",
     "collective_kernels",
     "decode_text",

@@ -36,10 +36,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import EmptyOutputError, OptionError, Trace
+from tracekit import EmptyOutputError, Trace
 from tracekit.toolkit import (
     NO_PROGRESS,
     align_collectives,
+    check_align,
     factorize,
     fields,
     input_ranks,
@@ -73,7 +74,6 @@ _KERNEL_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"
 _SLICE, _INSTANT, _COUNTER = 0, 1, 2
 _CHUNK = 50_000
 _NULL = pa.scalar(None, pa.string())
-_ALIGN = ("", "collectives")
 # The files of chrome-json-ranks, and how a file of tracekit's ends (its "tracekit" object).
 _RANK_FILE = re.compile(r"rank-(\d+)\.json(\.gz)?")
 _OURS = b'"tracekit": {"sources": ['
@@ -100,7 +100,7 @@ class ChromeJsonWriter(tracekit.Writer):
                     "together"})
 
         def __post_init__(self) -> None:
-            _check_align(self.align)
+            check_align(self.align)
 
     def write(self, trace: Trace, stream: IO[bytes]) -> tracekit.WriteResult:
         return self.write_rank(_aligned(trace, self.options.align), stream)
@@ -219,7 +219,7 @@ class ChromeJsonRanksWriter(tracekit.DirectoryWriter):
         gzip: bool = field(default=False, metadata={"help": "write rank-N.json.gz"})
 
         def __post_init__(self) -> None:
-            _check_align(self.align)
+            check_align(self.align)
 
     @classmethod
     def owns(cls, directory: Path) -> bool:
@@ -256,12 +256,6 @@ class ChromeJsonRanksWriter(tracekit.DirectoryWriter):
             result.written["rank files"] += 1
             self.progress.update(i + 1, max(len(trace.sources), 1))
         return result
-
-
-def _check_align(value: str) -> None:
-    if value not in _ALIGN:
-        raise OptionError(f"option 'align': '{value}' is not known (valid: collectives, or "
-                          "empty for none)")
 
 
 def _aligned(trace: Trace, align: str) -> Trace:

@@ -21,7 +21,7 @@ from tracekit.plugins.perfetto.lanes import nest_slices
 from tracekit.plugins.perfetto.samples import sample_packets
 from tracekit.plugins.perfetto.tracks import plan_tracks
 from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message
-from tracekit.toolkit import align_collectives, fields, launch_links, mix64
+from tracekit.toolkit import align_collectives, check_align, fields, launch_links, mix64
 
 SEQUENCE_ID = 1
 _CLEARED, _NEEDS_STATE = 1, 2
@@ -70,9 +70,7 @@ class PerfettoWriter(tracekit.Writer):
                     "process name says the shift"})
 
         def __post_init__(self) -> None:
-            if self.align not in ("", "collectives"):
-                raise tracekit.OptionError(f"option 'align': '{self.align}' is not known "
-                                           "(valid: collectives, or empty for none)")
+            check_align(self.align)
 
     def write(self, trace: Trace, stream: IO[bytes]) -> tracekit.WriteResult:
         result = tracekit.WriteResult()
