@@ -203,17 +203,18 @@ def analyze_run(inputs: Sequence[Any] | Expanded, names: Sequence[str], *,
     reader_opts, analyzer_opts = route_options(list(options), reader_cls, classes)
     wanted = [c.event_columns for c in classes]
     columns = "" if any(w is None for w in wanted) else ",".join(sorted(set().union(*wanted)))
-    task = partial(_parts_of_input, names=tuple(names), from_=from_,
+    task = partial(_parts_of_input, names=tuple(names),
                    reader_options=tuple(reader_opts), analyzer_options=tuple(analyzer_opts),
                    columns=columns)
     run = inputs if isinstance(inputs, Expanded) else \
         expand_inputs(inputs, format=from_, registry=registry)
     if STDIN in run.paths:
         raise UsageError("standard input ('-') cannot be split into tasks; save it to a file")
+    source_names(run.paths)  # refuses an input given twice before the parts are keyed by path
     split = _split_parts(run.paths, from_, registry)
     # Absolute paths: a cluster's workers do not share this process's working directory.
-    paths = [os.path.abspath(p) for p in split]
-    jobs_in = list(zip(paths, source_names(split), strict=True))
+    jobs_in = [(os.path.abspath(p), name, split[p]) for p, name in
+               zip(split, source_names(list(split)), strict=True)]
     parts = map_inputs(task, jobs_in, engine=engine, jobs=jobs, scheduler=scheduler, done=done)
     analyzers = _analyzers(classes, analyzer_opts)
     reports = [a.combine([p[i] for p in parts]) for i, a in enumerate(analyzers)]
@@ -230,35 +231,35 @@ def _analyzers(classes: list[Any], options: Sequence[str]) -> list[Any]:
     return [cls(parse_options(cls, opts)) for cls, opts in zip(classes, routed, strict=True)]
 
 
-def _split_parts(paths: Sequence[Any], from_: str | None, registry: Any) -> list[Any]:
+def _split_parts(paths: Sequence[Any], from_: str | None, registry: Any) -> dict[Any, str]:
     """Each input, or the parts it holds whole where its reader says (``Reader.parts``: the
-    rank folders of a run dataset), so that each rank is a task of its own."""
+    rank folders of a run dataset), so that each rank is a task of its own; in order, each
+    with the name of its reader, so that workers read with it instead of sniffing again."""
     from tracekit.inputs import Source
     from tracekit.pipeline import detect_format
 
-    out: list[Any] = []
+    out: dict[Any, str] = {}
     for path in paths:
         source = Source(path)
         reader = registry.get("reader", from_) if from_ else detect_format(source, registry)
-        out.extend(reader.parts(source) or [path])
+        out.update(dict.fromkeys(reader.parts(source) or [path], reader.name))
     return out
 
 
-def _parts_of_input(job: tuple[str, str], *, names: tuple[str, ...], from_: str | None,
+def _parts_of_input(job: tuple[str, str, str], *, names: tuple[str, ...],
                     reader_options: tuple[str, ...], analyzer_options: tuple[str, ...],
                     columns: str = "") -> list[Any]:
-    """Read one input and return each analyzer's part of it (runs in a worker); of the
-    events only ``columns`` where the reader can read some (``Reader.reads_columns``)."""
-    from tracekit.inputs import Source
-    from tracekit.pipeline import default_registry, detect_format, read_one
+    """Read one input with the reader named in ``job`` and return each analyzer's part of it
+    (runs in a worker); of the events only ``columns`` where the reader can read some
+    (``Reader.reads_columns``)."""
+    from tracekit.pipeline import default_registry, read_one
 
-    path, name = job
+    path, name, reader_name = job
     registry = default_registry()
-    if columns and not any(o.split("=")[0].endswith("columns") for o in reader_options):
-        reader = registry.get("reader", from_) if from_ else detect_format(Source(path),
-                                                                           registry)
-        if reader.reads_columns:
-            reader_options = (*reader_options, f"columns={columns}")
-    trace = read_one(path, format=from_, options=reader_options, registry=registry, name=name)
+    reader = registry.get("reader", reader_name)
+    if columns and reader.reads_columns and \
+            not any(o.split("=")[0].endswith("columns") for o in reader_options):
+        reader_options = (*reader_options, f"columns={columns}")
+    trace = read_one(path, format=reader, options=reader_options, registry=registry, name=name)
     classes = [registry.get("analyzer", n) for n in names]
     return [a.per_input(trace) for a in _analyzers(classes, analyzer_options)]
