@@ -14,6 +14,13 @@ temporary folder) on the same trace in the same run.
     python bench/run.py --events 973000 --repeat 3 --steps "orjson|msgspec|read|pftrace"
     python bench/run.py --events 973000 --repeat 3 --steps "orjson|read$|pftrace" --old 0b2299d
     python bench/run.py --events 200000 --source fixtures/torch-cpu/mlp_cpu.pt.trace.json.gz
+    python bench/run.py --events 1000000,3000000,10000000 --steps "read$|pftrace|bottleneck"
+
+Several sizes (comma-separated ``--events``) are measured one after the other, and a last
+table gives each step's peak memory per size: how memory grows with the trace. Above
+``--baseline-max`` events the ``orjson.loads`` baseline is not run (it needs about 7 times
+the file's size: 16 GiB for 10M events); the ratios of a size without it are to the
+smallest size's baseline, scaled by the event count, and say so.
 """
 
 from __future__ import annotations
@@ -165,7 +172,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--events", default="1000000",
+                    help="events of the scaled trace; several sizes comma-separated")
+    ap.add_argument("--baseline-max", type=int, default=5_000_000,
+                    help="run the orjson.loads baseline only up to this many events")
     ap.add_argument("--layout", choices=("kineto", "compact"), default="kineto",
                     help="the scaled file's text layout (see scale_torch.py)")
     ap.add_argument("--gzip", action="store_true", help="measure a gzipped copy of the input")
@@ -178,43 +188,82 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
-    from scale_torch import scale
 
     baseline = "orjson.loads (baseline)"
     steps = {k: v for k, v in STEPS.items() if k == baseline or re.search(a.steps, k)}
     if importlib.util.find_spec("hta") is None:
-        steps.pop("HTA TraceAnalysis parse", None)  # an optional bench dependency
+        steps.pop("HTA TraceAnalysis parse", None)  # pip install -e '.[bench]'
+    sizes = [int(x) for x in a.events.split(",")]
+    peaks: dict[int, tuple[float, dict[str, Figures]]] = {}
+    base_per_event: Figures | None = None
     with tempfile.TemporaryDirectory() as tmp:
         if a.old:
             steps[f"convert -> .pftrace, writer of {a.old}"] = old_writer(a.old, Path(tmp))
-        trace = Path(tmp) / "scaled.json"
-        n = scale(a.source, trace, a.events, a.layout)
-        size_mb = trace.stat().st_size / 2**20
-        print(f"input: {n:,} events ({size_mb:,.0f} MiB JSON, {a.layout} layout), scaled "
-              f"from {a.source.name}")
-        if a.gzip:
-            gz = Path(tmp) / "scaled.json.gz"
-            gz.write_bytes(gzip.compress(trace.read_bytes(), compresslevel=6))
-            print(f"measured on the gzipped copy ({gz.stat().st_size / 2**20:,.0f} MiB)")
-            trace = gz
-        dataset = Path(tmp) / "scaled.parquet"  # made once, untimed, for the Parquet step
-        if any("parquet" in k for k in steps):
-            measure("import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), "
-                    "sys.argv[2])", str(trace), str(dataset))
-        runs: dict[str, list[Figures]] = {k: [] for k in steps}
-        for _ in range(a.repeat):
-            for label, code in steps.items():
-                runs[label].append(run_step(code, str(trace), str(Path(tmp) / "out.pftrace"),
-                                            str(dataset), str(Path(tmp) / "out.json.gz")))
-        results = {k: Figures(*(statistics.median(f[i] for f in r) for i in range(3)))
-                   for k, r in runs.items()}
-        print(f"medians of {a.repeat} round(s); load average now "
-              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-        print_figures(results, baseline, n, size_mb)
-        if a.json:
-            a.json.write_text(json.dumps({"events": n, "input_mib": size_mb, "results": {
-                k: f._asdict() for k, f in results.items()}, "rounds": {
-                k: [f._asdict() for f in r] for k, r in runs.items()}}, indent=2))
+        for size in sizes:
+            run = {k: v for k, v in steps.items() if k != baseline or size <= a.baseline_max}
+            n, size_mb, results = measure_size(a, run, size, Path(tmp))
+            if baseline in results:
+                base_per_event = Figures(*(x / n for x in results[baseline]))
+            elif base_per_event is not None:
+                print("(no baseline at this size: ratios to the last baseline's per-event "
+                      "figures times the events)")
+                results = {baseline: Figures(*(x * n for x in base_per_event)), **results}
+            if baseline in results:
+                print_figures(results, baseline, n, size_mb)
+            peaks[n] = (size_mb, results)
+            if a.json:
+                path = a.json if len(sizes) == 1 else a.json.with_suffix(f".{n}.json")
+                path.write_text(json.dumps({"events": n, "input_mib": size_mb, "results": {
+                    k: f._asdict() for k, f in results.items()}}, indent=2))
+    if len(peaks) > 1:
+        print_growth(peaks)
+
+
+def measure_size(a: argparse.Namespace, steps: dict[str, str], size: int, tmp: Path
+                 ) -> tuple[int, float, dict[str, Figures]]:
+    """Scale the source to ``size`` events and run ``steps`` on it ``a.repeat`` times; the
+    event count, the file's MiB and each step's medians."""
+    from scale_torch import scale
+
+    trace = tmp / "scaled.json"
+    n = scale(a.source, trace, size, a.layout)
+    size_mb = trace.stat().st_size / 2**20
+    print(f"input: {n:,} events ({size_mb:,.0f} MiB JSON, {a.layout} layout), scaled "
+          f"from {a.source.name}")
+    if a.gzip:
+        gz = tmp / "scaled.json.gz"
+        with open(trace, "rb") as raw, gzip.open(gz, "wb", compresslevel=6) as packed:
+            while block := raw.read(1 << 24):
+                packed.write(block)
+        trace.unlink()
+        print(f"measured on the gzipped copy ({gz.stat().st_size / 2**20:,.0f} MiB)")
+        trace = gz
+    dataset = tmp / "scaled.parquet"  # made once, untimed, for the Parquet step
+    if any("parquet" in k for k in steps):
+        measure("import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), "
+                "sys.argv[2], force=True)", str(trace), str(dataset))
+    runs: dict[str, list[Figures]] = {k: [] for k in steps}
+    for _ in range(a.repeat):
+        for label, code in steps.items():
+            runs[label].append(run_step(code, str(trace), str(tmp / "out.pftrace"),
+                                        str(dataset), str(tmp / "out.json.gz")))
+    print(f"medians of {a.repeat} round(s); load average now "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    trace.unlink()
+    return n, size_mb, {k: Figures(*(statistics.median(f[i] for f in r) for i in range(3)))
+                        for k, r in runs.items()}
+
+
+def print_growth(peaks: dict[int, tuple[float, dict[str, Figures]]]) -> None:
+    """Each step's peak RSS at each size, in MiB and as a multiple of the input's size."""
+    sizes = sorted(peaks)
+    labels = [k for k in peaks[sizes[-1]][1] if not k.startswith("orjson")]
+    print("peak RSS MiB (x input) by events: " + ", ".join(
+        f"{n:,} ({peaks[n][0]:,.0f} MiB)" for n in sizes))
+    for label in labels:
+        cells = [f"{peaks[n][1][label].rss:8,.0f} ({peaks[n][1][label].rss / peaks[n][0]:4.2f})"
+                 if label in peaks[n][1] else f"{'—':>15}" for n in sizes]
+        print(f"{label:<40} " + " ".join(cells))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,9 @@ import orjson
 
 def scale(src: Path, dst: Path, target: int, layout: str = "kineto") -> int:
     """Write ``dst`` with copies of ``src``'s events until it holds about ``target``; return
-    the event count. Copies are shifted past the previous copy's end; ids are kept distinct."""
+    the event count. Copies are shifted past the previous copy's end; ids are kept distinct.
+    Each copy is written as it is made, so that a 10M-event file needs no more memory here
+    than one copy."""
     raw = src.read_bytes()
     doc = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     events = doc["traceEvents"]
@@ -27,37 +31,38 @@ def scale(src: Path, dst: Path, target: int, layout: str = "kineto") -> int:
     body = [e for e in events if e.get("ph") != "M"]
     meta = [e for e in events if e.get("ph") == "M"]
     copies = max(1, round((target - len(meta)) / max(len(body), 1)))
-    out_events = list(meta)
-    for k in range(copies):
-        shift = k * (span + 1000)
-        for e in body:
-            c = dict(e)
-            if isinstance(c.get("ts"), (int, float)):
-                c["ts"] = round(c["ts"] + shift, 3)
-            if "id" in c and isinstance(c["id"], int):
-                c["id"] += k * 10_000_000
-            args = c.get("args")
-            if isinstance(args, dict) and "correlation" in args:
-                c["args"] = {**args, "correlation": args["correlation"] + k * 10_000_000}
-            out_events.append(c)
-    doc["traceEvents"] = out_events
-    if layout == "compact":
-        dst.write_bytes(orjson.dumps(doc))
-    else:
-        _write_kineto_layout(doc, dst)
-    return len(out_events)
+    compact = layout == "compact"
+    encode, sep = (orjson.dumps, b",") if compact else (_event_text, b",\n")
+    with open(dst, "wb") as out:
+        out.write(b"{" if compact else b"{\n")
+        for i, (key, value) in enumerate(doc.items()):
+            out.write(sep if i else b"")
+            if key != "traceEvents":
+                out.write(orjson.dumps({key: value})[1:-1] if compact
+                          else b"  %s: %s" % (orjson.dumps(key), orjson.dumps(value)))
+                continue
+            out.write(b'"traceEvents":[' if compact else b'  "traceEvents": [\n')
+            copies_of_body = (_copy(body, k, k * (span + 1000)) for k in range(copies))
+            for j, event in enumerate(itertools.chain(meta, *copies_of_body)):
+                out.write(sep + encode(event) if j else encode(event))
+            out.write(b"]" if compact else b"\n  ]")
+        out.write(b"}" if compact else b"\n}\n")
+    return len(meta) + copies * len(body)
 
 
-def _write_kineto_layout(doc: dict[str, Any], dst: Path) -> None:
-    """The document as Kineto's JSON writer lays it out, its fields in their order."""
-    parts = []
-    for key, value in doc.items():
-        if key == "traceEvents":
-            parts.append(b'  "traceEvents": [\n' + b",\n".join(map(_event_text, value))
-                         + b"\n  ]")
-        else:
-            parts.append(b'  %s: %s' % (orjson.dumps(key), orjson.dumps(value)))
-    dst.write_bytes(b"{\n" + b",\n".join(parts) + b"\n}\n")
+def _copy(body: list[dict[str, Any]], k: int, shift: float) -> Iterator[dict[str, Any]]:
+    """Copy ``k`` of ``body``, made as it is written: times shifted, ids and correlations
+    kept apart from the other copies'."""
+    for e in body:
+        c = dict(e)
+        if isinstance(c.get("ts"), (int, float)):
+            c["ts"] = round(c["ts"] + shift, 3)
+        if "id" in c and isinstance(c["id"], int):
+            c["id"] += k * 10_000_000
+        args = c.get("args")
+        if isinstance(args, dict) and "correlation" in args:
+            c["args"] = {**args, "correlation": args["correlation"] + k * 10_000_000}
+        yield c
 
 
 def _fields(items: list[tuple[str, Any]]) -> bytes:
