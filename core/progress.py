@@ -23,7 +23,8 @@ class Progress:
         if enabled is None:
             enabled = bool(getattr(self.stream, "isatty", lambda: False)())
         self.enabled = enabled
-        self._label = ""
+        # Until the first phase: importing, loading the plugins (about a second).
+        self._label = "starting"
         self._done = 0.0
         self._total = 0.0
         self._start = self._phase_start = time.monotonic()

@@ -25,6 +25,7 @@ def test_the_line_gives_the_time_left_at_the_pace_of_the_phase(monkeypatch):
 def test_no_time_left_without_a_total_or_before_any_work(monkeypatch):
     monkeypatch.setattr("tracekit.progress.time.monotonic", lambda: 10.0)
     progress = Progress(enabled=True, stream=io.StringIO())
+    assert progress._line(11.5) == "starting ...    1.5s"  # before the first phase
     progress.phase("analyzing")
     assert progress._line(75.0) == "analyzing ...   65.0s"
     progress.phase("writing", 10)
