@@ -52,6 +52,11 @@ CASES = [
      ["rocprofv3 --collection-period", "hipMemcpyAsync"], [*TORCH_ONLY, "cudaMemcpyAsync"]),
     ("rocprof-v1/shashank_mi300a", "plain HIP program (no ML framework)", "transfer", [],
      TORCH_ONLY),
+    # One hand-written batched GEMM kernel, 332 s: the vendor BLAS first, then profile the rest.
+    ("rocprof-v1/hgliu_mi300x_2025", "plain HIP program (no ML framework)", "compute",
+     ["replace the hand-written matrix multiplication", "hipblasGemmStridedBatchedEx",
+      "hipBLASLt", "then profile what remains with rocprof-compute"],
+     [*TORCH_ONLY, "cublas", "Nsight"]),
     # Set-up (a 12.5 ms hipMemcpy before the first GEMM), then the GEMM loop.
     ("bonus/rocpd-sqlite/hgliu_15_results.db", "plain HIP program (no ML framework)", "startup",
      ["rocprofv3 --collection-period"], TORCH_ONLY),
@@ -218,3 +223,61 @@ def test_data_loading_wait_equals_an_independent_computation():
     span = first.evidence["span_ns"]
     assert first.evidence["input_wait_pct"] == round(100 * expected / span, 1)
     assert f"the GPU waits {tracekit.toolkit.format_ns(expected)} " in first.suggestion
+
+
+@pytest.mark.parametrize("name,api,words", [
+    ("batched_matrix_multiplication(unsigned int, uns…", "HIP", "hipblasGemmStridedBatchedEx"),
+    ("matrixMulCUDA<32>", "CUDA", "cuBLAS (cublasGemmEx)"),
+    ("void sgemm_naive(int, int, int, float, float const*)", "CUDA", "cublasGemmEx"),
+    ("batchedGemmKernel", None, "cublasGemmStridedBatchedEx"),
+    # library kernels: no such advice, the kernel profiler instead
+    ("ampere_sgemm_128x64_nn", "CUDA", None),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x…", "CUDA", None),
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "CUDA", None),
+    ("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4", "CUDA", None),
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gem…", "CUDA", None),
+    ("Cijk_Ailk_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT128…", "HIP", None),
+    ("_ZN2ck16tensor_operation6device37kernel_batched_…", "HIP", None),
+    ("rocblas_sgemm_kernel", "HIP", None),
+    ("igemm_fwd_gtcx3_nhwc_fp16_bx0_ex0_bt128x128x32_wt…", "HIP", None),
+    ("triton_tem_fused_mm_0", "CUDA", None),
+    ("vector_add(float*, float const*, float const*)", "HIP", None),
+])
+def test_a_hand_written_gemm_is_replaced_by_the_vendor_blas(name, api, words):
+    from tracekit.plugins.diagnosis.advice import Facts, fixes_for
+    from tracekit.plugins.diagnosis.program import Program
+
+    facts = Facts(top_kernel=name, top_kernel_pct=90.0)
+    fixes = fixes_for("compute", Program(gpu=True, api=api), facts)
+    text = " ".join(f"{f.text} ({f.because})" for f in fixes)
+    if words is None:
+        assert "hand-written" not in text and "BLAS" not in text
+        assert text.startswith(f"profile {name} with ")
+    else:
+        assert text.startswith(f"replace the hand-written matrix multiplication {name} with "
+                               "the vendor BLAS: ")
+        assert words in text and "takes 90% of compute and is not a library kernel" in text
+        assert ("rocprof-compute" if api == "HIP" else "Nsight Compute") in text
+
+
+def test_a_hand_written_gemm_is_left_alone_when_small_or_in_a_framework():
+    from tracekit.plugins.diagnosis.advice import Facts, fixes_for
+    from tracekit.plugins.diagnosis.program import Program
+
+    small = Facts(top_kernel="matmul_kernel", top_kernel_pct=19.9)
+    assert fixes_for("compute", Program(gpu=True, api="CUDA"), small)[0].text.startswith(
+        "profile matmul_kernel with Nsight Compute")
+    big = Facts(top_kernel="matmul_kernel", top_kernel_pct=20.0)
+    assert "hand-written" in fixes_for("compute", Program(gpu=True, api="CUDA"), big)[0].text
+    for framework in ("Kokkos", "llama.cpp (ggml)"):
+        fixes = fixes_for("compute", Program(gpu=True, api="HIP", framework=framework), big)
+        assert fixes[0].text.startswith("profile matmul_kernel with rocprof-compute")
+
+
+def test_the_rocpd_gemm_loop_gets_the_vendor_blas_in_its_compute_finding():
+    report = _bottleneck("bonus/rocpd-sqlite/hgliu_15_results.db")
+    compute = next(f for f in report.findings if f.title.startswith("compute: "))
+    assert compute.suggestion.startswith(
+        "replace the hand-written matrix multiplication void "
+        "batched_matrix_multiplication_matrix_core_… with the vendor BLAS: hipBLASLt "
+        "(hipblasLtMatmul) or hipBLAS/rocBLAS (hipblasGemmStridedBatchedEx)")

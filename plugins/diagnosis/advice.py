@@ -93,6 +93,32 @@ PLACES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+# A matrix multiplication written by hand, by kernel name: matmul, mat_mul, matrixMul,
+# matrix_multiplication, [sdhczb]gemm, mm_kernel, as a whole word (``_``, digits and camelCase
+# separate words: ``batched_matrix_multiplication``, ``matrixMulCUDA`` and ``batchedGemm``
+# match, ``igemm`` and ``gemmk1`` do not).
+HANDWRITTEN_GEMM = re.compile(r"(?:(?<![A-Za-z])|(?<=[a-z])(?=[A-Z]))"
+                              r"(?i:mat(?:rix)?_?mul(?:t(?:iply|iplication)?)?|[sdhczb]?gemm|"
+                              r"b?mm_kernel)(?![a-z])")
+# Kernels of a vendor library or generator, GEMM or not: cuBLAS(Lt) (``ampere_sgemm_…``,
+# ``sm90_xmma_gemm_…``, nvjet, ``gemmSN``/``gemmk1``/``splitKreduce``, MAGMA-derived), CUTLASS,
+# cuDNN, TensorRT, hipBLAS(Lt)/rocBLAS/Tensile (``Cijk_…``), composable kernel (``ck::``,
+# ``ck_``), MIOpen (``igemm_…``), oneMKL, Triton; tile sizes in the name (``sgemm_128x64``) are
+# a generator's naming.
+LIBRARY_KERNEL = re.compile(
+    r"(?i)cutlass|cublas|cudnn|hipblas|rocblas|tensile|Cijk_|xmma|nvjet|magma|miopen|mkl|"
+    r"triton|convolve|gemmSN|gemmk1|splitKreduce|largek|ck::|_ZN2ck|(?<![a-z])(?:ck|trt|igemm)_|"
+    r"_trt\b|(?<![a-z0-9])(?:sm\d+|kepler|maxwell|pascal|volta|turing|ampere|ada|hopper|"
+    r"blackwell)_|gemm_?\d+x\d+")
+# A hand-written GEMM is worth replacing when it is the top kernel with this share of compute.
+HANDWRITTEN_GEMM_PCT = 20.0
+
+
+def handwritten_gemm(name: str) -> bool:
+    """Whether a kernel name is a hand-written matrix multiplication, not a library kernel."""
+    return bool(HANDWRITTEN_GEMM.search(name)) and not LIBRARY_KERNEL.search(name)
+
+
 def place_of(innermost: str, path: list[str]) -> str:
     """Which kind of host work a gap's context is (``PLACES``), innermost range first."""
     for name in [innermost, *reversed(path)]:
@@ -172,13 +198,35 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
                        "--separateProfileRun", top))
     else:
         tool = "rocprof-compute (Omniperf)" if p.api == "HIP" else "Nsight Compute (ncu)"
-        out.append(Fix(f"profile {f.top_kernel or 'the top kernel'} with {tool}: achieved "
-                       "occupancy, memory vs compute throughput, warp stalls",
-                       top if f.top_kernel else "the GPU is busy with compute kernels"))
+        if p.plain and f.top_kernel_pct >= HANDWRITTEN_GEMM_PCT and \
+                handwritten_gemm(f.top_kernel):
+            out.append(_vendor_gemm(p, f, tool))
+        else:
+            out.append(Fix(f"profile {f.top_kernel or 'the top kernel'} with {tool}: achieved "
+                           "occupancy, memory vs compute throughput, warp stalls",
+                           top if f.top_kernel else "the GPU is busy with compute kernels"))
         if f.elementwise_pct >= 20:
             out.append(Fix("fuse the short elementwise kernels into their producers",
                            f"elementwise kernels take {_pct(f.elementwise_pct)} of compute"))
     return out
+
+
+def _vendor_gemm(p: Program, f: Facts, tool: str) -> Fix:
+    """Call the vendor BLAS instead of a hand-written GEMM (batched: the strided-batched call)."""
+    batched = "batch" in f.top_kernel.lower()
+    if p.api == "HIP":
+        call = "hipblasGemmStridedBatchedEx" if batched else "hipblasGemmEx"
+        libs = f"hipBLASLt (hipblasLtMatmul) or hipBLAS/rocBLAS ({call})"
+        units = "matrix cores"
+    else:
+        call = "cublasGemmStridedBatchedEx" if batched else "cublasGemmEx"
+        libs = f"cuBLASLt (cublasLtMatmul) or cuBLAS ({call})"
+        units = "tensor cores"
+    return Fix(f"replace the hand-written matrix multiplication {f.top_kernel} with the vendor "
+               f"BLAS: {libs}, tuned per GPU and using its {units}; then profile what "
+               f"remains with {tool}",
+               f"top kernel {f.top_kernel} takes {_pct(f.top_kernel_pct)} of compute and is "
+               "not a library kernel")
 
 
 def _gap_place(f: Facts) -> tuple[str, str]:
