@@ -5,6 +5,7 @@ Each function returns dataclasses; their ``lines()`` give the text the command p
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,6 +151,21 @@ def plugin_lines(info: PluginInfo) -> list[str]:
     return [line, f"{'':<16} error: {info.error}"] if info.error else [line]
 
 
+# A notice's kind that ends in one of these already names what was counted ("PERF_RECORD
+# side-band lines", "trace events (X)"); any other kind (a file, a table, a key) is followed
+# by "records".
+COUNTED_NOUNS = frozenset({
+    "records", "rows", "entries", "lines", "files", "events", "samples", "packets", "fields",
+    "cells", "bins", "endpoints", "names", "annotations", "descriptors", "ranges", "agents",
+    "values", "frames", "dispatches", "calls", "tables"})
+
+
+def counted(kind: str) -> str:
+    """``kind`` as the thing counted in a notice: ``results.csv records``, ``LOST lines``."""
+    words = re.sub(r"\s*\([^()]*\)$", "", kind).split()
+    return kind if words and words[-1] in COUNTED_NOUNS else f"{kind} records"
+
+
 def read_notice_lines(trace: Trace) -> list[str]:
     """What the readers skipped or warned of, a line each (``ReadLog.notices``): said by
     ``convert`` and ``analyze`` alike, so that nothing is dropped silently."""
@@ -158,7 +174,7 @@ def read_notice_lines(trace: Trace) -> list[str]:
         if outcome.startswith("warning"):
             out.append(f"warning: {source}: {kind}: {outcome.removeprefix('warning: ')}")
         else:
-            out.append(f"warning: {source}: {n:,} {kind} records {outcome}")
+            out.append(f"warning: {source}: {n:,} {counted(kind)} {outcome}")
     return out
 
 
