@@ -25,7 +25,6 @@ from functools import cached_property
 from pathlib import Path
 from urllib.parse import quote
 
-import adbc_driver_sqlite.dbapi as adbc
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -131,6 +130,9 @@ class SqliteInput:
 
     def _connect_arrow(self) -> None:
         if self._arrow is None:
+            # The driver pulls in adbc_driver_manager and polars (~0.3 s): only on first use.
+            import adbc_driver_sqlite.dbapi as adbc
+
             try:
                 self._arrow = adbc.connect(read_only_uri(self.path))
             except Exception as exc:  # the driver's own error classes

@@ -45,7 +45,6 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import tracekit
 from tracekit import (
     EVENTS_SCHEMA,
@@ -137,6 +136,7 @@ class ParquetWriter(tracekit.DirectoryWriter):
 
     def _write_file(self, trace: Trace, path: Path) -> None:
         """One events file: the trace's events as rows, the rest in its footer."""
+        import pyarrow.parquet as pq
         manifest = {
             "format": FORMAT,
             "schema_version": SCHEMA_VERSION,
@@ -324,6 +324,7 @@ def _pandas_metadata(schema: pa.Schema) -> bytes:
 
 def _footer(path: Path) -> dict[bytes, bytes]:
     """The key-value metadata of a Parquet file (OSError or pyarrow's errors if unreadable)."""
+    import pyarrow.parquet as pq  # ~35 ms: only when Parquet is read or written
     with pq.ParquetFile(path, **_FOOTER_LIMITS) as file:
         return file.metadata.metadata or {}
 
@@ -439,6 +440,7 @@ def _read_events_file(path: Path, where: Path, source_name: str,
     """A dataset of this layout: the events file at ``path``, with the manifest and the side
     tables from its footer; of the events only ``columns`` when given, the others empty.
     Errors name ``where`` (the input) and the part that is wrong."""
+    import pyarrow.parquet as pq
     label = path.name
     labels = {"events": label, "manifest": f"{label} [manifest]",
               **{name: f"{label} [{name}]" for name in SIDE_TABLES}}
@@ -497,6 +499,7 @@ def _decode(value: bytes | None, name: str, label: str, where: Path) -> pa.Table
 
 def _read_old_layout(directory: Path, source_name: str) -> Trace:
     """A dataset of the previous layout: tracekit.json and one Parquet file per table."""
+    import pyarrow.parquet as pq
     path = directory / MANIFEST
     try:
         data = path.read_bytes()
