@@ -524,13 +524,21 @@ class Evidence:
             f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(total)
 
     def _gap_facts(self, f: Facts) -> None:
-        picked = []
+        # The CONTEXT_GAPS largest cpu and launch gaps; ties keep the order cause, device, gap.
+        durs, owners, index = [], [], []
         for code in (GAP_CAUSES.index("cpu"), GAP_CAUSES.index("launch")):
-            for g in self.per_device:
+            for d, g in enumerate(self.per_device):
                 sel = np.flatnonzero(g.cause == code)
-                picked.extend((int(g.dur[i]), g, int(i)) for i in sel)
-        picked.sort(key=lambda x: -x[0])
-        for dur, g, i in picked[:CONTEXT_GAPS]:
+                durs.append(g.dur[sel])
+                owners.append(np.full(len(sel), d))
+                index.append(sel)
+        if not durs:
+            return
+        dur_all = np.concatenate(durs)
+        top = np.argsort(-dur_all, kind="stable")[:CONTEXT_GAPS]
+        owner, gap = np.concatenate(owners)[top], np.concatenate(index)[top]
+        for dur, d, i in zip(dur_all[top].tolist(), owner.tolist(), gap.tolist(), strict=True):
+            g = self.per_device[d]
             context = gap_context(self.trace, g, i)
             if context is None:
                 continue

@@ -27,6 +27,7 @@ refined):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -38,7 +39,7 @@ from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.diagnosis.window import restrict
-from tracekit.toolkit import format_ns, percent, report_table
+from tracekit.toolkit import format_ns, is_in, percent, report_table
 from tracekit.toolkit import intervals as iv
 
 #: The category of the gap spans ``convert --annotate`` draws.
@@ -83,8 +84,9 @@ class Gaps:
     call: np.ndarray  # index into Activity.calls of the launch that ended the gap, or -1
     next_row: np.ndarray  # events row of the work that ended the gap
 
-    @property
+    @functools.cached_property
     def dur(self) -> np.ndarray:
+        """Length of each gap (ns); computed once, callers index it per gap."""
         return self.hi - self.lo
 
     def by_cause(self) -> dict[str, int]:
@@ -262,6 +264,71 @@ class GapContext:
 UNTRACED = "untraced host time"
 
 
+@dataclass
+class HostRanges:
+    """The host ranges a gap's context is read from: timed events of the ``HOST_CONTEXT``
+    categories with a source, pid and tid, ordered by (source, pid, tid, row), so that one
+    thread's and one process's ranges are each a contiguous slice in events-row order."""
+
+    row: np.ndarray
+    tid: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    threads: dict[tuple[str, int, int], tuple[int, int]]
+    processes: dict[tuple[str, int], tuple[int, int]]
+
+    @classmethod
+    def of(cls, activity: Activity) -> HostRanges:
+        """The host ranges of ``activity``, computed once."""
+        if "host ranges" not in activity.cache:
+            activity.cache["host ranges"] = cls._build(activity.events)
+        return activity.cache["host ranges"]
+
+    @classmethod
+    def _build(cls, ev: pa.Table) -> HostRanges:
+        source = ev["source"].combine_chunks()
+        keep = is_in(ev["category"], HOST_CONTEXT).to_numpy(zero_copy_only=False)
+        for column in ("ts_ns", "dur_ns", "pid", "tid"):
+            keep &= ev[column].is_valid().to_numpy(zero_copy_only=False)
+        # Sources by name (a dictionary may hold one name twice); a null name is no source.
+        names = source.dictionary.cast(pa.string()).to_pylist()
+        first: dict[str | None, int] = {}
+        code = np.array([first.setdefault(n, len(first)) for n in names] + [-1], np.int64)
+        code[[i for i, n in enumerate(names) if n is None]] = -1
+        labels = np.array(list(first), dtype=object)
+        src = code[source.indices.fill_null(len(names)).to_numpy(zero_copy_only=False)]
+        rows = np.flatnonzero(keep & (src >= 0))
+        src = src[rows]
+        pid = ev["pid"].fill_null(0).to_numpy()[rows]
+        tid = ev["tid"].fill_null(0).to_numpy()[rows]
+        order = np.lexsort((rows, tid, pid, src))
+        rows, src, pid, tid = rows[order], src[order], pid[order], tid[order]
+        start = ev["ts_ns"].fill_null(0).to_numpy()[rows]
+        end = start + ev["dur_ns"].fill_null(0).to_numpy()[rows]
+        new_process = np.r_[True, (src[1:] != src[:-1]) | (pid[1:] != pid[:-1])] \
+            if len(rows) else np.empty(0, bool)
+        new_thread = new_process | np.r_[True, tid[1:] != tid[:-1]] if len(rows) else new_process
+        return cls(rows, tid, start, end, _slices(new_thread, labels, src, pid, tid),
+                   _slices(new_process, labels, src, pid))
+
+    def thread(self, source: str, pid: int, tid: int) -> slice:
+        """Positions of one thread's ranges."""
+        return slice(*self.threads.get((source, pid, tid), (0, 0)))
+
+    def process(self, source: str, pid: int) -> slice:
+        """Positions of one process's ranges (thread by thread)."""
+        return slice(*self.processes.get((source, pid), (0, 0)))
+
+
+def _slices(first: np.ndarray, labels: np.ndarray, src: np.ndarray,
+            *ids: np.ndarray) -> dict[tuple, tuple[int, int]]:
+    """Key -> (start, stop) of each run that starts where ``first`` is set."""
+    starts = np.flatnonzero(first)
+    stops = np.r_[starts[1:], len(first)]
+    keys = zip(labels[src[starts]].tolist(), *(i[starts].tolist() for i in ids), strict=True)
+    return {key: (int(a), int(b)) for key, a, b in zip(keys, starts, stops, strict=True)}
+
+
 def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
     """The host ranges of the launching thread during gap ``index``, innermost first."""
     activity = Activity.of(trace)
@@ -269,24 +336,18 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
     if call < 0:
         return None
     calls = activity.calls
-    ev = activity.events
     lo, hi = int(gaps.lo[index]), int(gaps.hi[index])
     if (int(calls.end[call]) - lo) * 2 < hi - lo:
         other = _other_thread(activity, lo, hi, call, gaps.timeline.work.source)
         if other is not None:
             return other
-    same = pc.and_(pc.equal(ev["pid"], int(calls.pid[call])),
-                   pc.equal(ev["tid"], int(calls.tid[call])))
-    category = ev["category"].cast(pa.string())
-    start, end = ev["ts_ns"], pc.add(ev["ts_ns"], ev["dur_ns"])
-    mask = pc.and_(pc.and_(same, pc.is_in(category, pa.array(HOST_CONTEXT))),
-                   pc.and_(pc.less(start, hi), pc.greater(end, lo)))
-    mask = pc.and_(mask, pc.equal(ev["source"].cast(pa.string()), gaps.timeline.work.source))
-    rows = np.flatnonzero(mask.fill_null(False).to_numpy(zero_copy_only=False))
+    ranges = HostRanges.of(activity)
+    mine = ranges.thread(gaps.timeline.work.source, int(calls.pid[call]), int(calls.tid[call]))
+    s, e = ranges.start[mine], ranges.end[mine]
+    during = (s < hi) & (e > lo)
+    rows, s, e = ranges.row[mine][during], s[during], e[during]
     if not len(rows):
         return GapContext("no recorded host activity", hi - lo, 0.0, [])
-    s = ev["ts_ns"].to_numpy()[rows]
-    e = s + ev["dur_ns"].fill_null(0).to_numpy()[rows]
     overlap = np.minimum(e, hi) - np.maximum(s, lo)
     half = overlap * 2 >= hi - lo
     if half.any():
@@ -311,19 +372,16 @@ def _other_thread(activity: Activity, lo: int, hi: int, call: int,
                   source: str) -> GapContext | None:
     """The innermost range another thread of the launching process ran over at least half
     of the gap (ops, API calls, annotations; the profiler's own range is no host work)."""
-    calls, ev = activity.calls, activity.events
-    category = ev["category"].cast(pa.string())
-    mask = pc.and_(pc.and_(pc.equal(ev["pid"], int(calls.pid[call])),
-                           pc.not_equal(ev["tid"], int(calls.tid[call]))),
-                   pc.is_in(category, pa.array(HOST_CONTEXT)))
-    start = ev["ts_ns"]
-    mask = pc.and_(mask, pc.and_(pc.less(start, hi), pc.greater(pc.add(start, ev["dur_ns"]), lo)))
-    mask = pc.and_(mask, pc.equal(ev["source"].cast(pa.string()), source))
-    rows = np.flatnonzero(mask.fill_null(False).to_numpy(zero_copy_only=False))
+    calls = activity.calls
+    ranges = HostRanges.of(activity)
+    process = ranges.process(source, int(calls.pid[call]))
+    s, e = ranges.start[process], ranges.end[process]
+    sel = np.flatnonzero((s < hi) & (e > lo) & (ranges.tid[process] != int(calls.tid[call])))
+    rows = ranges.row[process][sel]
+    order = np.argsort(rows, kind="stable")  # events-row order, as the tie-breaks expect
+    rows, s, e = rows[order], s[sel][order], e[sel][order]
     if not len(rows):
         return None
-    s = ev["ts_ns"].to_numpy()[rows]
-    e = s + ev["dur_ns"].fill_null(0).to_numpy()[rows]
     overlap = np.minimum(e, hi) - np.maximum(s, lo)
     half = np.flatnonzero(overlap * 2 >= hi - lo)
     if not len(half):
