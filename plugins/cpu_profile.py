@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
+from tracekit.plugins.hotspots import FEW_SAMPLES, plural, share_margin, share_margins
 from tracekit.toolkit import (
     StackTree,
     demangle,
@@ -208,6 +209,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         out: list[Finding] = []
         busy = prof.busy
         base = event_base(event or "")
+        few = _few_samples(rows, prof)
+        if few:
+            out.append(few)
         if event and base not in TIME_BASES and not aggregate:
             out.append(Finding(
                 "warning", f"The samples are '{event}' events, not CPU time",
@@ -611,6 +615,25 @@ class _Profile:
             self.user += w
         else:
             self.unknown_side += w
+
+
+def _few_samples(rows: pa.Table, prof: _Profile) -> Finding | None:
+    """The caveat of a profile of fewer than ``FEW_SAMPLES`` busy samples, with the 95 %
+    margin of its top function's share (not for a report's aggregate rows)."""
+    n = int(prof.rows_busy.sum()) if prof.rows_busy is not None else 0
+    top = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+    if not (0 < n < FEW_SAMPLES) or top is None or not prof.busy or _group_by(rows):
+        return None
+    (fn, _), w = top
+    share = w / prof.busy
+    return Finding(
+        "warning", f"Only {plural(n, 'sample')}: shares are rough",
+        {"samples": n, "top_function_pct": percent(w, prof.busy),
+         "top_function_margin_points": share_margin(share, n),
+         "margin_points_at_50": share_margin(0.5, n)},
+        f"At 95% confidence a share p of n samples is ±1.96·√(p(1−p)/n): "
+        f"{share_margins(n, short_name(fn, 60), share)}. For {FEW_SAMPLES:,} samples or more, "
+        "record longer or sample at a higher rate before weighing small shares.")
 
 
 def _group_by(rows: pa.Table) -> str | None:

@@ -278,3 +278,66 @@ def test_cpu_only_torch_trace_host_ops_by_self_time():
     for name, us in self_us.items():
         assert got[name] == pytest.approx(us * 1000, abs=50), name
     assert not any("GPU" in f.suggestion or "CUDA" in f.suggestion for f in report.findings)
+
+
+def test_few_samples_give_the_margin_of_the_top_share():
+    """111 samples: the top function's share is ±1.96·√(p(1−p)/n) points at 95 % confidence."""
+    path = shared_path("perf-script", "nishkp_unknown_syms", "out.perf")
+    samples = perf_samples(path)
+    leaf: Counter = Counter()
+    for s in samples:
+        leaf[s["frames"][0][0]] += s["period"]
+    total = sum(leaf.values())
+    p = leaf["next"] / total
+    margin = round(196 * (p * (1 - p) / len(samples)) ** 0.5, 1)
+    assert (len(samples), percent(leaf["next"], total), margin) == (111, 97.3, 3.0)
+    report = cpu_report(path)
+    few = next(f for f in report.findings if f.title.startswith("Only "))
+    assert report.findings[1] is few
+    assert few.title == "Only 111 samples: shares are rough"
+    assert few.evidence == {"samples": 111, "top_function_pct": 97.3,
+                            "top_function_margin_points": 3.0, "margin_points_at_50": 9.3}
+    assert few.suggestion.startswith("At 95% confidence a share p of n samples is "
+                                     "±1.96·√(p(1−p)/n): next's 97.3% is ±3.0 points, a 50% "
+                                     "share ±9.3. For 1,000 samples or more, record longer")
+    [hot] = tracekit.analyze(tracekit.read(path), "hotspots")
+    assert hot.notes[-1] == ("only 111 samples: shares are rough (a share p is ±1.96·√(p(1−p)/n) "
+                             "at 95% confidence: next's 97.3% is ±3.0 points, a 50% share ±9.3)")
+
+
+@pytest.mark.parametrize("parts", [
+    ("perf-script", "haandfeng_aarch64", "out.perf"),  # 3,570 samples
+    ("vtune-csv", "vtune-plot", "advanced-hotspots.csv"),  # 148 aggregate rows, not samples
+])
+def test_enough_samples_or_aggregate_rows_give_no_margin(parts):
+    path = shared_path(*parts)
+    assert not any(f.title.startswith("Only ") for f in cpu_report(path).findings)
+    [hot] = tracekit.analyze(tracekit.read(path), "hotspots")
+    assert not any(n.startswith("only ") for n in hot.notes)
+
+
+def test_share_margin():
+    from tracekit.plugins.hotspots import FEW_SAMPLES, few_samples_note, share_margin
+
+    assert FEW_SAMPLES == 1000
+    assert share_margin(0.5, 1000) == 3.1 and share_margin(0.5, 111) == 9.3
+    assert share_margin(1.0, 10) == 0.0 and share_margin(0.3, 0) == 0.0
+    assert few_samples_note(1000, "f", 0.5) is None and few_samples_note(0, "f", 0.5) is None
+    assert few_samples_note(999, "f", 0.5) == (
+        "only 999 samples: shares are rough (a share p is ±1.96·√(p(1−p)/n) at 95% "
+        "confidence: f's 50.0% is ±3.1 points, a 50% share ±3.1)")
+    # one sample: all of it in one function, whose ±0 would say nothing
+    assert few_samples_note(1, "f", 1.0) == (
+        "only 1 sample: shares are rough (a share p is ±1.96·√(p(1−p)/n) at 95% "
+        "confidence: a 50% share ±98.0)")
+
+
+def test_one_sample_gives_no_margin_of_its_single_function():
+    report = cpu_report(shared_path("perf-script", "inferno", "versioned-vmlinux.txt"))
+    few = next(f for f in report.findings if f.title.startswith("Only "))
+    assert few.title == "Only 1 sample: shares are rough"
+    assert few.evidence == {"samples": 1, "top_function_pct": 100.0,
+                            "top_function_margin_points": 0.0, "margin_points_at_50": 98.0}
+    assert few.suggestion == ("At 95% confidence a share p of n samples is ±1.96·√(p(1−p)/n): "
+                              "a 50% share ±98.0. For 1,000 samples or more, record longer or "
+                              "sample at a higher rate before weighing small shares.")
