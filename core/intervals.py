@@ -83,12 +83,19 @@ def segments(*sets: IntervalSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     bit ``k`` of ``mask`` says whether ``sets[k]`` covers it. Segments covered by no set are
     included (mask 0), so ``hi - lo`` sums to the whole span.
     """
-    points = np.unique(np.concatenate([np.r_[s, e] for s, e in sets] or [_EMPTY]))
+    points = _distinct(np.concatenate([np.r_[s, e] for s, e in sets] or [_EMPTY]))
     lo, hi = points[:-1], points[1:]
     mask = np.zeros(len(lo), dtype=np.int64)
     for k, interval_set in enumerate(sets):
         mask |= covered(lo, interval_set).astype(np.int64) << k
     return lo, hi, mask
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values: ``np.unique`` by sorting (numpy 2.3+ hashes, ~50x slower on
+    hundreds of thousands of distinct values)."""
+    values = np.sort(values)
+    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
 
 
 def minus(a: IntervalSet, *others: IntervalSet) -> IntervalSet:

@@ -12,6 +12,7 @@ when the call that launched it ran inside a collective's host range (``record_pa
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit import Trace
-from tracekit.toolkit import COLLECTIVE_KERNEL, factorize, launch_links
+from tracekit.toolkit import (
+    COLLECTIVE_KERNEL,
+    equals,
+    factorize,
+    is_in,
+    launch_links,
+    matches,
+    starts_with,
+)
 from tracekit.toolkit import intervals as iv
 
 COMPUTE, COMMUNICATION, MEMORY = 0, 1, 2
@@ -86,10 +95,16 @@ class Activity:
     """GPU work per device and host calls, with launch links between them."""
 
     events: pa.Table
-    names: list[str]
+    name_codes: np.ndarray  # per events row: its index into name_entries
+    name_entries: list[str | None]
     devices: list[DeviceWork]
     calls: HostCalls
     cache: dict[str, Any] = field(default_factory=dict)  # what analyzers derive and share
+
+    @functools.cached_property
+    def names(self) -> list[str]:
+        """The event name of every events row (materialized on first use)."""
+        return np.asarray(self.name_entries, dtype=object)[self.name_codes].tolist()
 
     @property
     def has_steps(self) -> bool:
@@ -109,23 +124,44 @@ class Activity:
 
     def name(self, row: int) -> str:
         """The event name of events row ``row``."""
-        return self.names[row]
+        return self.name_entries[self.name_codes[row]]
 
 
 def launches_work(events: pa.Table) -> np.ndarray:
     """Per events row: a host row linked (by correlation) to device work, a kernel, copy,
     memset or graph row, and not only to device-side waits (``gpu.sync``)."""
     key, linked, on_device = launch_links(events)
-    return _links_to_work(key, linked, on_device, _strings(events["category"]))
+    return _links_to_work(key, linked, on_device, _flag(is_in(events["category"], GPU_WORK)))
 
 
 def _links_to_work(key: np.ndarray, linked: np.ndarray, on_device: np.ndarray,
-                   category: pa.Array) -> np.ndarray:
+                   is_work: np.ndarray) -> np.ndarray:
     # A launch is a call linked to device work, not one linked only to device-side waits
     # (cudaStreamWaitEvent -> "Stream Wait Event").
-    work = pc.is_in(category, pa.array(GPU_WORK)).fill_null(False).to_numpy(
-        zero_copy_only=False) & on_device & linked
-    return linked & ~on_device & np.isin(key, key[work])
+    work = is_work & on_device & linked
+    launches = linked & ~on_device
+    rows = np.flatnonzero(launches)
+    launches[rows] = np.isin(key[rows], key[work])
+    return launches
+
+
+def _flag(mask: pa.ChunkedArray) -> np.ndarray:
+    """A boolean column (no nulls) as a numpy array."""
+    return mask.to_numpy()
+
+
+def _name_table(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str | None]]:
+    """Per row: an index into the distinct names, and those names. Equal names have equal
+    indices (a dictionary may hold one value twice); the last entry, None, is a null name."""
+    names = column.combine_chunks() if column.num_chunks else pa.array([], pa.string())
+    if not pa.types.is_dictionary(names.type):
+        names = names.dictionary_encode()
+    index: dict[str, int] = {}
+    remap = np.array([-1 if n is None else index.setdefault(n, len(index))
+                      for n in names.dictionary.cast(pa.string()).to_pylist()] + [-1], np.int64)
+    remap[remap < 0] = len(index)
+    codes = remap[names.indices.fill_null(len(remap) - 1).to_numpy(zero_copy_only=False)]
+    return codes, [*index, None]
 
 
 def _strings(column: pa.ChunkedArray) -> pa.Array:
@@ -133,44 +169,39 @@ def _strings(column: pa.ChunkedArray) -> pa.Array:
         pa.array([], pa.string())
 
 
-def _matches(names: pa.Array, pattern: str) -> np.ndarray:
-    hit = pc.match_substring_regex(names, pattern)
-    return hit.fill_null(False).to_numpy(zero_copy_only=False)
-
-
-def _is_sync_api(names: pa.Array) -> np.ndarray:
-    sync_copy = _matches(names, SYNC_COPY_API) & ~_matches(names, "Async")
-    return _matches(names, SYNC_API) | sync_copy
+def _is_sync_api(names: pa.ChunkedArray) -> np.ndarray:
+    sync_copy = _flag(matches(names, SYNC_COPY_API)) & ~_flag(matches(names, "Async"))
+    return _flag(matches(names, SYNC_API)) | sync_copy
 
 
 def _build(trace: Trace) -> Activity:
+    # String tests run on the dictionaries of category and name (a few hundred distinct
+    # values), never on a string per row.
     events = trace.events
-    category = _strings(events["category"])
-    names = _strings(events["name"])
-    is_slice = pc.equal(_strings(events["kind"]), "slice").to_numpy(zero_copy_only=False)
+    category, names = events["category"], events["name"]
+    is_slice = _flag(equals(events["kind"], "slice"))
     timed = events["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
     ts = events["ts_ns"].fill_null(0).to_numpy()
     end = ts + events["dur_ns"].fill_null(0).to_numpy()
-    is_work = pc.is_in(category, pa.array(GPU_WORK)).to_numpy(zero_copy_only=False)
-    is_work &= is_slice & timed & events["device"].is_valid().to_numpy(zero_copy_only=False)
-    is_kernel = pc.equal(category, "gpu.kernel").to_numpy(zero_copy_only=False)
+    is_gpu_work = _flag(is_in(category, GPU_WORK))
+    is_work = is_gpu_work & is_slice & timed & \
+        events["device"].is_valid().to_numpy(zero_copy_only=False)
+    is_kernel = _flag(equals(category, "gpu.kernel"))
     cls = np.full(events.num_rows, COMPUTE, dtype=np.int8)
-    is_memop = pc.is_in(category, pa.array(["gpu.memcpy", "gpu.memset"])).to_numpy(
-        zero_copy_only=False)
-    cls[is_memop | (is_kernel & _matches(names, MEMORY_KERNEL))] = MEMORY
-    cls[is_kernel & _matches(names, COMM_KERNEL)] = COMMUNICATION
+    is_memop = _flag(is_in(category, ["gpu.memcpy", "gpu.memset"]))
+    cls[is_memop | (is_kernel & _flag(matches(names, MEMORY_KERNEL)))] = MEMORY
+    cls[is_kernel & _flag(matches(names, COMM_KERNEL))] = COMMUNICATION
 
     key, linked, on_device = launch_links(events)
-    is_api = pc.is_in(category, pa.array(API)).to_numpy(zero_copy_only=False) & ~on_device
-    under_collective = _inside_collectives(events, category, names, ts, end,
-                                           is_api & linked & is_slice & timed)
-    is_sync_op = pc.is_in(names, pa.array(SYNC_OPS)).to_numpy(zero_copy_only=False)
+    is_api = _flag(is_in(category, API)) & ~on_device
+    under_collective = _inside_collectives(events, ts, end, is_api & linked & is_slice & timed)
+    is_sync_op = _flag(is_in(names, SYNC_OPS))
     is_call = (is_api | is_sync_op) & is_slice & timed
     call_rows = np.flatnonzero(is_call)
     calls = _host_calls(events, call_rows, ts, end,
                         is_sync=(is_api & _is_sync_api(names)) | is_sync_op,
                         is_op=is_sync_op,
-                        is_launch=is_api & _links_to_work(key, linked, on_device, category))
+                        is_launch=is_api & _links_to_work(key, linked, on_device, is_gpu_work))
 
     # Device row -> launching call: the first call row with the same (source, pid, corr) key.
     launch_pos = np.flatnonzero(calls.is_launch)
@@ -204,17 +235,16 @@ def _build(trace: Trace) -> Activity:
         row_cls[launched_in_collective & (row_cls == COMPUTE)] = COMMUNICATION
         devices.append(DeviceWork(source, code, dev, label, ts[rows], end[rows], row_cls,
                                   rows, api))
-    return Activity(events, names.to_pylist(), devices, calls)
+    return Activity(events, *_name_table(names), devices, calls)
 
 
-def _inside_collectives(events: pa.Table, category: pa.Array, names: pa.Array, ts: np.ndarray,
-                        end: np.ndarray, launches: np.ndarray) -> np.ndarray:
+def _inside_collectives(events: pa.Table, ts: np.ndarray, end: np.ndarray,
+                        launches: np.ndarray) -> np.ndarray:
     """For each events row, whether it is a launch made inside a collective's host range on
     the same thread (of the same input and process)."""
     inside = np.zeros(len(ts), dtype=bool)
-    is_host = pc.is_in(category, pa.array(["host.op", "host.annotation"])).to_numpy(
-        zero_copy_only=False)
-    ranges = np.flatnonzero(is_host & _matches(names, COLLECTIVE_RANGE))
+    is_host = _flag(is_in(events["category"], ["host.op", "host.annotation"]))
+    ranges = np.flatnonzero(is_host & _flag(matches(events["name"], COLLECTIVE_RANGE)))
     if not len(ranges) or not launches.any():
         return inside
     source = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
@@ -262,9 +292,8 @@ def host_reads(activity: Activity) -> int:
 def steps(trace: Trace) -> pa.Table:
     """``ProfilerStep#N`` ranges: source, step number, start and end (ns), pid, by start."""
     ev = trace.events
-    names = _strings(ev["name"])
-    is_step = pc.and_(pc.starts_with(names, "ProfilerStep#"),
-                      pc.equal(_strings(ev["category"]), "host.annotation"))
+    is_step = pc.and_(starts_with(ev["name"], "ProfilerStep#"),
+                      equals(ev["category"], "host.annotation"))
     rows = ev.filter(pc.and_(is_step, ev["ts_ns"].is_valid()))
     numbers = [int(m.group(1)) if (m := STEP_NAME.match(n)) else -1
                for n in _strings(rows["name"]).to_pylist()]

@@ -62,6 +62,7 @@ from tracekit.toolkit import (
     format_bytes,
     format_ns,
     grouped_stats,
+    matches,
     percent,
     report_table,
     short_name,
@@ -486,11 +487,10 @@ class Evidence:
             return
         dur = self.activity.events["dur_ns"].take(pa.array(rows)).fill_null(0).to_numpy()
         total = float(dur.sum()) or 1.0
-        text = names.cast(pa.string())
 
         def share(pattern: str) -> float:
-            hit = pc.match_substring_regex(text, pattern).fill_null(False)
-            return round(100.0 * float(dur[hit.to_numpy(zero_copy_only=False)].sum()) / total, 1)
+            hit = matches(names, pattern).to_numpy()  # per distinct name, not per kernel
+            return round(100.0 * float(dur[hit].sum()) / total, 1)
 
         s = grouped_stats(names, pa.array(dur))
         if len(s["key"]):

@@ -39,7 +39,7 @@ from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.diagnosis.window import restrict
-from tracekit.toolkit import format_ns, is_in, percent, report_table
+from tracekit.toolkit import equals, format_ns, is_in, matches, percent, report_table
 from tracekit.toolkit import intervals as iv
 
 #: The category of the gap spans ``convert --annotate`` draws.
@@ -153,19 +153,16 @@ def startup_calls(activity: Activity) -> tuple[np.ndarray, ...] | None:
     if "startup" in activity.cache:
         return activity.cache["startup"]
     ev = activity.events
-    names = ev["name"].cast(pa.string())
-    category = ev["category"].cast(pa.string())
-    host = pc.is_in(category, pa.array(["api.runtime", "api.driver", "host.op",
-                                        "host.python", "host.annotation"]))
-    timed = pc.and_(ev["ts_ns"].is_valid(), ev["dur_ns"].is_valid())
-    init = pc.and_(pc.and_(host, timed), pc.match_substring_regex(names, STARTUP_CALLS))
-    alloc = pc.and_(pc.and_(host, timed), pc.match_substring_regex(names, STARTUP_ALLOC))
+    host = is_in(ev["category"], ["api.runtime", "api.driver", "host.op", "host.python",
+                                  "host.annotation"]).to_numpy()
+    host &= ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
+    host &= ev["dur_ns"].is_valid().to_numpy(zero_copy_only=False)
+    keep = host & matches(ev["name"], STARTUP_CALLS).to_numpy()
+    alloc_rows = np.flatnonzero(host & matches(ev["name"], STARTUP_ALLOC).to_numpy())
     source = ev["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
     pid = ev["pid"].fill_null(-1).to_numpy()
     ts = ev["ts_ns"].fill_null(0).to_numpy()
     dur = ev["dur_ns"].fill_null(0).to_numpy()
-    keep = init.fill_null(False).to_numpy(zero_copy_only=False)
-    alloc_rows = np.flatnonzero(alloc.fill_null(False).to_numpy(zero_copy_only=False))
     if len(alloc_rows):
         long = dur[alloc_rows] >= STARTUP_ALLOC_MS * 1_000_000
         order = alloc_rows[np.lexsort((ts[alloc_rows], pid[alloc_rows], source[alloc_rows]))]
@@ -185,9 +182,8 @@ def first_launch_loads(activity: Activity) -> np.ndarray:
     launch call of the input or more."""
     calls = activity.calls
     took = calls.end - calls.start
-    kernel = pc.equal(activity.events["category"].cast(pa.string()), "gpu.kernel") \
-        .to_numpy(zero_copy_only=False)
-    names = np.asarray(activity.names, dtype=object)
+    kernel = equals(activity.events["category"], "gpu.kernel").to_numpy()
+    names = activity.name_codes  # equal codes are equal names
     found: list[np.ndarray] = []
     for work in activity.devices:
         linked = (work.api >= 0) & kernel[work.row]

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tracekit import Trace
+from tracekit.toolkit import is_in
 
 _HOST = ("host.op", "host.annotation", "host.python", "host.profiler")
 _API = ("api.runtime", "api.driver")
@@ -216,7 +216,7 @@ def _gpu_processes(trace: Trace) -> int:
     ev = trace.events
     if not ev.num_rows:
         return 1
-    is_api = pc.is_in(ev["category"].cast(pa.string()), pa.array(list(_API)))
+    is_api = is_in(ev["category"], _API)
     rows = ev.filter(is_api).select(["source", "pid"])
     if not rows.num_rows:
         return 1
