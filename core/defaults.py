@@ -10,11 +10,26 @@ from tracekit.columns import any_true, equals, is_in, starts_with
 from tracekit.interfaces import Analyzer, TraceKind
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from tracekit.model import Trace
     from tracekit.registry import Registry
 
 #: Categories of work a device executes (schema categories); timed ones make a GPU timeline.
 GPU_WORK = ("gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.graph")
+#: The event columns ``timed_gpu_work`` reads.
+GPU_WORK_COLUMNS = frozenset({"kind", "category", "ts_ns", "device"})
+
+
+def timed_gpu_work(events: pa.Table) -> pa.ChunkedArray:
+    """Which events are timed GPU work: kernel, copy, memset or graph slices with a timestamp
+    and a device."""
+    work = pc.and_(is_in(events["category"], GPU_WORK), equals(events["kind"], "slice"))
+    return pc.and_(work, pc.and_(pc.is_valid(events["ts_ns"]), pc.is_valid(events["device"])))
+
+
+def has_gpu_work(trace: Trace) -> bool:
+    """Whether ``trace`` holds timed GPU work (a GPU timeline, of one rank or several)."""
+    return any_true(timed_gpu_work(trace.events))
 
 
 def trace_kind(trace: Trace) -> TraceKind:
@@ -22,8 +37,7 @@ def trace_kind(trace: Trace) -> TraceKind:
     events = trace.events
     if not events.num_rows:
         return TraceKind.HOST_ONLY
-    work = pc.and_(is_in(events["category"], GPU_WORK), equals(events["kind"], "slice"))
-    work = pc.and_(work, pc.and_(pc.is_valid(events["ts_ns"]), pc.is_valid(events["device"])))
+    work = timed_gpu_work(events)
     if any_true(work):
         timed = events.filter(work)
         ranks = len(pc.unique(timed["source"]).drop_null()) > 1 or \

@@ -102,7 +102,9 @@ def plan(paths: Sequence[Any], analyzers: Sequence[str] = (), *, engine: str | N
     named analyzer (or, none named, the defaults for runs) combines inputs: memory then holds
     a few inputs whatever their number, and the inputs are read in parallel. Fewer inputs,
     or an analyzer that needs the whole run at once (``-a bottleneck``), are read into one
-    process: the verdict over the whole run, with the ``ranks`` report beside it.
+    process: the verdict over the whole run, with the ``ranks`` report beside it. (A large run
+    whose inputs turn out to hold no GPU work is read into one process too, for the CPU
+    report: see ``analyze_planned``.)
     """
     if engine or jobs or scheduler:
         return engine or "local"
@@ -128,7 +130,10 @@ def analyze_planned(inputs: Sequence[Any], analyzers: Sequence[str] = (), *,
 
     ``analyzers`` empty: the defaults for runs of several ranks (``combining_defaults``).
     Where ``plan`` chose per-input analysis by itself, the first report says so and how to
-    get the whole-run verdict instead.
+    get the whole-run verdict instead; and when, so chosen with no analyzer named, no input
+    holds timed GPU work (perf scripts, VTune reports), the GPU-rank defaults have nothing to
+    say: None, so that the run is read whole and gets the defaults of its kind (the CPU
+    report), as a run of fewer inputs does.
     """
     from tracekit.pipeline import default_registry, expand_inputs
 
@@ -141,10 +146,16 @@ def analyze_planned(inputs: Sequence[Any], analyzers: Sequence[str] = (), *,
     total = len(run.paths)
     if progress is not None:
         progress.phase(f"analyzing {total} inputs", total)
-    reports = analyze_run(run, list(analyzers) or combining_defaults(registry), from_=from_,
-                          options=options, engine=chosen, jobs=jobs, scheduler=scheduler,
-                          registry=registry, done=progress.update if progress else None)
-    if reports and not (engine or jobs or scheduler):
+    # The run-wide defaults are for GPU ranks; whether any input holds GPU work is only known
+    # once read, so each task says so (no cost to a GPU run).
+    own_choice = not (engine or jobs or scheduler)
+    reports, gpu = _run(run, list(analyzers) or combining_defaults(registry), from_=from_,
+                        options=options, engine=chosen, jobs=jobs, scheduler=scheduler,
+                        registry=registry, done=progress.update if progress else None,
+                        check_gpu=own_choice and not analyzers)
+    if gpu is False:
+        return None  # CPU-only inputs: read whole, for the CPU report as a smaller run gets
+    if reports and own_choice:
         reports[0].notes.append(planned_note(total, registry))
     return reports
 
@@ -187,8 +198,19 @@ def analyze_run(inputs: Sequence[Any] | Expanded, names: Sequence[str], *,
     ``inputs`` are expanded as ``tracekit.read`` does (a run folder, a glob pattern), unless
     they are an ``Expanded`` already.
     """
+    return _run(inputs, names, from_=from_, options=options, engine=engine, jobs=jobs,
+                scheduler=scheduler, registry=registry, done=done)[0]
+
+
+def _run(inputs: Sequence[Any] | Expanded, names: Sequence[str], *, from_: str | None,
+         options: Sequence[str], engine: str, jobs: int | None, scheduler: str | None,
+         registry: Any, done: Callable[[int], None] | None,
+         check_gpu: bool = False) -> tuple[list[Any], bool | None]:
+    """``analyze_run``'s reports, and (``check_gpu``) whether any input holds timed GPU work
+    (None unchecked)."""
     from functools import partial
 
+    from tracekit.defaults import GPU_WORK_COLUMNS
     from tracekit.pipeline import default_registry, expand_inputs, route_options, source_names
 
     registry = registry or default_registry()
@@ -202,10 +224,12 @@ def analyze_run(inputs: Sequence[Any] | Expanded, names: Sequence[str], *,
     reader_cls = registry.get("reader", from_) if from_ else None
     reader_opts, analyzer_opts = route_options(list(options), reader_cls, classes)
     wanted = [c.event_columns for c in classes]
+    if check_gpu:
+        wanted.append(GPU_WORK_COLUMNS)
     columns = "" if any(w is None for w in wanted) else ",".join(sorted(set().union(*wanted)))
     task = partial(_parts_of_input, names=tuple(names),
                    reader_options=tuple(reader_opts), analyzer_options=tuple(analyzer_opts),
-                   columns=columns)
+                   columns=columns, check_gpu=check_gpu)
     run = inputs if isinstance(inputs, Expanded) else \
         expand_inputs(inputs, format=from_, registry=registry)
     if STDIN in run.paths:
@@ -215,12 +239,14 @@ def analyze_run(inputs: Sequence[Any] | Expanded, names: Sequence[str], *,
     # Absolute paths: a cluster's workers do not share this process's working directory.
     jobs_in = [(os.path.abspath(p), name, split[p]) for p, name in
                zip(split, source_names(list(split)), strict=True)]
-    parts = map_inputs(task, jobs_in, engine=engine, jobs=jobs, scheduler=scheduler, done=done)
+    results = map_inputs(task, jobs_in, engine=engine, jobs=jobs, scheduler=scheduler,
+                         done=done)
+    parts = [r[0] for r in results]
     analyzers = _analyzers(classes, analyzer_opts)
     reports = [a.combine([p[i] for p in parts]) for i, a in enumerate(analyzers)]
     if reports:
         reports[0].notes.extend(run.notes())
-    return reports
+    return reports, any(r[1] for r in results) if check_gpu else None
 
 
 def _analyzers(classes: list[Any], options: Sequence[str]) -> list[Any]:
@@ -248,10 +274,11 @@ def _split_parts(paths: Sequence[Any], from_: str | None, registry: Any) -> dict
 
 def _parts_of_input(job: tuple[str, str, str], *, names: tuple[str, ...],
                     reader_options: tuple[str, ...], analyzer_options: tuple[str, ...],
-                    columns: str = "") -> list[Any]:
+                    columns: str = "", check_gpu: bool = False) -> tuple[list[Any], bool]:
     """Read one input with the reader named in ``job`` and return each analyzer's part of it
-    (runs in a worker); of the events only ``columns`` where the reader can read some
-    (``Reader.reads_columns``)."""
+    (runs in a worker), and (``check_gpu``) whether it holds timed GPU work; of the events
+    only ``columns`` where the reader can read some (``Reader.reads_columns``)."""
+    from tracekit.defaults import has_gpu_work
     from tracekit.pipeline import default_registry, read_one
 
     path, name, reader_name = job
@@ -262,4 +289,5 @@ def _parts_of_input(job: tuple[str, str, str], *, names: tuple[str, ...],
         reader_options = (*reader_options, f"columns={columns}")
     trace = read_one(path, format=reader, options=reader_options, registry=registry, name=name)
     classes = [registry.get("analyzer", n) for n in names]
-    return [a.per_input(trace) for a in _analyzers(classes, analyzer_options)]
+    return ([a.per_input(trace) for a in _analyzers(classes, analyzer_options)],
+            check_gpu and has_gpu_work(trace))

@@ -38,3 +38,50 @@ def test_every_skipped_notice_reads_naturally(kind, line):
     log.note("src", kind, "skipped: why", 3)
     trace = Trace(events=empty_table("events"), log=log)
     assert read_notice_lines(trace) == [f"warning: src: {line}"]
+
+
+def test_gpu_work_is_timed_device_slices(registry):
+    from tracekit.defaults import has_gpu_work
+
+    perf = tracekit.read(shared_path("perf-script", "inferno", "go-stacks.txt"), registry=registry)
+    gpu = tracekit.read(shared_path("rocprof-v1", "hgliu_mi300x_2025"), registry=registry)
+    assert not has_gpu_work(perf) and has_gpu_work(gpu)
+    assert not has_gpu_work(Trace(events=empty_table("events")))
+
+
+def test_a_task_says_whether_its_input_holds_gpu_work():
+    from tracekit.engine import _parts_of_input
+
+    for parts, gpu in (
+            (("perf-script", "inferno", "go-stacks.txt"), False),
+            (("rocprof-v1", "hgliu_mi300x_2025"), True)):
+        job = (str(shared_path(*parts)), parts[-1], "perf" if not gpu else "rocprof")
+        parts_of, found = _parts_of_input(job, names=("ranks",), reader_options=(),
+                                        analyzer_options=(), check_gpu=True)
+        assert len(parts_of) == 1 and found is gpu
+        assert _parts_of_input(job, names=("ranks",), reader_options=(),
+                               analyzer_options=())[1] is False  # not asked
+
+
+@pytest.mark.slow  # nine inputs read in spawned processes, then whole; then again
+def test_a_large_cpu_only_run_gets_the_cpu_report(tmp_path, registry):
+    """Nine perf scripts, more than ``MANY_INPUTS``: no input holds GPU work, so the run is read
+    whole and gets the CPU defaults (the ``ranks`` report of per-input tasks said only "no GPU
+    activity"); ``-a ranks`` still runs per input."""
+    import shutil
+
+    from tracekit.engine import MANY_INPUTS, analyze_planned
+    from tracekit.frontend import analyze_report
+
+    source = shared_path("perf-script", "speedscope", "simple-with-header.linux-perf.txt")
+    paths = []
+    for i in range(MANY_INPUTS + 1):
+        paths.append(tmp_path / f"r{i}.perf")
+        shutil.copy(source, paths[-1])
+    done = analyze_report(paths, registry=registry)  # analyze_planned said None: read whole
+    assert [r.analyzer for r in done.reports] == ["bottleneck", "cpu"]
+    assert done.reports[0].findings[0].evidence["verdict"] == "none"
+    cpu = done.reports[1].findings[0].evidence
+    assert cpu["samples"] == 136 * (MANY_INPUTS + 1) and cpu["top_function"] == "beta()"
+    [ranks] = analyze_planned(paths, ["ranks"], registry=registry)
+    assert ranks.analyzer == "ranks"
