@@ -260,69 +260,52 @@ class GapContext:
 UNTRACED = "untraced host time"
 
 
-@dataclass
 class HostRanges:
     """The host ranges a gap's context is read from: timed events of the ``HOST_CONTEXT``
-    categories with a source, pid and tid, ordered by (source, pid, tid, row), so that one
-    thread's and one process's ranges are each a contiguous slice in events-row order."""
+    categories with a source, pid and tid. A process's ranges are gathered on first use (gap
+    contexts ask for the few processes that launch work), in events-row order."""
 
-    row: np.ndarray
-    tid: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    threads: dict[tuple[str, int, int], tuple[int, int]]
-    processes: dict[tuple[str, int], tuple[int, int]]
+    def __init__(self, ev: pa.Table) -> None:
+        source = ev["source"].combine_chunks()
+        keep = is_in(ev["category"], HOST_CONTEXT).to_numpy()
+        for column in ("ts_ns", "dur_ns", "pid", "tid"):
+            keep &= ev[column].is_valid().to_numpy(zero_copy_only=False)
+        # Sources by name: a dictionary may hold one name twice; a null name is no source.
+        self._codes: dict[str, list[int]] = {}
+        for i, name in enumerate(source.dictionary.cast(pa.string()).to_pylist()):
+            if name is not None:
+                self._codes.setdefault(name, []).append(i)
+        self._rows = np.flatnonzero(keep & source.is_valid().to_numpy(zero_copy_only=False))
+        self._source = source.indices.fill_null(-1).to_numpy()[self._rows]
+        self._pid = ev["pid"].fill_null(0).to_numpy()[self._rows]
+        self._ev = ev
+        self._processes: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
 
     @classmethod
     def of(cls, activity: Activity) -> HostRanges:
-        """The host ranges of ``activity``, computed once."""
+        """The host ranges of ``activity``, indexed once."""
         if "host ranges" not in activity.cache:
-            activity.cache["host ranges"] = cls._build(activity.events)
+            activity.cache["host ranges"] = cls(activity.events)
         return activity.cache["host ranges"]
 
-    @classmethod
-    def _build(cls, ev: pa.Table) -> HostRanges:
-        source = ev["source"].combine_chunks()
-        keep = is_in(ev["category"], HOST_CONTEXT).to_numpy(zero_copy_only=False)
-        for column in ("ts_ns", "dur_ns", "pid", "tid"):
-            keep &= ev[column].is_valid().to_numpy(zero_copy_only=False)
-        # Sources by name (a dictionary may hold one name twice); a null name is no source.
-        names = source.dictionary.cast(pa.string()).to_pylist()
-        first: dict[str | None, int] = {}
-        code = np.array([first.setdefault(n, len(first)) for n in names] + [-1], np.int64)
-        code[[i for i, n in enumerate(names) if n is None]] = -1
-        labels = np.array(list(first), dtype=object)
-        src = code[source.indices.fill_null(len(names)).to_numpy(zero_copy_only=False)]
-        rows = np.flatnonzero(keep & (src >= 0))
-        src = src[rows]
-        pid = ev["pid"].fill_null(0).to_numpy()[rows]
-        tid = ev["tid"].fill_null(0).to_numpy()[rows]
-        order = np.lexsort((rows, tid, pid, src))
-        rows, src, pid, tid = rows[order], src[order], pid[order], tid[order]
-        start = ev["ts_ns"].fill_null(0).to_numpy()[rows]
-        end = start + ev["dur_ns"].fill_null(0).to_numpy()[rows]
-        new_process = np.r_[True, (src[1:] != src[:-1]) | (pid[1:] != pid[:-1])] \
-            if len(rows) else np.empty(0, bool)
-        new_thread = new_process | np.r_[True, tid[1:] != tid[:-1]] if len(rows) else new_process
-        return cls(rows, tid, start, end, _slices(new_thread, labels, src, pid, tid),
-                   _slices(new_process, labels, src, pid))
+    def process(self, source: str, pid: int) -> tuple[np.ndarray, ...]:
+        """(row, tid, start, end) of the ranges of one process, by events row."""
+        key = (source, pid)
+        if key not in self._processes:
+            mine = np.isin(self._source, self._codes.get(source, [])) & (self._pid == pid)
+            rows = self._rows[mine]
+            start = self._ev["ts_ns"].take(rows).to_numpy()
+            self._processes[key] = (rows, self._ev["tid"].take(rows).to_numpy(), start,
+                                    start + self._ev["dur_ns"].take(rows).to_numpy())
+        return self._processes[key]
 
-    def thread(self, source: str, pid: int, tid: int) -> slice:
-        """Positions of one thread's ranges."""
-        return slice(*self.threads.get((source, pid, tid), (0, 0)))
-
-    def process(self, source: str, pid: int) -> slice:
-        """Positions of one process's ranges (thread by thread)."""
-        return slice(*self.processes.get((source, pid), (0, 0)))
-
-
-def _slices(first: np.ndarray, labels: np.ndarray, src: np.ndarray,
-            *ids: np.ndarray) -> dict[tuple, tuple[int, int]]:
-    """Key -> (start, stop) of each run that starts where ``first`` is set."""
-    starts = np.flatnonzero(first)
-    stops = np.r_[starts[1:], len(first)]
-    keys = zip(labels[src[starts]].tolist(), *(i[starts].tolist() for i in ids), strict=True)
-    return {key: (int(a), int(b)) for key, a, b in zip(keys, starts, stops, strict=True)}
+    def during(self, source: str, pid: int, lo: int, hi: int,
+               tid: int, same: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, start, end) of the ranges of thread ``tid`` (or, ``same`` False, of the
+        process's other threads) that overlap ``[lo, hi)``, by events row."""
+        rows, tids, start, end = self.process(source, pid)
+        sel = (start < hi) & (end > lo) & ((tids == tid) if same else (tids != tid))
+        return rows[sel], start[sel], end[sel]
 
 
 def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
@@ -337,11 +320,8 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
         other = _other_thread(activity, lo, hi, call, gaps.timeline.work.source)
         if other is not None:
             return other
-    ranges = HostRanges.of(activity)
-    mine = ranges.thread(gaps.timeline.work.source, int(calls.pid[call]), int(calls.tid[call]))
-    s, e = ranges.start[mine], ranges.end[mine]
-    during = (s < hi) & (e > lo)
-    rows, s, e = ranges.row[mine][during], s[during], e[during]
+    rows, s, e = HostRanges.of(activity).during(gaps.timeline.work.source, int(calls.pid[call]),
+                                                lo, hi, int(calls.tid[call]), same=True)
     if not len(rows):
         return GapContext("no recorded host activity", hi - lo, 0.0, [])
     overlap = np.minimum(e, hi) - np.maximum(s, lo)
@@ -369,13 +349,8 @@ def _other_thread(activity: Activity, lo: int, hi: int, call: int,
     """The innermost range another thread of the launching process ran over at least half
     of the gap (ops, API calls, annotations; the profiler's own range is no host work)."""
     calls = activity.calls
-    ranges = HostRanges.of(activity)
-    process = ranges.process(source, int(calls.pid[call]))
-    s, e = ranges.start[process], ranges.end[process]
-    sel = np.flatnonzero((s < hi) & (e > lo) & (ranges.tid[process] != int(calls.tid[call])))
-    rows = ranges.row[process][sel]
-    order = np.argsort(rows, kind="stable")  # events-row order, as the tie-breaks expect
-    rows, s, e = rows[order], s[sel][order], e[sel][order]
+    rows, s, e = HostRanges.of(activity).during(source, int(calls.pid[call]), lo, hi,
+                                                int(calls.tid[call]), same=False)
     if not len(rows):
         return None
     overlap = np.minimum(e, hi) - np.maximum(s, lo)

@@ -217,7 +217,7 @@ def _gpu_processes(trace: Trace) -> int:
     if not ev.num_rows:
         return 1
     is_api = is_in(ev["category"], _API)
-    rows = ev.filter(is_api).select(["source", "pid"])
+    rows = ev.select(["source", "pid"]).filter(is_api)  # not every column's rows
     if not rows.num_rows:
         return 1
     pairs = rows.group_by(["source", "pid"]).aggregate([])
