@@ -645,7 +645,11 @@ def _group_by(rows: pa.Table) -> str | None:
 
 
 def _untimed(rows: pa.Table) -> bool:
-    return bool(rows.num_rows) and bool(pc.all(pc.is_null(rows["ts_ns"])).as_py())
+    """Whether ``rows`` are a report's aggregates (VTune): no timestamps, totals in
+    ``dur_ns``. Samples of a ``perf script`` run without ``-F time`` have no timestamps
+    either, but no durations: they stay samples."""
+    return bool(rows.num_rows) and bool(pc.all(pc.is_null(rows["ts_ns"])).as_py()) \
+        and rows["dur_ns"].null_count < rows.num_rows
 
 
 def _fixed_periods(trace: Trace) -> dict[str, int]:

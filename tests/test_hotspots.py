@@ -341,3 +341,17 @@ def test_one_sample_gives_no_margin_of_its_single_function():
     assert few.suggestion == ("At 95% confidence a share p of n samples is ±1.96·√(p(1−p)/n): "
                               "a 50% share ±98.0. For 1,000 samples or more, record longer or "
                               "sample at a higher rate before weighing small shares.")
+
+
+def test_perf_samples_without_timestamps_are_samples_not_a_reports_aggregates():
+    # perf script without -F time: no timestamps, but each row is one sample, not a VTune
+    # total; idle is what the samples say (none here), not "not in the report".
+    path = shared_path("perf-script/flamegraph/perf-js-stacks-01.txt")
+    trace = tracekit.read(path)
+    assert trace.events["ts_ns"].null_count == trace.events.num_rows == 2
+    [report] = tracekit.analyze(trace, "cpu")
+    evidence = report.findings[0].evidence
+    assert evidence["samples"] == 2
+    assert evidence["idle_pct"] == 0.0
+    assert "idle" not in evidence
+    assert evidence["weight_unit"] == "samples"
