@@ -39,6 +39,9 @@ _EVENTS_KEY = re.compile(rb'[{,]\s*"traceEvents"\s*:\s*\[')
 _BETWEEN = re.compile(rb"\}\s*,\s*\{")
 _LAST_EVENT = re.compile(rb"\}\s*\]")
 _EMPTY_OBJECT = re.compile(rb"\{\s*\}")
+_SPACE = re.compile(rb"\s*")
+_WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")  # what bytes.strip strips
+INT32_MAX = 2**31 - 1
 
 
 class Unfit(Exception):
@@ -101,9 +104,10 @@ _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, pa.ArrowInvalid,
                   pa.ArrowTypeError, OverflowError, UnicodeDecodeError, RecursionError,
                   orjson.JSONDecodeError)
 _events = msgspec.json.Decoder(list[_Event])
-_slice_args = msgspec.json.Decoder(list[_SliceArgs])
-_device_args = msgspec.json.Decoder(list[_DeviceArgs])
-_instant_args = msgspec.json.Decoder(list[_InstantArgs])
+# One args after another (see _decode_rows): objects, or the null of a null args.
+_slice_args = msgspec.json.Decoder(_SliceArgs | None)
+_device_args = msgspec.json.Decoder(_DeviceArgs | None)
+_instant_args = msgspec.json.Decoder(_InstantArgs | None)
 
 
 def decode(blocks: Iterable[bytes]) -> tuple[dict[str, Any], ColumnEvents, list[str]] | None:
@@ -132,35 +136,34 @@ class _Decoder:
         if pending.startswith(codecs.BOM_UTF8):
             del pending[:len(codecs.BOM_UTF8)]
             notes.append("skipped a UTF-8 byte-order mark")
-        start = len(pending) - len(pending.lstrip())
+        start = _SPACE.match(pending).end()  # type: ignore[union-attr]
         if pending[start:start + 1] == b"[":
             prefix = None
-            del pending[:start + 1]
+            carry = bytes(pending[start + 1:])
         else:
-            prefix, pending = self._head(pending, blocks)
-        # pending holds '[' and then the events not decoded yet: a chunk of it is decoded,
-        # framed by that '[' and a ']' written over the ',' after its last event.
-        pending[0:0] = b"["
+            prefix, rest = self._head(pending, blocks)
+            carry = bytes(rest)
+        del pending
+        # carry: the events not decoded yet. The events of carry and the next block, up to
+        # the last split in their final _TAIL bytes, are decoded as one chunk, framed by a
+        # '[' and a ']' written in place of the ',' after its last event.
         for block in blocks:
-            pending += block
-            cut = _last_split(pending)
+            if len(block) < _TAIL:
+                block, carry = carry + block, b""
+            cut = _last_split(block)
             if cut is None:
+                carry += block
                 continue
-            after = pending[cut + 1]
-            pending[cut + 1] = ord("]")
             try:
-                # A copy: the raw args point into it, and pending must stay resizable.
-                self._events(bytes(memoryview(pending)[:cut + 2]))
+                # A copy of the chunk, framed: the raw args point into it.
+                self._events(b"".join((b"[", carry, memoryview(block)[:cut + 1], b"]")))
             except _NotEvents:
                 # The split was past the end of the events (between objects of a later
                 # top-level field) or inside a string: the tail sorts it out.
-                pending[cut + 1] = after
-                for rest in blocks:
-                    pending += rest
+                carry = b"".join((carry, block, *blocks))
                 break
-            del pending[:pending.index(b"{", cut + 1) - 1]
-            pending[0] = ord("[")
-        top = self._tail(bytes(pending[1:]), prefix)
+            carry = block[block.index(b"{", cut + 1):]
+        top = self._tail(carry, prefix)
         return top, self._columns(), notes
 
     def _head(self, pending: bytearray, blocks: Iterator[bytes]) -> tuple[bytes, bytearray]:
@@ -176,8 +179,8 @@ class _Decoder:
 
     def _tail(self, rest: bytes, prefix: bytes | None) -> dict[str, Any]:
         """Decode the last events and the top-level fields that follow the events."""
-        body = rest.lstrip()
-        ends = [len(rest) - len(body)] if body.startswith(b"]") else []
+        start = _SPACE.match(rest).end()  # type: ignore[union-attr]
+        ends = [start] if rest.startswith(b"]", start) else []
         ends += [m.end() - 1 for m in _LAST_EVENT.finditer(rest)]
         for end in ends:
             after = rest[end + 1:]
@@ -193,14 +196,16 @@ class _Decoder:
                 if type(top) is not dict or top.get("traceEvents") != []:
                     raise Unfit
                 del top["traceEvents"]
-            head = rest[:end].rstrip()
-            if head:
-                self._events(b"[" + head + b"]")
+            while end and rest[end - 1] in _WHITESPACE:
+                end -= 1
+            if end:
+                self._events(b"".join((b"[", memoryview(rest)[:end], b"]")))
             return top
         raise Unfit
 
-    def _events(self, framed: bytes | memoryview) -> None:
-        """Decode the events of ``framed`` (a JSON array of them) into columns.
+    def _events(self, framed: bytes) -> None:
+        """Decode the events of ``framed`` (a JSON array of them) into columns, each phase's
+        apart.
 
         Raises _NotEvents when the text is not a JSON array (a split in the wrong place), and
         Unfit when the events are not as the typed decode reads them. Raw args point into
@@ -208,49 +213,16 @@ class _Decoder:
         """
         failure: type[Exception] | None = None
         try:
-            part = self._part(_events.decode(framed))
+            phases = _part(_events.decode(framed))
         except msgspec.DecodeError:
             failure = _NotEvents
         except (Unfit, *_DECODE_ERRORS):
             failure = Unfit
         if failure is not None:
             raise failure
-        n = part.pop("n")
-        ph = part["ph"]
-        codes = ph.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-        names = ph.dictionary.to_pylist()
-        seen, first = np.unique(codes, return_index=True)
-        for code in seen[np.argsort(first)].tolist():
-            rows = np.flatnonzero(codes == code)
-            phase = names[code] if code >= 0 else None
-            self.phases.setdefault(phase, []).append(
-                part if len(rows) == n else _take_part(part, rows))
-        self.n += n
-
-    def _part(self, evs: list[_Event]) -> dict[str, Any]:
-        part: dict[str, Any] = {
-            "n": len(evs),
-            "ph": _dictionary([e.ph for e in evs]),
-            "cat": _dictionary([e.cat for e in evs]),
-            "name": _dictionary([e.name for e in evs]),
-            "pid": _ids([e.pid for e in evs]),
-            "tid": _ids([e.tid for e in evs]),
-            "ts": _micros([e.ts for e in evs]),
-            "dur": _micros([e.dur for e in evs]),
-            "id": pa.array([e.id for e in evs], type=pa.int64()),
-        }
-        raws = [e.args for e in evs]
-        part["args"], objects = _texts(raws)
-        keys: dict[str, Sparse] = {}
-        for rows, decoder, extract in _needs_keys(part, objects):
-            if len(rows):
-                decoded = decoder.decode(b"[" + b",".join([raws[i] for i in rows]) + b"]")
-                for key, values in extract(decoded).items():
-                    present = values.is_valid()
-                    keys[key] = Sparse(rows[present.to_numpy(zero_copy_only=False)],
-                                       values.filter(present))
-        part["keys"] = keys
-        return part
+        for phase, part in phases:
+            self.phases.setdefault(phase, []).append(part)
+            self.n += len(part["id"])
 
     def _columns(self) -> ColumnEvents:
         """The blocks' columns joined, phase after phase, each freed from the blocks as soon
@@ -292,12 +264,74 @@ class _Decoder:
         return ColumnEvents(self.n, columns, micros, text, keys)
 
 
-def _take_part(part: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
-    """The ``rows`` of a block's columns."""
-    idx = pa.array(rows, type=pa.int64())
-    out = {k: part[k].take(idx) for k in ("ph", "cat", "name", "pid", "tid", "id", "args")}
-    out.update({k: part[k].take(rows) for k in ("ts", "dur")})
-    out["keys"] = {k: s.take(rows) for k, s in part["keys"].items()}
+def _part(evs: list[_Event]) -> list[tuple[str | None, dict[str, Any]]]:
+    """A block's events as columns, one part per phase in order of first appearance.
+
+    The fields are taken in document order, then the columns are put in phase order at once
+    (Arrow takes, far cheaper than reordering the events), so that each phase's part is a
+    slice, and the args text of the ``X`` events lies together, decoded as it is.
+    """
+    part: dict[str, Any] = {
+        "ph": _dictionary([e.ph for e in evs]),
+        "cat": _dictionary([e.cat for e in evs]),
+        "name": _dictionary([e.name for e in evs]),
+        "pid": _ids([e.pid for e in evs]),
+        "tid": _ids([e.tid for e in evs]),
+        "ts": _micros([e.ts for e in evs]),
+        "dur": _micros([e.dur for e in evs]),
+        "id": pa.array([e.id for e in evs], type=pa.int64()),
+    }
+    part["args"], objects = _texts([e.args for e in evs])
+    phases, order, bounds = _phase_order(part["ph"])
+    if order is not None:
+        idx = pa.array(order)
+        for key in ("ph", "cat", "name", "pid", "tid", "id", "args"):
+            part[key] = part[key].take(idx)
+        for key in ("ts", "dur"):
+            part[key] = part[key].take(order)
+        objects = objects[order]
+    x = phases.index("X") if "X" in phases else None
+    part["keys"] = _keys(part, objects, None if x is None else (bounds[x], bounds[x + 1]))
+    return [(phase, _slice_part(part, bounds[i], bounds[i + 1]))
+            for i, phase in enumerate(phases)]
+
+
+def _phase_order(ph: pa.DictionaryArray) -> tuple[list[str | None], np.ndarray | None,
+                                                  list[int]]:
+    """The phases of a block in order of first appearance, the stable order of its rows by
+    phase (None when it has one phase) and where each phase's rows start and end in it."""
+    codes = _codes(ph)
+    names: list[str | None] = ph.dictionary.to_pylist()
+    # The dictionary's codes appear in increasing order; null (-1) goes where it first does.
+    nulls = np.flatnonzero(codes < 0)
+    if len(nulls):
+        before = int(codes[:nulls[0]].max(initial=-1)) + 1
+        rank = np.arange(len(names) + 1)
+        rank[before:-1] += 1
+        rank[-1] = before  # code -1
+        codes = rank[codes]
+        names[before:before] = [None]
+    counts = np.bincount(codes, minlength=len(names))
+    bounds = [0, *np.cumsum(counts).tolist()]
+    if len(names) <= 1:
+        return names, None, bounds
+    small = codes.astype(np.int16 if len(names) < 1 << 15 else np.int64)
+    return names, np.argsort(small, kind="stable"), bounds
+
+
+def _slice_part(part: dict[str, Any], start: int, stop: int) -> dict[str, Any]:
+    """The rows ``start`` to ``stop`` of a block's columns."""
+    n = stop - start
+    if start == 0 and n == len(part["id"]):
+        return part
+    out = {k: part[k].slice(start, n) for k in ("ph", "cat", "name", "pid", "tid", "id", "args")}
+    out.update({k: Micros(part[k].ns[start:stop], part[k].valid[start:stop])
+                for k in ("ts", "dur")})
+    keys = {}
+    for k, s in part["keys"].items():
+        lo, hi = np.searchsorted(s.rows, [start, stop]).tolist()
+        keys[k] = Sparse(s.rows[lo:hi] - start, s.values.slice(lo, hi - lo))
+    out["keys"] = keys
     return out
 
 
@@ -311,8 +345,9 @@ def _lone_surrogate(data: bytes | memoryview) -> bool:
     return any(LONE_SURROGATE.search(text[max(0, i - 6):i + 12]) for i in at.tolist())
 
 
-def _last_split(pending: bytearray) -> int | None:
-    """The position of the last '}' that ends an event in ``pending``, if any."""
+def _last_split(pending: bytes) -> int | None:
+    """The position of the last '}' that ends an event in the last _TAIL bytes of
+    ``pending``, if any."""
     start = max(0, len(pending) - _TAIL)
     last = None
     for m in _BETWEEN.finditer(pending, start):
@@ -322,7 +357,7 @@ def _last_split(pending: bytearray) -> int | None:
 
 def _ids(values: list[Any]) -> pa.Array:
     """pid/tid values: int64 when all are integers (or missing), else text (integers as
-    their text, which reads back to the same id) as a dictionary array."""
+    their text, which reads back to the same id)."""
     try:
         return pa.array(values, type=pa.int64())
     except OverflowError:
@@ -330,15 +365,15 @@ def _ids(values: list[Any]) -> pa.Array:
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass
     # A few names ("Spans", "") among integers: code the values by a dict of the distinct.
-    distinct: dict[Any, int] = {}
-    codes = pa.array([distinct.setdefault(v, len(distinct)) for v in values], type=pa.int32())
+    distinct = dict.fromkeys(values)
     texts = []
-    for v in distinct:
+    for code, v in enumerate(distinct):
         if type(v) is int and not INT64[0] <= v <= INT64[1]:
             raise Unfit
         texts.append(None if v is None else str(v) if type(v) is int else v)
-    dictionary = pa.array(texts, type=pa.string())
-    return pa.DictionaryArray.from_arrays(codes, dictionary).cast(pa.string())
+        distinct[v] = code
+    codes = np.fromiter(map(distinct.__getitem__, values), dtype=np.int32, count=len(values))
+    return pa.array(texts, type=pa.string()).take(pa.array(codes))
 
 
 def _micros(values: list[Any]) -> Micros:
@@ -362,8 +397,9 @@ def _micros(values: list[Any]) -> Micros:
 
 
 def _texts(raws: list[msgspec.Raw]) -> tuple[pa.Array, np.ndarray]:
-    """The args column: each event's raw JSON text, null when absent, null or ``{}``; and
-    which events have an object (empty or not) as args."""
+    """The args column: each event's raw JSON text, null when absent, null or ``{}`` (whose
+    text stays in the data, as decoded by ``_decode_rows``); and which events have an object
+    (empty or not) as args."""
     n = len(raws)
     lengths = np.fromiter(map(len, raws), dtype=np.int64, count=n)
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -377,37 +413,74 @@ def _texts(raws: list[msgspec.Raw]) -> tuple[pa.Array, np.ndarray]:
     objects = lengths > 0
     objects[objects] = first == ord("{")
     keep = objects.copy()
-    for i in np.flatnonzero(keep & (lengths < 16)):
-        if _EMPTY_OBJECT.fullmatch(bytes(raws[i])):
+    for i in np.flatnonzero(keep & (lengths < 16)).tolist():
+        if _EMPTY_OBJECT.fullmatch(data, int(offsets[i]), int(offsets[i + 1])):
             keep[i] = False
-    arr = pa.Array.from_buffers(pa.large_binary(), n, [
-        pa.array(keep).buffers()[1], pa.py_buffer(offsets), pa.py_buffer(data)],
-        null_count=int(n - keep.sum()))
-    return arr.cast(pa.large_string()).cast(pa.string()), objects
+    if len(data) > INT32_MAX:
+        raise Unfit  # more than a string column holds
+    arr = pa.Array.from_buffers(pa.binary(), n, [
+        pa.array(keep).buffers()[1], pa.py_buffer(offsets.astype(np.int32)),
+        pa.py_buffer(data)], null_count=int(n - keep.sum()))
+    return arr.cast(pa.string()), objects  # the cast checks the text is UTF-8
 
 
-def _needs_keys(part: dict[str, Any], has_args: np.ndarray
-                ) -> list[tuple[np.ndarray, msgspec.json.Decoder, Callable[[Any], Any]]]:
-    """The rows whose args hold keys the model needs, with the decoder for those keys: the
-    same rows the conversion reads them from (see ``slices`` and ``instants``)."""
-    ph, cat, name = part["ph"], part["cat"], part["name"]
-    phase = _codes(ph)
-    phases = ph.dictionary.to_pylist()
-
-    def of_phase(*wanted: str) -> np.ndarray:
-        return np.isin(phase, [phases.index(p) for p in wanted if p in phases]) & has_args
-
+def _keys(part: dict[str, Any], has_args: np.ndarray, slices: tuple[int, int] | None
+          ) -> dict[str, Sparse]:
+    """The args keys the model needs, from the rows the conversion reads them from (see
+    ``slices`` and ``instants``): ``correlation`` of every ``X`` event (the rows ``slices``),
+    the keys of device work and of memory instants."""
+    keys: dict[str, Sparse] = {}
+    ph, cat, name, text = part["ph"], part["cat"], part["name"], part["args"]
+    x_rows = np.zeros(len(has_args), dtype=bool)
+    x_rows[slice(*slices or (0, 0))] = True
     cats = cat.dictionary.to_pylist()
     device = np.isin(_codes(cat), [i for i, c in enumerate(cats)
                                    if c is not None and map_category(c) in DEVICE_CATEGORIES])
     memory = np.isin(_codes(cat), [i for i, c in enumerate(cats) if map_category(c) ==
                                    "host.memory"])
-    memory |= _codes(name) == (name.dictionary.to_pylist().index("[memory]")
-                               if "[memory]" in name.dictionary.to_pylist() else -2)
-    slices = of_phase("X")
-    return [(np.flatnonzero(slices), _slice_args, _slice_keys),
-            (np.flatnonzero(slices & device), _device_args, _device_keys),
-            (np.flatnonzero(of_phase("i", "I") & memory), _instant_args, _instant_keys)]
+    names = name.dictionary.to_pylist()
+    memory |= _codes(name) == (names.index("[memory]") if "[memory]" in names else -2)
+    phases = ph.dictionary.to_pylist()
+    instant = np.isin(_codes(ph), [phases.index(p) for p in ("i", "I") if p in phases])
+    for rows, decoder, extract in (
+            (np.arange(*slices or (0, 0)), _slice_args, _slice_keys),  # a slice of text
+            (np.flatnonzero(x_rows & device & has_args), _device_args, _device_keys),
+            (np.flatnonzero(instant & memory & has_args), _instant_args, _instant_keys)):
+        rows, decoded = _decode_rows(text, rows, decoder)
+        for key, values in extract(decoded).items() if len(rows) else ():
+            present = values.is_valid()
+            keys[key] = Sparse(rows[present.to_numpy(zero_copy_only=False)],
+                               values.filter(present))
+    return keys
+
+
+def _decode_rows(text: pa.Array, rows: np.ndarray, decoder: msgspec.json.Decoder
+                 ) -> tuple[np.ndarray, list[Any]]:
+    """The args of ``rows`` (ascending, with an object as args) decoded from their text: the
+    rows whose args are not empty, and their decoded args. Rows in one run are a slice of
+    the column, else a take; either way their texts follow one another, objects (or the
+    ``null`` of a null row), which ``decode_lines`` reads one after the other."""
+    if not len(rows):
+        return rows, []
+    if rows[-1] - rows[0] + 1 == len(rows):
+        texts = text.slice(int(rows[0]), len(rows))
+    else:
+        texts = text.take(pa.array(rows))
+    _, offset_buffer, data = texts.buffers()
+    offsets = np.frombuffer(offset_buffer, dtype=np.int32)[
+        texts.offset:texts.offset + len(texts) + 1]
+    filled = offsets[1:] > offsets[:-1]  # an empty object's text may be left out by take
+    if not filled.any():
+        return rows[:0], []
+    decoded = decoder.decode_lines(memoryview(data)[offsets[0]:offsets[-1]])
+    if len(decoded) != filled.sum():
+        raise Unfit
+    rows = rows[filled]
+    objects = np.frombuffer(data, dtype=np.uint8)[offsets[:-1][filled]] == ord("{")
+    if not objects.all():
+        decoded = [a for a in decoded if a is not None]
+        rows = rows[objects]
+    return rows, decoded
 
 
 def _codes(values: pa.DictionaryArray) -> np.ndarray:
