@@ -289,23 +289,41 @@ class HostRanges:
         return activity.cache["host ranges"]
 
     def process(self, source: str, pid: int) -> tuple[np.ndarray, ...]:
-        """(row, tid, start, end) of the ranges of one process, by events row."""
+        """(row, tid, start, end) of the ranges of one process, by events row; then the
+        positions of its short ranges by start, their starts, the longest short duration,
+        and the positions of its long ranges (see ``during``)."""
         key = (source, pid)
         if key not in self._processes:
             mine = np.isin(self._source, self._codes.get(source, [])) & (self._pid == pid)
             rows = self._rows[mine]
             start = self._ev["ts_ns"].take(rows).to_numpy()
+            dur = self._ev["dur_ns"].take(rows).to_numpy()
+            # The longest 1% are scanned whole; the others found by start: a range of at most
+            # `longest` ns overlaps [lo, hi) only if it starts in (lo - longest, hi).
+            cut = int(len(dur) * 0.99)
+            longest = int(np.partition(dur, cut)[cut]) if len(dur) > _SCAN_ALL else -1
+            short = np.flatnonzero(dur <= longest)
+            short = short[np.argsort(start[short], kind="stable")]
             self._processes[key] = (rows, self._ev["tid"].take(rows).to_numpy(), start,
-                                    start + self._ev["dur_ns"].take(rows).to_numpy())
+                                    start + dur, short, start[short], longest,
+                                    np.flatnonzero(dur > longest))
         return self._processes[key]
 
     def during(self, source: str, pid: int, lo: int, hi: int,
                tid: int, same: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row, start, end) of the ranges of thread ``tid`` (or, ``same`` False, of the
         process's other threads) that overlap ``[lo, hi)``, by events row."""
-        rows, tids, start, end = self.process(source, pid)
-        sel = (start < hi) & (end > lo) & ((tids == tid) if same else (tids != tid))
-        return rows[sel], start[sel], end[sel]
+        rows, tids, start, end, short, short_start, longest, long = self.process(source, pid)
+        near = short[np.searchsorted(short_start, lo - longest, "right"):
+                     np.searchsorted(short_start, hi, "left")]
+        at = np.sort(np.concatenate([near, long]))  # positions in row order
+        s, e = start[at], end[at]
+        sel = (s < hi) & (e > lo) & ((tids[at] == tid) if same else (tids[at] != tid))
+        return rows[at][sel], s[sel], e[sel]
+
+
+# A process with at most this many host ranges is scanned whole for each gap.
+_SCAN_ALL = 4096
 
 
 def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
