@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,6 @@ from tracekit.toolkit import (
     factorize,
     is_in,
     launch_links,
-    matches,
     starts_with,
 )
 from tracekit.toolkit import intervals as iv
@@ -57,6 +57,48 @@ SYNC_COPY_API = r"^(cuda|hip|cu)Memcpy\w*$"  # the ones without "Async" in their
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 NO_GPU = "no GPU activity in this trace"
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+class Codes:
+    """A dictionary column (category, name) as numpy codes, one per row: equal values have
+    equal codes, and a string test runs once per distinct value, then maps through the
+    codes (the same answers as ``tracekit.toolkit.is_in``, ``matches`` ...: False for null).
+    """
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        values = column.combine_chunks() if column.num_chunks else pa.array([], pa.string())
+        if not pa.types.is_dictionary(values.type):
+            values = values.dictionary_encode()
+        index: dict[str, int] = {}
+        remap = [-1 if v is None else index.setdefault(v, len(index))
+                 for v in values.dictionary.cast(pa.string()).to_pylist()]
+        remap = np.array([*remap, -1], dtype=np.int64)
+        remap[remap < 0] = len(index)
+        #: The distinct values; the last, None, is a null value.
+        self.entries: list[str | None] = [*index, None]
+        #: Per row: the index of its value in ``entries``.
+        self.codes = remap[values.indices.fill_null(len(remap) - 1).to_numpy(
+            zero_copy_only=False)]
+        self._strings = pa.array(self.entries, pa.string())
+
+    def _per_row(self, hit: pa.Array) -> np.ndarray:
+        return hit.fill_null(False).to_numpy(zero_copy_only=False)[self.codes]
+
+    def is_in(self, values: Iterable[str]) -> np.ndarray:
+        """Per row: is the value one of ``values``?"""
+        return self._per_row(pc.is_in(self._strings, pa.array(list(values), pa.string())))
+
+    def equals(self, value: str) -> np.ndarray:
+        """Per row: ``value ==``."""
+        return self._per_row(pc.equal(self._strings, value))
+
+    def matches(self, pattern: str) -> np.ndarray:
+        """Per row: does the value contain a match of ``pattern`` (RE2 syntax)?"""
+        return self._per_row(pc.match_substring_regex(self._strings, pattern))
+
+    def starts_with(self, prefix: str) -> np.ndarray:
+        """Per row: does the value start with ``prefix``?"""
+        return self._per_row(pc.starts_with(self._strings, prefix))
 
 
 @dataclass
@@ -95,8 +137,8 @@ class Activity:
     """GPU work per device and host calls, with launch links between them."""
 
     events: pa.Table
-    name_codes: np.ndarray  # per events row: its index into name_entries
-    name_entries: list[str | None]
+    category: Codes  # of every events row
+    name_codes: Codes  # of every events row
     devices: list[DeviceWork]
     calls: HostCalls
     cache: dict[str, Any] = field(default_factory=dict)  # what analyzers derive and share
@@ -104,7 +146,7 @@ class Activity:
     @functools.cached_property
     def names(self) -> list[str]:
         """The event name of every events row (materialized on first use)."""
-        return np.asarray(self.name_entries, dtype=object)[self.name_codes].tolist()
+        return np.asarray(self.name_codes.entries, dtype=object)[self.name_codes.codes].tolist()
 
     @property
     def has_steps(self) -> bool:
@@ -124,7 +166,7 @@ class Activity:
 
     def name(self, row: int) -> str:
         """The event name of events row ``row``."""
-        return self.name_entries[self.name_codes[row]]
+        return self.name_codes.entries[self.name_codes.codes[row]]
 
 
 def launches_work(events: pa.Table) -> np.ndarray:
@@ -160,52 +202,39 @@ def _flag(mask: pa.ChunkedArray) -> np.ndarray:
     return mask.to_numpy()
 
 
-def _name_table(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str | None]]:
-    """Per row: an index into the distinct names, and those names. Equal names have equal
-    indices (a dictionary may hold one value twice); the last entry, None, is a null name."""
-    names = column.combine_chunks() if column.num_chunks else pa.array([], pa.string())
-    if not pa.types.is_dictionary(names.type):
-        names = names.dictionary_encode()
-    index: dict[str, int] = {}
-    remap = np.array([-1 if n is None else index.setdefault(n, len(index))
-                      for n in names.dictionary.cast(pa.string()).to_pylist()] + [-1], np.int64)
-    remap[remap < 0] = len(index)
-    codes = remap[names.indices.fill_null(len(remap) - 1).to_numpy(zero_copy_only=False)]
-    return codes, [*index, None]
-
-
 def _strings(column: pa.ChunkedArray) -> pa.Array:
     return column.combine_chunks().cast(pa.string()) if column.num_chunks else \
         pa.array([], pa.string())
 
 
-def _is_sync_api(names: pa.ChunkedArray) -> np.ndarray:
-    sync_copy = _flag(matches(names, SYNC_COPY_API)) & ~_flag(matches(names, "Async"))
-    return _flag(matches(names, SYNC_API)) | sync_copy
+def _is_sync_api(names: Codes) -> np.ndarray:
+    sync_copy = names.matches(SYNC_COPY_API) & ~names.matches("Async")
+    return names.matches(SYNC_API) | sync_copy
 
 
 def _build(trace: Trace) -> Activity:
-    # String tests run on the dictionaries of category and name (a few hundred distinct
-    # values), never on a string per row.
+    # String tests run on the distinct categories and names (a few hundred values), never
+    # on a string per row.
     events = trace.events
-    category, names = events["category"], events["name"]
+    category, names = Codes(events["category"]), Codes(events["name"])
     is_slice = _flag(equals(events["kind"], "slice"))
     timed = events["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
     ts = events["ts_ns"].fill_null(0).to_numpy()
     end = ts + events["dur_ns"].fill_null(0).to_numpy()
-    is_gpu_work = _flag(is_in(category, GPU_WORK))
+    is_gpu_work = category.is_in(GPU_WORK)
     is_work = is_gpu_work & is_slice & timed & \
         events["device"].is_valid().to_numpy(zero_copy_only=False)
-    is_kernel = _flag(equals(category, "gpu.kernel"))
+    is_kernel = category.equals("gpu.kernel")
     cls = np.full(events.num_rows, COMPUTE, dtype=np.int8)
-    is_memop = _flag(is_in(category, ["gpu.memcpy", "gpu.memset"]))
-    cls[is_memop | (is_kernel & _flag(matches(names, MEMORY_KERNEL)))] = MEMORY
-    cls[is_kernel & _flag(matches(names, COMM_KERNEL))] = COMMUNICATION
+    is_memop = category.is_in(["gpu.memcpy", "gpu.memset"])
+    cls[is_memop | (is_kernel & names.matches(MEMORY_KERNEL))] = MEMORY
+    cls[is_kernel & names.matches(COMM_KERNEL)] = COMMUNICATION
 
     key, linked, on_device = launch_links(events)
-    is_api = _flag(is_in(category, API)) & ~on_device
-    under_collective = _inside_collectives(events, ts, end, is_api & linked & is_slice & timed)
-    is_sync_op = _flag(is_in(names, SYNC_OPS))
+    is_api = category.is_in(API) & ~on_device
+    under_collective = _inside_collectives(events, category, names, ts, end,
+                                           is_api & linked & is_slice & timed)
+    is_sync_op = names.is_in(SYNC_OPS)
     is_call = (is_api | is_sync_op) & is_slice & timed
     call_rows = np.flatnonzero(is_call)
     calls = _host_calls(events, call_rows, ts, end,
@@ -245,16 +274,16 @@ def _build(trace: Trace) -> Activity:
         row_cls[launched_in_collective & (row_cls == COMPUTE)] = COMMUNICATION
         devices.append(DeviceWork(source, code, dev, label, ts[rows], end[rows], row_cls,
                                   rows, api))
-    return Activity(events, *_name_table(names), devices, calls)
+    return Activity(events, category, names, devices, calls)
 
 
-def _inside_collectives(events: pa.Table, ts: np.ndarray, end: np.ndarray,
-                        launches: np.ndarray) -> np.ndarray:
+def _inside_collectives(events: pa.Table, category: Codes, names: Codes, ts: np.ndarray,
+                        end: np.ndarray, launches: np.ndarray) -> np.ndarray:
     """For each events row, whether it is a launch made inside a collective's host range on
     the same thread (of the same input and process)."""
     inside = np.zeros(len(ts), dtype=bool)
-    is_host = _flag(is_in(events["category"], ["host.op", "host.annotation"]))
-    ranges = np.flatnonzero(is_host & _flag(matches(events["name"], COLLECTIVE_RANGE)))
+    is_host = category.is_in(["host.op", "host.annotation"])
+    ranges = np.flatnonzero(is_host & names.matches(COLLECTIVE_RANGE))
     if not len(ranges) or not launches.any():
         return inside
     source = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tracekit import Trace
 from tracekit.plugins.diagnosis.activity import Activity
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import HOST_CONTEXT, Gaps
 from tracekit.toolkit import intervals as iv
-from tracekit.toolkit import is_in, matches
 
 #: Host ranges that load input: PyTorch's ``enumerate(DataLoader)#…Iter.__next__`` and its
 #: ``_next_data``/``collate`` frames, or a range a program names after its data set/loader.
@@ -33,8 +31,8 @@ def data_loading_wait(trace: Trace, activity: Activity, per_device: list[Gaps]) 
     """ns of steady-state GPU idle time (gaps not of start-up, over all devices) during which
     the processes that launch the device's work ran a data-loading range."""
     ev = trace.events
-    loading = pc.and_(is_in(ev["category"], HOST_CONTEXT), matches(ev["name"], DATA_LOADING))
-    rows = np.flatnonzero(loading.fill_null(False).to_numpy(zero_copy_only=False))
+    rows = np.flatnonzero(activity.category.is_in(HOST_CONTEXT)
+                          & activity.name_codes.matches(DATA_LOADING))
     if not len(rows):
         return 0
     take = pa.array(rows)

@@ -39,7 +39,7 @@ from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.diagnosis.window import restrict
-from tracekit.toolkit import equals, format_ns, is_in, matches, percent, report_table
+from tracekit.toolkit import format_ns, percent, report_table
 from tracekit.toolkit import intervals as iv
 
 #: The category of the gap spans ``convert --annotate`` draws.
@@ -153,12 +153,12 @@ def startup_calls(activity: Activity) -> tuple[np.ndarray, ...] | None:
     if "startup" in activity.cache:
         return activity.cache["startup"]
     ev = activity.events
-    host = is_in(ev["category"], ["api.runtime", "api.driver", "host.op", "host.python",
-                                  "host.annotation"]).to_numpy()
+    host = activity.category.is_in(["api.runtime", "api.driver", "host.op", "host.python",
+                                    "host.annotation"])
     host &= ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
     host &= ev["dur_ns"].is_valid().to_numpy(zero_copy_only=False)
-    keep = host & matches(ev["name"], STARTUP_CALLS).to_numpy()
-    alloc_rows = np.flatnonzero(host & matches(ev["name"], STARTUP_ALLOC).to_numpy())
+    keep = host & activity.name_codes.matches(STARTUP_CALLS)
+    alloc_rows = np.flatnonzero(host & activity.name_codes.matches(STARTUP_ALLOC))
     source = ev["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
     pid = ev["pid"].fill_null(-1).to_numpy()
     ts = ev["ts_ns"].fill_null(0).to_numpy()
@@ -182,8 +182,8 @@ def first_launch_loads(activity: Activity) -> np.ndarray:
     launch call of the input or more."""
     calls = activity.calls
     took = calls.end - calls.start
-    kernel = equals(activity.events["category"], "gpu.kernel").to_numpy()
-    names = activity.name_codes  # equal codes are equal names
+    kernel = activity.category.equals("gpu.kernel")
+    names = activity.name_codes.codes  # equal codes are equal names
     found: list[np.ndarray] = []
     for work in activity.devices:
         linked = (work.api >= 0) & kernel[work.row]
@@ -265,9 +265,10 @@ class HostRanges:
     categories with a source, pid and tid. A process's ranges are gathered on first use (gap
     contexts ask for the few processes that launch work), in events-row order."""
 
-    def __init__(self, ev: pa.Table) -> None:
+    def __init__(self, activity: Activity) -> None:
+        ev = activity.events
         source = ev["source"].combine_chunks()
-        keep = is_in(ev["category"], HOST_CONTEXT).to_numpy()
+        keep = activity.category.is_in(HOST_CONTEXT)
         for column in ("ts_ns", "dur_ns", "pid", "tid"):
             keep &= ev[column].is_valid().to_numpy(zero_copy_only=False)
         # Sources by name: a dictionary may hold one name twice; a null name is no source.
@@ -285,7 +286,7 @@ class HostRanges:
     def of(cls, activity: Activity) -> HostRanges:
         """The host ranges of ``activity``, indexed once."""
         if "host ranges" not in activity.cache:
-            activity.cache["host ranges"] = cls(activity.events)
+            activity.cache["host ranges"] = cls(activity)
         return activity.cache["host ranges"]
 
     def process(self, source: str, pid: int) -> tuple[np.ndarray, ...]:
