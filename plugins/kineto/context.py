@@ -10,10 +10,17 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tracekit import Source, TraceBuilder
 from tracekit.plugins.kineto.events import ColumnArgs, ColumnEvents, DictArgs, DictEvents
-from tracekit.plugins.kineto.fields import INT64, as_int, dumps, ints, names, texts
+from tracekit.plugins.kineto.fields import (
+    INT64,
+    as_int,
+    dumps,
+    first_seen,
+    ints,
+    names,
+    texts,
+)
 from tracekit.plugins.kineto.timestamps import INT64_MAX, us_to_ns
 from tracekit.toolkit import SYNTHETIC_ID_MAX
 
@@ -110,9 +117,9 @@ class Context:
         index = codes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
         distinct = codes.dictionary.to_pylist()
         # Names get their ids in order of first appearance, as the per-value loop gives them.
-        seen, first = np.unique(index, return_index=True)
+        seen, _ = first_seen(index + 1, len(distinct) + 1)  # + 1: null is 0
         ids = np.empty(len(distinct) + 1, dtype=np.int64)  # the last entry: no pid (null)
-        for code in seen[np.argsort(first)].tolist():
+        for code in (seen - 1).tolist():
             text = "" if code < 0 else distinct[code]
             n = as_int(text)
             ids[code] = n if n is not None and INT64[0] <= n <= INT64[1] \
@@ -170,15 +177,32 @@ class Context:
     def count(self, ph: str | None, keys: list[Any] | pa.Array, mask: np.ndarray | None,
               outcome: str) -> None:
         """Note ``outcome`` for the events where ``mask`` is true, by ``ph:cat`` (``keys`` are
-        the cats, or the whole keys when ``ph`` is None)."""
+        the cats, or the whole keys when ``ph`` is None), in order of first appearance."""
         if isinstance(keys, pa.Array):
-            chosen = keys if mask is None else keys.filter(pa.array(mask, type=pa.bool_()))
-            counts = Counter(dict(zip(*(c.to_pylist() for c in pc.value_counts(
-                chosen.cast(pa.string())).flatten()), strict=True)))
+            counts = tally(keys, mask)
         else:
             counts = Counter(keys if mask is None else compress(keys, mask))
         for key, n in counts.items():
             self.out.note(key if ph is None else f"{ph}:{key}", outcome, n)
+
+
+def tally(keys: pa.Array, mask: np.ndarray | None = None) -> dict[str | None, int]:
+    """How many rows (where ``mask`` is true) hold each text value, in order of first
+    appearance; counted on the dictionary codes, not on a string per row."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    codes = keys if pa.types.is_dictionary(keys.type) else \
+        keys.cast(pa.string()).dictionary_encode()
+    index = codes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    if mask is not None:
+        index = index[mask]
+    seen, counts = first_seen(index + 1, len(codes.dictionary) + 1)  # + 1: null is 0
+    values = [None, *codes.dictionary.cast(pa.string()).to_pylist()]
+    out: dict[str | None, int] = {}
+    for code, n in zip(seen.tolist(), counts.tolist(), strict=True):
+        key = values[code]
+        out[key] = out.get(key, 0) + n
+    return out
 
 
 def numbers(values: list[Any] | pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -200,11 +224,47 @@ def constant(n: int, value: str) -> pa.DictionaryArray:
 
 
 def scatter(n: int, idx: np.ndarray, values: pa.Array, type_: pa.DataType) -> pa.Array:
-    """A column of ``n`` rows holding ``values`` at the rows ``idx``, null elsewhere."""
+    """A column of ``n`` rows holding ``values`` at the rows ``idx``, null elsewhere.
+
+    The values must fit ``type_`` (the callers bound them); it is built in that type, without
+    a cast.
+    """
     if len(idx) == 0:
         return pa.nulls(n, type_)
-    full = np.zeros(n, dtype=np.int64)
-    mask = np.ones(n, dtype=bool)
+    full = np.zeros(n, dtype=type_.to_pandas_dtype())
     full[idx] = values.fill_null(0).to_numpy(zero_copy_only=False)
+    mask = np.ones(n, dtype=bool)
     mask[idx] = ~values.is_valid().to_numpy(zero_copy_only=False)
-    return pa.array(full, mask=mask).cast(type_)
+    return pa.array(full, mask=mask, type=type_)
+
+
+def rows_of(args: Args, mask: np.ndarray) -> Args:
+    """The args of the rows where ``mask`` is true, for reading their keys (``get`` and
+    ``dims``). The typed decode's args are filtered key by key: their JSON text, which the
+    keys do not need, is not copied."""
+    if isinstance(args, ColumnArgs):
+        return _KeysOf(args, mask)  # type: ignore[return-value]
+    return args.take(np.flatnonzero(mask))
+
+
+class _KeysOf:
+    """The extracted keys of some rows of a ``ColumnArgs``, read from the rows that have
+    them (no column of all the rows per key)."""
+
+    def __init__(self, args: ColumnArgs, mask: np.ndarray) -> None:
+        self.keys, self.mask = args.keys, mask
+        self.rows = np.flatnonzero(mask)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def get(self, key: str) -> pa.Array:
+        sparse = self.keys.get(key)
+        if sparse is None:
+            return pa.nulls(len(self.rows), pa.int64())
+        has = self.mask[sparse.rows]
+        where = np.full(len(self.rows), -1, dtype=np.int64)
+        where[np.searchsorted(self.rows, sparse.rows[has])] = np.arange(int(has.sum()))
+        return sparse.values.filter(pa.array(has)).take(pa.array(where, mask=where < 0))
+
+    dims = ColumnArgs.dims  # the keys of a [x, y, z] value, read through get

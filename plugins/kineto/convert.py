@@ -16,7 +16,7 @@ from tracekit.plugins.kineto.flows import bind_flows
 from tracekit.plugins.kineto.instants import counters, instants
 from tracekit.plugins.kineto.metadata import metadata_events, top_metadata
 from tracekit.plugins.kineto.slices import slices
-from tracekit.toolkit import fields
+from tracekit.toolkit import any_true, equals, fields
 
 # Columns every kind of row has while converting (a trace may hold only instants).
 _WORK_COLUMNS = {"dur_ns": pa.int64(), "correlation": pa.int64(), "_tid": pa.int64(),
@@ -41,11 +41,12 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
     group = {p: events.take(idx) for p, idx in by_phase.items() if len(idx)}
     flows = events.take(flow_rows, args=False)  # flows have no args to read
     events.release()
+    _release()  # what the decode freed
     metadata_events(ctx, group.pop("M", events.take(empty)))
     tables = []
     if "X" in group:
         tables.append(slices(ctx, group.pop("X")))
-    if "C" in group and "counter.memory" in _values(group["C"].field("cat")):
+    if "C" in group and _has(group["C"].field("cat"), "counter.memory"):
         # Written by tracekit: the memory counters are in the file already.
         ctx.memory_counters = False
     for ph in ("i", "I"):
@@ -54,11 +55,16 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
     if "C" in group:
         tables.append(counters(ctx, group.pop("C")))
     for ph, evs in group.items():
-        cats = _values(evs.field("cat"))
+        cats = evs.field("cat")
+        cats = cats if isinstance(cats, pa.Array) else texts(cats)[0]
         if ph is None:
             ctx.count("(no ph)", cats, None, "skipped: no phase ('ph')")
         else:
             ctx.count(ph[:20], cats, None, f"skipped: phase '{ph[:20]}' is not supported")
+    # The decoded columns are free now (but for the args text the slices keep): hand their
+    # memory back before the work over the whole table (see _release).
+    del group, phases, codes, index, by_phase
+    _release()
     tables = [t for t in tables if t.num_rows]
     table = pa.concat_tables(tables, promote_options="permissive") if tables else None
     if table is None:
@@ -73,6 +79,7 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
         if name not in table.column_names:
             table = table.append_column(name, pa.nulls(table.num_rows, type_))
     table = bind_flows(ctx, table, flows)
+    del flows
     table = device_columns(ctx, table)
     if isinstance(top.get("tracekit"), dict):
         # Written by tracekit: the typed columns Kineto has no field for are args keys named
@@ -82,9 +89,25 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
             out.note(f"args.{column}", "kept in args: the tool's own key, not a value of "
                      "the column", n)
     devices_and_processes(ctx, table)
-    out.add_events({name: table[name] for name in table.column_names
-                    if not name.startswith("_")})
+    # A table, not columns: the builder takes it chunk by chunk, as it is (the args are the
+    # decoded text's chunks), where columns would be combined, a copy of each.
+    out.add_events(table.select([name for name in table.column_names
+                                 if not name.startswith("_")]))
     top_metadata(ctx)
+
+
+def _has(values: list[Any] | pa.Array, text: str) -> bool:
+    """Whether any of the values is ``text``."""
+    if isinstance(values, pa.Array):
+        return any_true(equals(values, text))
+    return text in texts(values)[0]
+
+
+def _release() -> None:
+    """Return the memory Arrow's pool holds free to the system (mimalloc keeps freed pages
+    for reuse a while), so that the numpy arrays that come next, another allocator's, do
+    not add to it: 50 MiB less at the peak of a 221 MiB trace."""
+    pa.default_memory_pool().release_unused()
 
 
 def _values(values: list[Any] | pa.Array) -> list[Any]:

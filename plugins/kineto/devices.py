@@ -13,7 +13,7 @@ from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES
 from tracekit.plugins.kineto.context import Context
 from tracekit.plugins.kineto.fields import INT32, INT64, as_int
 from tracekit.plugins.kineto.flows import launching_pid
-from tracekit.toolkit import SYNTHETIC_ID_MAX
+from tracekit.toolkit import SYNTHETIC_ID_MAX, is_in
 
 _STREAM_TID = re.compile(r"stream\s+(\d+)", re.IGNORECASE)
 _AMD_NAMES = ("AMD", "Instinct", "Radeon", "gfx")
@@ -21,9 +21,7 @@ _AMD_NAMES = ("AMD", "Instinct", "Radeon", "gfx")
 
 def device_columns(ctx: Context, table: pa.Table) -> pa.Table:
     """Device rows: device from the GPU pid, stream from args or tid, pid of the launcher."""
-    cat = table["category"].cast(pa.string())
-    is_dev = pc.is_in(cat, pa.array(sorted(DEVICE_CATEGORIES))).to_numpy(
-        zero_copy_only=False)
+    is_dev = is_in(table["category"], sorted(DEVICE_CATEGORIES)).to_numpy()
     pid = table["_pid"].fill_null(-1).to_numpy()
     tid_valid = table["_tid"].is_valid().to_numpy(zero_copy_only=False) & ~is_dev
     tid = table["_tid"].fill_null(-1).to_numpy()
@@ -38,12 +36,10 @@ def device_columns(ctx: Context, table: pa.Table) -> pa.Table:
     # Rows without args.device (gpu_user_annotation) take the device that the same GPU pid
     # maps to on the rows that have it, so one GPU never appears under two ids.
     has_dev = table["_arg_device"].is_valid().to_numpy(zero_copy_only=False) & is_dev
-    pairs = np.unique(np.stack([pid[has_dev], device[has_dev]]), axis=1)
-    pids, counts = np.unique(pairs[0], return_counts=True)
-    unambiguous = pairs[:, np.isin(pairs[0], pids[counts == 1])]
-    fill = is_dev & ~has_dev & np.isin(pid, unambiguous[0])
+    gpu_pids, devices = _one_device_per_pid(pid[has_dev], device[has_dev])
+    fill = is_dev & ~has_dev & np.isin(pid, gpu_pids)
     if fill.any():
-        device[fill] = unambiguous[1][np.searchsorted(unambiguous[0], pid[fill])]
+        device[fill] = devices[np.searchsorted(gpu_pids, pid[fill])]
     # Old traces name GPU threads "stream 7"; they arrive here as synthetic ids.
     named = didx[stream[didx] <= SYNTHETIC_ID_MAX]
     ids = np.unique(stream[named])
@@ -75,6 +71,21 @@ def device_columns(ctx: Context, table: pa.Table) -> pa.Table:
             else table.set_column(table.schema.get_field_index(name), name, col)
     return table
 
+def _one_device_per_pid(pid: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pids (sorted) that go with one device only, and that device of each; over the
+    distinct pids and devices (a few), not over a sort of the (pid, device) rows."""
+    pids = pc.dictionary_encode(pa.array(pid, type=pa.int64()))
+    devices = pc.dictionary_encode(pa.array(device, type=pa.int64()))
+    width = len(devices.dictionary)
+    pairs = np.unique(pids.indices.to_numpy().astype(np.int64) * width +
+                      devices.indices.to_numpy())
+    of_pid, of_device = pairs // max(width, 1), pairs % max(width, 1)
+    single = (np.bincount(of_pid, minlength=len(pids.dictionary)) == 1)[of_pid]
+    gpu_pids = pids.dictionary.to_numpy()[of_pid[single]]
+    order = np.argsort(gpu_pids)
+    return gpu_pids[order], devices.dictionary.to_numpy()[of_device[single]][order]
+
+
 def devices_and_processes(ctx: Context, table: pa.Table | None) -> None:
     out = ctx.out
     props = ctx.top.get("deviceProperties")
@@ -89,11 +100,13 @@ def devices_and_processes(ctx: Context, table: pa.Table | None) -> None:
                        name=None if int(dev) in named else label)
     rank = _rank(ctx.top)
     host = ctx.top.get("host_name") if isinstance(ctx.top.get("host_name"), str) else None
-    host_rows = table.filter(pc.is_valid(table["tid"]))
-    pairs = host_rows.group_by(["pid", "tid"], use_threads=False).aggregate([]).to_pylist()
-    host_pids = set(pc.unique(table.filter(pc.invert(pc.is_in(
-        table["category"].cast(pa.string()), pa.array(sorted(DEVICE_CATEGORIES)))))["pid"]
-        .drop_null()).to_pylist())
+    # Threads in order of first appearance, processes of host rows sorted: over the three
+    # columns that tell, not over copies of the whole table.
+    tid = table["tid"]
+    pairs = pa.table({"pid": table["pid"], "tid": tid}).filter(pc.is_valid(tid)).group_by(
+        ["pid", "tid"], use_threads=False).aggregate([]).to_pylist()
+    on_host = pc.invert(is_in(table["category"], sorted(DEVICE_CATEGORIES)))
+    host_pids = set(pc.unique(table["pid"].filter(on_host).drop_null()).to_pylist())
     for pid in sorted(host_pids):
         name = ctx.process_names.get(pid) or ctx.labels.get(pid)
         out.add_process(pid, name=name, host=host, rank=rank)

@@ -117,12 +117,25 @@ def compact(values: pa.DictionaryArray) -> pa.DictionaryArray:
     ``dictionary_encode`` of the values would give them); nulls stay null."""
     valid = values.is_valid().to_numpy(zero_copy_only=False)
     codes = values.indices.fill_null(0).to_numpy(zero_copy_only=False)
-    used, first = np.unique(codes[valid], return_index=True)
-    used = used[np.argsort(first)]
-    remap = np.zeros(len(values.dictionary), dtype=np.int32)
+    size = len(values.dictionary)
+    used, _ = first_seen(codes if values.null_count == 0 else
+                         np.where(valid, codes, size), size + 1)
+    used = used[used < size]
+    remap = np.zeros(size, dtype=np.int32)
     remap[used] = np.arange(len(used), dtype=np.int32)
     return pa.DictionaryArray.from_arrays(pa.array(remap[codes], mask=~valid),
                                           values.dictionary.take(pa.array(used)))
+
+
+def first_seen(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of ``codes`` (integers in [0, size)) in order of first appearance,
+    and how many times each appears. One pass over the codes, not a sort of them."""
+    n = len(codes)
+    first = np.full(size, n, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(n, dtype=np.int64))
+    seen = np.flatnonzero(first < n)
+    seen = seen[np.argsort(first[seen], kind="stable")]
+    return seen, np.bincount(codes, minlength=size)[seen]
 
 
 def _json_default(value: Any) -> Any:

@@ -3,7 +3,6 @@ and counter events (``ph: C``)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from decimal import Decimal
 from itertools import compress
 
@@ -17,36 +16,33 @@ from tracekit.plugins.kineto.context import (
     Events,
     constant,
     numbers,
+    rows_of,
     scatter,
 )
-from tracekit.plugins.kineto.fields import ints
+from tracekit.plugins.kineto.events import dictionary, where
+from tracekit.plugins.kineto.fields import compact, ints
+from tracekit.toolkit import factorize
 
 
 def instants(ctx: Context, evs: Events, ph: str) -> list[pa.Table]:
     """The instant rows of ``evs`` (phase ``ph``), and the memory counter rows they imply."""
-    cats = _texts(ctx.cats(evs, ph))
+    cats = ctx.cats(evs, ph)
     ts, ok = ctx.times(evs.times("ts"), ctx.base_ns)
     if not ok.all():
         ctx.count(ph, cats, ~ok, NO_TS)
-        evs, cats, ts = evs.where(ok), list(compress(cats, ok)), ts[ok]
+        evs, cats, ts = evs.where(ok), where(cats, ok), ts[ok]
     ctx.count(ph, cats, None, "events")
     name_col, args = ctx.fields(evs, ph)
-    name_text = name_col.dictionary.to_pylist()
-    name_idx = name_col.indices.to_numpy(zero_copy_only=False)
-    # The category depends on the name only for "[memory]": map per distinct pair.
-    pairs = Counter(zip(cats, (name_text[i] for i in name_idx), strict=True))
-    mapped = {p: map_category(*p) for p in pairs}
-    categories = [mapped[p] for p in zip(cats, (name_text[i] for i in name_idx),
-                                              strict=True)]
-    is_mem = np.array([c == "host.memory" for c in categories], dtype=bool)
+    category, is_mem = _categories(dictionary(cats), name_col)
     pid = ctx.ids(evs.field("pid"), "pid", ph)
     tid = ctx.ids(evs.field("tid"), "tid", ph)
-    mem_arr, bad = ints(args.take(np.flatnonzero(is_mem)).get("Bytes"))
+    mem_args = rows_of(args, is_mem)
+    mem_arr, bad = ints(mem_args.get("Bytes"))
     if bad:
         ctx.warn(f"{ph}:[memory]", "args.Bytes is not an integer in range (null)", bad)
     table = pa.table({
         "kind": constant(len(evs), "instant"),
-        "category": pa.array(categories, type=pa.string()).dictionary_encode(),
+        "category": category,
         "name": name_col,
         "ts_ns": pa.array(ts, type=pa.int64()),
         "_pid": pid,
@@ -56,27 +52,53 @@ def instants(ctx: Context, evs: Events, ph: str) -> list[pa.Table]:
     })
     tables = [table]
     if ctx.memory_counters and is_mem.any():
-        tables.append(memory_counters(ctx, args, is_mem, ts, pid))
+        tables.append(memory_counters(ctx, mem_args, ts[is_mem], pid[is_mem]))
     return tables
 
 
-def memory_counters(ctx: Context, args: Args, is_mem: np.ndarray, ts: np.ndarray,
-                    pid: np.ndarray) -> pa.Table:
+def _categories(cats: pa.DictionaryArray, names: pa.DictionaryArray
+                ) -> tuple[pa.DictionaryArray, np.ndarray]:
+    """The category of each instant, and which are memory events. The category depends on
+    the name only for "[memory]": it is mapped once per distinct (cat, name) pair."""
+    width = max(len(names.dictionary), 1)
+    cat_code = cats.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+    pair = cat_code * width + names.indices.to_numpy(zero_copy_only=False)
+    distinct, inverse = np.unique(pair, return_inverse=True)
+    cat_text = [None, *cats.dictionary.cast(pa.string()).to_pylist()]
+    name_text = names.dictionary.cast(pa.string()).to_pylist()
+    mapped = [map_category(cat_text[p // width], name_text[p % width])
+              for p in distinct.tolist()]
+    labels = list(dict.fromkeys(mapped))
+    position = {label: i for i, label in enumerate(labels)}
+    code = np.array([position[m] for m in mapped], dtype=np.int32)[inverse.reshape(-1)]
+    is_mem = np.array([m == "host.memory" for m in mapped], dtype=bool)[inverse.reshape(-1)]
+    # In order of first use, as dictionary_encode of the texts gives them.
+    category = compact(pa.DictionaryArray.from_arrays(pa.array(code, type=pa.int32()),
+                                                      pa.array(labels, type=pa.string())))
+    return category, is_mem
+
+
+def memory_counters(ctx: Context, margs: Args, ts: np.ndarray, pid: np.ndarray) -> pa.Table:
     """'<device> memory allocated' and '... reserved' counter rows from [memory] events'
-    running totals, in event order (allocated, then reserved, per event)."""
-    rows = np.flatnonzero(is_mem)
-    margs = args.take(rows)
+    running totals (``margs``, ``ts`` and ``pid`` are theirs), in event order (allocated,
+    then reserved, per event)."""
     places = []
     for key in ("Device Type", "Device Id"):
         values, bad = ints(margs.get(key))
         if bad:
             ctx.warn("i:[memory]", f"args.{key} is not an integer (device unknown)", bad)
-        places.append(values.to_pylist())
-    places = list(zip(*places, strict=True))
-    label = {p: "CPU" if p[0] in (0, None) else f"GPU {'?' if p[1] is None else p[1]}"
-             for p in set(places)}
-    names_, values, valid = [], [], []
-    for key, what in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")):
+        places.append((values.is_valid().to_numpy(zero_copy_only=False),
+                       values.fill_null(0).to_numpy(zero_copy_only=False)))
+    (type_ok, type_), (id_ok, id_) = places
+    place, (u_type_ok, u_type, u_id_ok, u_id) = factorize(type_ok, type_, id_ok, id_)
+    label = ["CPU" if not t_ok or t == 0 else f"GPU {i if i_ok else '?'}"
+             for t_ok, t, i_ok, i in zip(u_type_ok.tolist(), u_type.tolist(),
+                                         u_id_ok.tolist(), u_id.tolist(), strict=True)]
+    labels = list(dict.fromkeys(label))
+    position = {text: i for i, text in enumerate(labels)}
+    label_code = np.array([position[text] for text in label], dtype=np.int64)[place]
+    values, valid = [], []
+    for key in ("Total Allocated", "Total Reserved"):
         given = margs.get(key)
         number, has = numbers(given)
         present = len(given) - given.null_count if isinstance(given, pa.Array) else \
@@ -84,21 +106,22 @@ def memory_counters(ctx: Context, args: Args, is_mem: np.ndarray, ts: np.ndarray
         if present > int(has.sum()):
             ctx.warn("i:[memory]", f"args.{key} is not a finite number (no counter "
                      "row)", present - int(has.sum()))
-        names_.append(pa.array([f"{label[p]} memory {what}" for p in places],
-                               type=pa.string()).to_numpy(zero_copy_only=False))
         values.append(number)
         valid.append(has)
     # Interleave the two series row by row, then keep the values present.
     keep = np.stack(valid, axis=1).ravel()
     count = int(keep.sum())
     ctx.out.note("derived from [memory] events", "counter rows (allocated, reserved)", count)
+    series = np.stack([label_code * 2, label_code * 2 + 1], axis=1).ravel()[keep]
+    texts_ = [f"{text} memory {what}" for text in labels for what in ("allocated", "reserved")]
+    name = compact(pa.DictionaryArray.from_arrays(pa.array(series.astype(np.int32)),
+                                                  pa.array(texts_, type=pa.string())))
     return pa.table({
         "kind": constant(count, "counter"),
         "category": constant(count, "counter.memory"),
-        "name": pa.array(np.stack(names_, axis=1).ravel()[keep],
-                         type=pa.string()).dictionary_encode(),
-        "ts_ns": pa.array(np.repeat(ts[rows], 2)[keep], type=pa.int64()),
-        "_pid": pa.array(np.repeat(pid[rows], 2)[keep], type=pa.int64()),
+        "name": name,
+        "ts_ns": pa.array(np.repeat(ts, 2)[keep], type=pa.int64()),
+        "_pid": pa.array(np.repeat(pid, 2)[keep], type=pa.int64()),
         "value": pa.array(np.stack(values, axis=1).ravel()[keep], type=pa.float64()),
     })
 

@@ -7,12 +7,20 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES, map_category
-from tracekit.plugins.kineto.context import NO_TS, Args, Context, Events, constant, scatter
+from tracekit.plugins.kineto.context import (
+    NO_TS,
+    Args,
+    Context,
+    Events,
+    constant,
+    rows_of,
+    scatter,
+)
 from tracekit.plugins.kineto.events import dictionary, where
 from tracekit.plugins.kineto.fields import INT32, compact, ints
 from tracekit.plugins.kineto.timestamps import INT64_MAX, us_to_ns
+from tracekit.toolkit import equals, is_in
 
 _MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.IGNORECASE)
 _MEMSET_NAME = re.compile(r"Memset\s*\((\w+)\)", re.IGNORECASE)
@@ -45,31 +53,31 @@ def slices(ctx: Context, xs: Events) -> pa.Table:
     # A missing cat is a null index: "other", like an unknown one.
     category = pa.DictionaryArray.from_arrays(
         cat_dict.indices.fill_null(len(mapped)), pa.array([*mapped, "other"]))
-    table = pa.table({
-        "kind": constant(len(xs), "slice"),
+    n = len(xs)
+    columns: dict[str, pa.Array] = {
+        "kind": constant(n, "slice"),
         "category": category,
         "name": name_col,
         "ts_ns": pa.array(ts),
         "dur_ns": pa.array(dur),
-        "_pid": ctx.ids(xs.field("pid"), "pid", "X"),
-        "_tid": ctx.ids(xs.field("tid"), "tid", "X"),
+        "_pid": pa.array(ctx.ids(xs.field("pid"), "pid", "X")),
+        "_tid": pa.array(ctx.ids(xs.field("tid"), "tid", "X")),
         "correlation": ctx.arg_ints(args, "correlation", "X"),
         "args": ctx.args_column(args, "X"),
-    })
-    return _typed_gpu_columns(ctx, table, args)
+    }
+    columns.update(_typed_gpu_columns(ctx, n, category, name_col, args))
+    return pa.table(columns)
 
 
-def _typed_gpu_columns(ctx: Context, table: pa.Table, args: Args) -> pa.Table:
+def _typed_gpu_columns(ctx: Context, n: int, category: pa.DictionaryArray,
+                       names: pa.DictionaryArray, args: Args) -> dict[str, pa.Array]:
     """Grid, block, registers and shared memory of kernels; bytes and memory kinds of copies;
     the tool's own device and stream ids of device rows."""
-    cat = table["category"]
-    n = table.num_rows
-    is_kernel = pc.equal(cat.cast(pa.string()), "gpu.kernel").to_numpy(zero_copy_only=False)
-    is_copy = pc.is_in(cat.cast(pa.string()), pa.array(["gpu.memcpy", "gpu.memset"]))\
-        .to_numpy(zero_copy_only=False)
+    is_kernel = equals(category, "gpu.kernel").to_numpy()
+    is_copy = is_in(category, ["gpu.memcpy", "gpu.memset"]).to_numpy()
     cols: dict[str, pa.Array] = {}
     kidx = np.flatnonzero(is_kernel)
-    kargs = args.take(kidx)
+    kargs = rows_of(args, is_kernel)
     for key in ("grid", "block"):
         axes, odd = kargs.dims(key)
         if odd:
@@ -83,20 +91,18 @@ def _typed_gpu_columns(ctx: Context, table: pa.Table, args: Args) -> pa.Table:
         kargs, "shared memory", "X:kernel"), pa.int64())
     cidx = np.flatnonzero(is_copy)
     cols["bytes"] = scatter(n, cidx, ctx.arg_ints(
-        args.take(cidx), "bytes", "X:gpu_memcpy"), pa.int64())
-    copy_kind, src, dst = copy_kinds(table["name"], cidx, n)
+        rows_of(args, is_copy), "bytes", "X:gpu_memcpy"), pa.int64())
+    copy_kind, src, dst = copy_kinds(names, cidx, n)
     cols["copy_kind"], cols["src_kind"], cols["dst_kind"] = copy_kind, src, dst
     # The tool's own device and stream ids of device rows (see devices.device_columns).
-    didx = np.flatnonzero(pc.is_in(cat.cast(pa.string()), pa.array(sorted(
-        DEVICE_CATEGORIES))).to_numpy(zero_copy_only=False))
-    dargs = args.take(didx)
+    is_device = is_in(category, sorted(DEVICE_CATEGORIES)).to_numpy()
+    didx = np.flatnonzero(is_device)
+    dargs = rows_of(args, is_device)
     cols["_arg_device"] = scatter(n, didx, ctx.arg_ints(
         dargs, "device", "X:device work", INT32), pa.int64())
     cols["_arg_stream"] = scatter(n, didx, ctx.arg_ints(
         dargs, "stream", "X:device work"), pa.int64())
-    for name, col in cols.items():
-        table = table.append_column(name, col)
-    return table
+    return cols
 
 
 def _checked(ctx: Context, values: list[Any] | pa.Array, what: str,
