@@ -112,13 +112,15 @@ class Carried:
 
 
 def carry(events: pa.Table, native: Mapping[str, Mask], *, allowed: Mask = True,
-          why_not: str = "no field for it on these events") -> Carried:
+          why_not: str = "no field for it on these events", typed: bool = False) -> Carried:
     """Apply the rule to ``events`` (the rows a writer writes).
 
     ``native`` says, per typed column, where the writer has a field of its own for it (a
     column not listed has none). Every other non-null value becomes an args key named as the
     column on the rows where ``allowed`` (rows whose args the format can extend); elsewhere
-    it is counted as ``field_skip(column, why_not)``.
+    it is counted as ``field_skip(column, why_not)``. The keys hold JSON text
+    (:func:`json_values`), or with ``typed`` the column's own values (for a writer that
+    encodes them itself; :func:`json_values` gives their text).
     """
     n = events.num_rows
     allowed_rows = _mask(allowed, n)
@@ -130,7 +132,14 @@ def carry(events: pa.Table, native: Mapping[str, Mask], *, allowed: Mask = True,
         where = ~_mask(native.get(name, False), n)
         if not where.any():
             continue
-        text, present = json_values(column)
+        if typed:
+            text = column.combine_chunks()
+            present = text.is_valid().to_numpy(zero_copy_only=False)
+            if pa.types.is_floating(text.type):
+                present &= pc.fill_null(pc.is_finite(text), False).to_numpy(
+                    zero_copy_only=False)
+        else:
+            text, present = json_values(column)
         want = present & where
         odd = where & column.is_valid().to_numpy(zero_copy_only=False) & ~present
         if odd.any():
@@ -141,7 +150,7 @@ def carry(events: pa.Table, native: Mapping[str, Mask], *, allowed: Mask = True,
             out.skipped[field_skip(name, why_not)] += int(lost.sum())
         keep = want & allowed_rows
         if keep.any():
-            out.keys[name] = pc.if_else(pa.array(keep), text, pa.scalar(None, pa.string()))
+            out.keys[name] = pc.if_else(pa.array(keep), text, pa.scalar(None, text.type))
     return out
 
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from independent import load
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto_check import decode_and_check
+from tracekit import fields
 from tracekit.builder import TraceBuilder
 from tracekit.errors import EmptyOutputError
 from tracekit.fields import merge
@@ -492,3 +493,66 @@ def test_nest_slices_orders_like_the_replay(intervals, laminar):
     want = _replayed(track, start, end)
     for g, w in zip(got, want, strict=True):
         assert g.tolist() == w.tolist()
+
+
+def _columnwise(args: list[str | None], keys: dict[str, pa.Array]):
+    """Column-wise annotations per row as (name, kind, value) lists, and what was skipped."""
+    encoder, skipped = AnnotationEncoder(), Counter()
+    found = encoder.columns(ArgColumns(pa.array(args, pa.string()), keys)
+                            .take(np.arange(len(args))), skipped)
+    te = MessageColumns(len(args)).repeated_message(4, found.counts, found.items) \
+        .raw(found.per_row).encode()
+    return _annotations(encoder, [te.data[a:b].tobytes() for a, b in
+                                  zip(te.offsets[:-1], te.offsets[1:], strict=True)]), skipped
+
+
+def test_typed_carried_keys_match_their_json_text():
+    # fields.carry(typed=True) hands the writer the columns themselves: the annotations are
+    # those of the values' JSON text (what the per-row encoder reads), collisions included.
+    args = [None, '{"a":1}', '{"correlation": 7}', '{"x": "correlation"}', "",
+            '{"copy_kind": "DtoH"}', '{"correlation": 3.0}', '{"b": [1, 2]}']
+    typed = {
+        "correlation": pa.array([5, -7, 7, 9, 2**62, None, 3, 0], pa.int64()),
+        "grid_x": pa.array([1, None, 3, None, 5, 6, None, None], pa.int32()),
+        "copy_kind": pa.array(["HtoD", 'a"b', None, "é\n", None, "HtoD", None, "\x01"])
+        .dictionary_encode(),
+        "value": pa.array([1.0, 0.5, None, 1e20, -0.0, None, 2.5e-7, None]),
+    }
+    got, skipped = _columnwise(args, typed)
+    want, want_skipped = _columnwise(
+        args, {k: fields.json_values(v)[0] for k, v in typed.items()})
+    assert got == want and skipped == want_skipped
+    assert got[0] == [("correlation", "int_value", 5), ("grid_x", "int_value", 1),
+                      ("copy_kind", "string_value", "HtoD"), ("value", "int_value", 1)]
+    assert got[3] == [("x", "string_value", "correlation"), ("correlation", "int_value", 9),
+                      ("copy_kind", "string_value", "é\n"), ("value", "double_value",
+                                                             (1e20).hex())]
+    assert got[4] == [("correlation", "int_value", 2**62), ("grid_x", "int_value", 5),
+                      ("value", "int_value", 0)]
+    assert got[7] == [("b", "nested", got[7][0][2]), ("correlation", "int_value", 0),
+                      ("copy_kind", "string_value", "\x01")]
+    # {"copy_kind": "DtoH"} against HtoD; 3.0 in args equals the carried 3.
+    assert dict(skipped) == {fields.field_skip("copy_kind", "args already has this key with "
+                                               "another value (args kept)"): 1}
+
+
+def test_columnwise_split_checks_what_stands_between_tokens():
+    texts = ['{ "a" : 1 , "b" : "x" }', '{"a" x: 1}', '{"a": "x" y}', '{x "a": 1}',
+             '{"a": 1, x "b": 2}', '{"a": [1] x}', "{ }", "{ x }",
+             '{\n  "a": [1, 2],\n  "b": {"c": "d"}\n}', '{"a":\x0b1}', '{"a": "\t"}']
+    got, want, _, _, column_wise = _both_ways(texts, {})
+    assert got == want
+    assert set(column_wise) == {texts[0], texts[8]}
+    assert got[6] == [] and got[7] == [("args", "string_value", "{ x }")]
+
+
+def test_nest_slices_orders_like_the_replay_where_times_do_not_pack():
+    # Times 2**62 apart do not pack with the track into one sort key: the lexsort way.
+    track = np.array([0, 0, 1, 1, 0, 1], dtype=np.int64)
+    start = np.array([0, 5, 2**62, 2**62 + 1, 5, 0], dtype=np.int64)
+    end = start + np.array([10, 2, 3, 1, 2, 4])
+    got = nest_slices(track, start, end)
+    want = _replayed(track, start, end)
+    for g, w in zip(got, want, strict=True):
+        assert g.tolist() == w.tolist()
+    assert got[0].tolist() == [0, 1, 4, 4, 1, 0, 5, 5, 2, 3, 3, 2]

@@ -5,7 +5,8 @@ the args texts are split into their top-level (key, value) pairs with numpy over
 of the whole chunk, and the pairs become one ``MessageColumns`` of DebugAnnotations, each
 field a column: numbers parsed by Arrow casts, strings copied as they are, nested arrays and
 objects encoded once per distinct text. The typed columns that travel as annotations
-(``tracekit.fields``) join as more pairs. Rows that this cannot take exactly as
+(``tracekit.fields``) join as more pairs, integers and strings as they are (no JSON text in
+between). Rows that this cannot take exactly as
 ``orjson.loads`` reads them (escapes, big integers, bad JSON, a typed column whose key the
 args already have with another value) go through the per-row encoder, ``encode``, which
 also caches encoded (key, value) pairs: values such as ``cbid`` or a kernel's ``grid`` repeat
@@ -30,7 +31,6 @@ from tracekit.plugins.perfetto.writer_args import (
     INT,
     NESTED,
     STRING,
-    Values,
     split_objects,
     text_buffers,
     value_kinds,
@@ -62,13 +62,16 @@ class Annotations:
 
 @dataclass
 class ArgColumns:
-    """Per event row its args text and the typed columns it carries as args keys (the JSON
-    text of each value, null where the row has none), as ``tracekit.fields.carry`` found."""
+    """Per event row its args text and the typed columns it carries as args keys, null where
+    the row has none, as ``tracekit.fields.carry`` found: a string column holds the JSON text
+    of each value, any other type (numbers, dictionary strings) the values themselves."""
 
     args: pa.ChunkedArray | pa.Array
     keys: dict[str, pa.Array]
 
     def __post_init__(self) -> None:
+        self.keys = {k: v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
+                     for k, v in self.keys.items()}
         self._valid = {k: v.is_valid().to_numpy(zero_copy_only=False)
                        for k, v in self.keys.items()}
 
@@ -79,7 +82,7 @@ class ArgColumns:
         for key, values in self.keys.items():
             have = np.flatnonzero(self._valid[key][rows])
             if len(have):
-                keys[key] = (have, values.take(pa.array(rows[have])).cast(pa.large_string()))
+                keys[key] = (have, values.take(pa.array(rows[have])))
         return ArgRows(args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args,
                        keys)
 
@@ -87,19 +90,20 @@ class ArgColumns:
 @dataclass
 class ArgRows:
     """The args of a chunk of rows, and per carried key the positions (in the chunk) of the
-    rows that have a value, and those values as JSON text."""
+    rows that have a value, and those values (JSON text or typed, see ``ArgColumns``)."""
 
     args: pa.Array
     keys: dict[str, tuple[np.ndarray, pa.Array]]
 
     def full(self, rows: np.ndarray) -> dict[str, pa.Array]:
-        """Per key the values of ``rows`` (null where none), as ``fields.merge`` takes them."""
+        """Per key the JSON text of the values of ``rows`` (null where none), as
+        ``fields.merge`` takes them."""
         out = {}
         for key, (have, values) in self.keys.items():
             index = np.full(len(self.args), -1, dtype=np.int64)
             index[have] = np.arange(len(have))
             at = index[rows]
-            out[key] = values.take(pa.array(at, mask=at < 0)).cast(pa.string())
+            out[key] = _json_text(values.take(pa.array(at, mask=at < 0))).cast(pa.string())
         return out
 
 
@@ -124,9 +128,9 @@ class AnnotationEncoder:
         code_of = {k: i for i, k in enumerate(names)}
         # Where a key's quoted name can stand other than as a top-level key: in a string
         # value, or in a nested one (texts with escapes are slow already).
-        texts = np.flatnonzero(pc.match_substring_regex(found.values, r'^["\[{]')
-                               .to_numpy(zero_copy_only=False))
-        row_parts, code_parts, raw_parts = [found.row], [found.key], [found.values]
+        texts = _naming(found.values, found.row, list(rows.keys))
+        pairs = _PairParts()
+        pairs.add_texts(found.row, found.key, found.values)
         for key, (have, values) in rows.keys.items():
             add = np.ones(len(have), dtype=bool)
             code = code_of.get(key)
@@ -138,38 +142,35 @@ class AnnotationEncoder:
                 # otherwise, or another value (a collision), is for merge to judge.
                 at = np.flatnonzero(found.key == code)
                 at, pos = _matching(found.row[at], have, at)
-                same = pc.fill_null(pc.equal(found.values.take(pa.array(at)),
-                                             values.take(pa.array(pos))), False)
-                slow[have[pos[~same.to_numpy(zero_copy_only=False)]]] = True
-                add[pos] = False
-            if len(texts):
-                named = pc.match_substring(found.values.take(pa.array(texts)),
-                                           orjson.dumps(key).decode())
-                _, pos = _matching(found.row[texts[named.to_numpy(zero_copy_only=False)]], have)
+                if len(at):
+                    same = pc.fill_null(pc.equal(found.values.take(pa.array(at)),
+                                                 _json_text(values.take(pa.array(pos)))),
+                                        False).to_numpy(zero_copy_only=False)
+                    slow[have[pos[~same]]] = True
+                    add[pos] = False
+            if key in texts:
+                _, pos = _matching(texts[key], have)
                 slow[have[pos[add[pos]]]] = True
             at = np.flatnonzero(add)
-            row_parts.append(have[at])
-            code_parts.append(np.full(len(at), code, dtype=np.int64))
-            raw_parts.append(values if len(at) == len(have) else values.take(pa.array(at)))
-        row = np.concatenate(row_parts)
-        code = np.concatenate(code_parts)
-        raw = pa.concat_arrays(raw_parts)
-        values, nested = self._values(raw)
-        slow[row[values.odd]] = True
+            pairs.add_values(have[at], code,
+                             values if len(at) == len(have) else values.take(pa.array(at)))
+        row, code, kind, ints, floats, odd = pairs.columns()
+        slow[row[odd]] = True
         # Stable: a row's pairs stay in text order, the carried keys after them.
         order = np.argsort(row, kind="stable")
         order = order[~slow[row[order]]]
         row, code = row[order], code[order]
-        kind, ints, floats = values.kind[order], values.ints[order], values.floats[order]
+        kind, ints, floats = kind[order], ints[order], floats[order]
         used = np.bincount(code, minlength=len(names)) > 0
         iid = np.array([self._iid(k) if u else 0 for k, u in zip(names, used, strict=True)],
                        dtype=np.int64)
+        is_string = kind == STRING
         items = (MessageColumns(len(order)).varint(1, iid[code])
                  .varint(2, ints, present=kind == BOOL)
                  .varint(4, ints, present=kind == INT)
                  .double(5, floats, present=kind == FLOAT)
-                 .message(6, _strings(raw, order, kind == STRING), present=kind == STRING)
-                 .raw(nested.take(order)))
+                 .message(6, pairs.strings(order, is_string), present=is_string)
+                 .raw(pairs.nested(order)))
         per_row = np.zeros(m + 1, dtype=np.int64)
         slow_rows = np.flatnonzero(slow)
         encoded: list[bytes] = []
@@ -184,28 +185,6 @@ class AnnotationEncoder:
         np.cumsum(per_row, out=per_row)
         per_row_blob = Blob(per_row, np.frombuffer(b"".join(encoded), dtype=np.uint8))
         return Annotations(np.bincount(row, minlength=m), items, per_row_blob)
-
-    @staticmethod
-    def _values(raw: pa.LargeStringArray) -> tuple[Values, Blob]:
-        """The kinds and values of JSON value texts, with nested arrays and objects encoded
-        (one orjson parse and encoding per distinct text) as a Blob; bad ones are odd."""
-        values = value_kinds(raw)
-        nested = values.kind == NESTED
-        index = np.zeros(len(raw), dtype=np.int64)
-        encoded = [b""]
-        if nested.any():
-            distinct = raw.filter(pa.array(nested)).dictionary_encode()
-            codes = distinct.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            bad = np.zeros(len(distinct.dictionary), dtype=bool)
-            for j, text in enumerate(distinct.dictionary.to_pylist()):
-                try:
-                    encoded.append(_value(orjson.loads(text)))
-                except orjson.JSONDecodeError:
-                    encoded.append(b"")
-                    bad[j] = True
-            index[nested] = codes + 1
-            values.odd[nested] |= bad[codes]
-        return values, Blob.from_list(encoded).take(index)
 
     def encode(self, args_json: str | None) -> bytes:
         """Encoded TrackEvent.debug_annotations fields for one args object."""
@@ -292,7 +271,8 @@ def annotated_args(events: pa.Table, native: dict[str, Any], keep_args: bool,
     sample = pc.equal(events["kind"].cast(pa.string()), "sample").to_numpy(
         zero_copy_only=False)
     carried = fields.carry(events, native, allowed=~sample,
-                           why_not="a CPU sample carries no annotations in Perfetto")
+                           why_not="a CPU sample carries no annotations in Perfetto",
+                           typed=True)
     stacks = events["stack_id"].is_valid().to_numpy(zero_copy_only=False) & ~sample
     if stacks.any():  # ids into the stacks table, which only samples' callstacks carry
         carried.keys.pop("stack_id", None)
@@ -315,20 +295,140 @@ def sample_native(events: pa.Table) -> np.ndarray:
         zero_copy_only=False)
 
 
-def _strings(raw: pa.LargeStringArray, order: np.ndarray, is_string: np.ndarray) -> Blob:
-    """The string values of the pairs ``raw[order]`` (JSON text: quoted, or null written as
-    "null"), without their quotes, as a Blob with empty segments for the other pairs."""
-    at = np.flatnonzero(is_string)
-    text = raw.take(pa.array(order[at]))
-    content = _blob(pc.if_else(pc.starts_with(text, '"'), pc.utf8_slice_codeunits(text, 1, -1),
-                               text))
-    sizes = np.zeros(len(order), dtype=np.int64)
-    sizes[at] = content.sizes
-    offsets = np.empty(len(order) + 1, dtype=np.int64)
-    offsets[0] = content.offsets[0]
-    np.cumsum(sizes, out=offsets[1:])
-    offsets[1:] += content.offsets[0]
-    return Blob(offsets, content.data)
+class _PairParts:
+    """The (key, value) pairs of a chunk, added part by part: values as JSON text (parsed
+    here) or typed (carried columns: integers as they are, strings without JSON's quoting)."""
+
+    def __init__(self) -> None:
+        self._cols: list[tuple[np.ndarray, ...]] = []
+        self._sources: list[pa.LargeStringArray] = []  # string contents are taken from these
+        self._source_at: list[np.ndarray] = []  # per pair: its text in the sources, or -1
+        self._quoted: list[np.ndarray] = []  # per pair: a JSON string, quotes to be cut
+        self._nested: list[bytes] = [b""]
+        self._nested_at: list[np.ndarray] = []  # per pair: its encoded nested value, or 0
+        self._source_size = 0
+
+    def add_texts(self, row: np.ndarray, code: np.ndarray | int,
+                  texts: pa.LargeStringArray) -> None:
+        """Pairs whose values are JSON texts."""
+        values = value_kinds(texts)
+        nested_at = np.zeros(len(texts), dtype=np.int64)
+        nested = values.kind == NESTED
+        if nested.any():  # one orjson parse and encoding per distinct text
+            distinct = texts.filter(pa.array(nested)).dictionary_encode()
+            codes = distinct.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            bad = np.zeros(len(distinct.dictionary), dtype=bool)
+            base = len(self._nested)
+            for j, text in enumerate(distinct.dictionary.to_pylist()):
+                try:
+                    self._nested.append(_value(orjson.loads(text)))
+                except orjson.JSONDecodeError:
+                    self._nested.append(b"")
+                    bad[j] = True
+            nested_at[nested] = codes + base
+            values.odd[nested] |= bad[codes]
+        quoted = _first_bytes(texts) == ord('"')
+        self._add(row, code, (values.kind, values.ints, values.floats, values.odd), texts,
+                  quoted, nested_at)
+
+    def add_values(self, row: np.ndarray, code: int, values: pa.Array) -> None:
+        """Pairs of a carried column (JSON text if a string column, else typed)."""
+        n = len(values)
+        no_ints, no_floats, none = np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, bool)
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            self.add_texts(row, code, values.cast(pa.large_string()))
+        elif pa.types.is_integer(values.type):
+            self._add(row, code, (np.full(n, INT, dtype=np.uint8),
+                                  values.cast(pa.int64()).to_numpy(), no_floats, none),
+                      None, None, no_ints)
+        elif pa.types.is_dictionary(values.type):
+            self._add(row, code, (np.full(n, STRING, dtype=np.uint8), no_ints, no_floats, none),
+                      values.cast(pa.large_string()), none, no_ints)
+        else:  # floats (Arrow's shortest text reads back as orjson reads it) and the rest
+            self.add_texts(row, code, _json_text(values))
+
+    def _add(self, row: np.ndarray, code: np.ndarray | int, parsed: tuple[np.ndarray, ...],
+             source: pa.LargeStringArray | None, quoted: np.ndarray | None,
+             nested_at: np.ndarray) -> None:
+        n = len(row)
+        self._cols.append((row, np.broadcast_to(np.asarray(code, dtype=np.int64), (n,)),
+                           *parsed))
+        if source is None or quoted is None:
+            self._source_at.append(np.full(n, -1, dtype=np.int64))
+            self._quoted.append(np.zeros(n, dtype=bool))
+        else:
+            self._sources.append(source)
+            self._source_at.append(np.arange(self._source_size, self._source_size + n))
+            self._quoted.append(quoted)
+            self._source_size += n
+        self._nested_at.append(nested_at)
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        """Per pair its row, key code, kind, int and float value, and whether it is odd."""
+        return tuple(np.concatenate([c[i] for c in self._cols]) for i in range(6))
+
+    def strings(self, order: np.ndarray, is_string: np.ndarray) -> Blob:
+        """The string values of the pairs ``order`` (a Blob, empty for the other pairs): JSON
+        texts without their quotes (null is written "null"), typed strings as they are."""
+        at = np.flatnonzero(is_string)
+        source = np.concatenate(self._source_at)[order[at]]
+        quoted = np.concatenate(self._quoted)[order[at]]
+        texts = pa.chunked_array(self._sources, pa.large_string()).take(pa.array(source))
+        texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+        if quoted.any():
+            texts = pc.if_else(pa.array(quoted), pc.utf8_slice_codeunits(texts, 1, -1), texts)
+        content = _blob(texts)
+        sizes = np.zeros(len(order), dtype=np.int64)
+        sizes[at] = content.sizes
+        offsets = np.empty(len(order) + 1, dtype=np.int64)
+        offsets[0] = content.offsets[0]
+        np.cumsum(sizes, out=offsets[1:])
+        offsets[1:] += content.offsets[0]
+        return Blob(offsets, content.data)
+
+    def nested(self, order: np.ndarray) -> Blob:
+        """The encoded nested values of the pairs ``order`` (empty for the others)."""
+        return Blob.from_list(self._nested).take(np.concatenate(self._nested_at)[order])
+
+
+def _json_text(values: pa.Array) -> pa.LargeStringArray:
+    """JSON text of values: string arrays are JSON text already; others as
+    ``tracekit.fields`` writes them."""
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        values = fields.json_values(values)[0]
+    return values.cast(pa.large_string())
+
+
+def _first_bytes(values: pa.Array) -> np.ndarray:
+    """The first byte of each string (0 for empty ones)."""
+    blob = _blob(values.cast(pa.large_string()))
+    first = np.zeros(len(values), dtype=np.uint8)
+    filled = np.flatnonzero(np.diff(blob.offsets) > 0)
+    first[filled] = blob.data[blob.offsets[:-1][filled]]
+    return first
+
+
+def _naming(values: pa.LargeStringArray, rows: np.ndarray,
+            keys: list[str]) -> dict[str, np.ndarray]:
+    """Per key the rows of the string and nested ``values`` that hold its quoted name."""
+    first = _first_bytes(values)
+    texts = np.flatnonzero((first == ord('"')) | (first == ord("[")) | (first == ord("{")))
+    if not len(texts) or not keys:
+        return {}
+    quoted = [orjson.dumps(key).decode() for key in keys]
+    candidates = values.take(pa.array(texts))
+    # One pass for all keys first: they are seldom named in values at all.
+    if all(q[1:-1].replace("_", "").isalnum() for q in quoted):
+        anywhere = pc.match_substring_regex(candidates, "|".join(quoted)) \
+            .to_numpy(zero_copy_only=False)
+        texts, candidates = texts[anywhere], candidates.filter(pa.array(anywhere))
+    out = {}
+    for key, q in zip(keys, quoted, strict=True):
+        if len(texts):
+            named = pc.match_substring(candidates, q).to_numpy(zero_copy_only=False)
+            if named.any():
+                out[key] = rows[texts[named]]
+    return out
 
 
 def _matching(rows: np.ndarray, have: np.ndarray, data: np.ndarray | None = None,

@@ -33,8 +33,14 @@ def varint_size(values: np.ndarray) -> np.ndarray:
 def _write_varints(out: np.ndarray, pos: np.ndarray, values: np.ndarray,
                    size: np.ndarray | None = None) -> None:
     v = values.astype(np.uint64, copy=False)
+    if not len(v):
+        return
     if size is None:
         size = varint_size(v)
+    longest = int(size.max())
+    if longest == 1:
+        out[pos] = v
+        return
     k = 0
     while len(v):
         more = size > k + 1
@@ -45,6 +51,12 @@ def _write_varints(out: np.ndarray, pos: np.ndarray, values: np.ndarray,
         v = v >> np.uint64(7)
         pos = pos + 1
         k += 1
+
+
+def _write_bytes(out: np.ndarray, pos: np.ndarray, data: bytes) -> None:
+    """The same bytes at each position."""
+    for k, byte in enumerate(data):
+        out[pos + k] = byte
 
 
 def _tag(field: int, wire: int) -> bytes:
@@ -253,8 +265,7 @@ class MessageColumns:
             here = live if present is None else (present if live is None else live & present)
             p = pos if here is None else pos[here]
             if kind != "repeated":  # a repeated field tags each of its items
-                for k, byte in enumerate(tag):
-                    out[p + k] = byte
+                _write_bytes(out, p, tag)
                 p = p + len(tag)
             if kind == "varint":
                 _write_varints(out, p, values if here is None else values[here],
@@ -294,8 +305,7 @@ class MessageColumns:
                     head = aux
                     if item_live is not None:
                         starts, body, head = starts[item_live], body[item_live], head[item_live]
-                    for k, byte in enumerate(tag):
-                        out[starts + k] = byte
+                    _write_bytes(out, starts, tag)
                     _write_varints(out, starts + len(tag), body, head)
                     body_at = starts + len(tag) + head
                     if item_live is not None:

@@ -2,12 +2,14 @@
 
 The Perfetto writer turns each event's ``args`` object into debug annotations. Parsing each
 text with a JSON library costs a Python step per event and per key; here the texts of a whole
-chunk are split with numpy over their bytes: the structural characters are found once, quotes
-pair up by a running count (texts with a backslash, so with escapes, are left out), nesting
-depth is a running sum, and each object's sequence of top-level tokens is checked against
-the shape of an object by one regular expression per text. Keys and values come back as
-Arrow strings, the values as JSON text (strings with their quotes, nested arrays and
-objects whole), for the caller to encode column by column.
+chunk are split with numpy over their bytes: the structural characters are found in one
+``bytes.translate`` pass, quotes pair up by a running count (texts with a backslash, so with
+escapes, are left out), nesting depth is a running sum, and each object's sequence of
+top-level tokens is checked against the shape of an object by one regular expression per
+text. Each key and value is cut out with the blanks around it and trimmed by Arrow: what is
+left must be the key's string or the value, so nothing but blanks stands between tokens.
+Keys and values come back as Arrow strings, the values as JSON text (strings with their
+quotes, nested arrays and objects whole), for the caller to encode column by column.
 
 The split is exact or declines: a text it cannot read exactly as ``orjson.loads`` does
 (escapes, control characters in strings, a key twice, white space other than JSON's, bad
@@ -22,18 +24,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_QUOTE, _OPEN_OBJ, _CLOSE_OBJ, _OPEN_ARR, _CLOSE_ARR, _COLON, _COMMA = range(1, 8)
-_CLASS = np.zeros(256, dtype=np.uint8)
-for _ch, _cls in zip(b'"{}[]:,', range(1, 8), strict=True):
-    _CLASS[_ch] = _cls
-_DEPTH = np.array([0, 0, 1, -1, 1, -1, 0, 0], dtype=np.int8)
-_SYMBOL = np.frombuffer(b'?"{}[]:,', dtype=np.uint8)
 _NESTED_OPEN, _NESTED_CLOSE = ord("O"), ord("C")
-_BLANK = np.zeros(256, dtype=bool)
-_BLANK[list(b" \t\n\r")] = True
-_CONTROL = np.zeros(256, dtype=bool)
-_CONTROL[:0x20] = True
-_CONTROL[list(b"\t\n\r")] = False
+_BLANKS = " \t\n\r"
+_CONTROL, _ESCAPE = 1, ord("\\")
+# Per byte: the structural characters as they are, control characters as _CONTROL, the
+# backslash; 0 for the rest. bytes.translate looks a chunk up in one C pass, far cheaper
+# than numpy's comparisons and their temporary arrays.
+_TOKENS = bytes(b if b in b'"{}[]:,\\' else _CONTROL if b < 0x20 else 0 for b in range(256))
 # An object's top-level tokens: "key": then a string, a nested value (O...C) or a scalar
 # (the text between the colon and the next comma or brace).
 _OBJECT_SHAPE = r'^\{(?:"":(?:""|OC|)(?:,"":(?:""|OC|))*)?\}$'
@@ -99,9 +96,12 @@ def split_objects(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     slow = nonempty.copy()
     edge = np.flatnonzero(nonempty)
     slow[edge] = (data[starts[edge]] != _OPEN) | (data[ends[edge] - 1] != _CLOSE)
-    for odd in (np.flatnonzero(data == ord("\\")), np.flatnonzero(_CONTROL[data])):
-        slow[np.searchsorted(offsets, odd, side="right") - 1] = True
     return _split_without(data, offsets, ~nonempty | slow, slow)
+
+
+def _row_of(offsets: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The text each byte position is in."""
+    return np.searchsorted(offsets, positions, side="right") - 1
 
 
 def _split_without(data: np.ndarray, offsets: np.ndarray, leave: np.ndarray,
@@ -111,9 +111,7 @@ def _split_without(data: np.ndarray, offsets: np.ndarray, leave: np.ndarray,
     if len(rows) < len(leave):
         starts, ends = offsets[:-1][rows], offsets[1:][rows]
         if (offsets[1:] > offsets[:-1])[leave].any():  # copy the texts kept together
-            keep = np.zeros(len(data), dtype=bool)
-            keep[_ranges(starts, ends)] = True
-            data = data[keep]
+            data = data[_ranges(starts, ends)]
             offsets = np.zeros(len(rows) + 1, dtype=np.int64)
             np.cumsum(ends - starts, out=offsets[1:])
         else:  # only empty texts are left out: the others are back to back already
@@ -133,88 +131,96 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.repeat(starts - before, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
 
 
+def _no_pairs(slow: np.ndarray) -> Pairs:
+    return Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [],
+                 pa.array([], pa.large_string()), slow)
+
+
 def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
-    """``split_objects`` for texts that all start with ``{`` and end with ``}`` and hold no
-    backslash nor control character other than blanks."""
+    """``split_objects`` for texts that all start with ``{`` and end with ``}``."""
     m = len(offsets) - 1
+    slow = np.zeros(m, dtype=bool)
     if m == 0:
-        return Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [],
-                     pa.array([], pa.large_string()), np.zeros(0, dtype=bool))
-    # The structural characters, and the tabs and line breaks (to tell those in strings).
-    folded = data | 0x20  # "[" and "]" fold onto "{" and "}"
-    tok = np.flatnonzero((data == _Q) | (data == _COL) | (data == _COM) | (folded == _OPEN)
-                         | (folded == _CLOSE) | (data < 0x20))
-    if len(data) < 2**31:  # half the memory traffic of every pass over the tokens below
-        tok = tok.astype(np.int32)
-    c = _CLASS[data[tok]]
+        return _no_pairs(slow)
+    # The tokens: structural characters, control characters (to tell those in strings) and
+    # backslashes. Positions stay int64: numpy gathers with them faster than with int32.
+    marks = np.frombuffer(data.tobytes().translate(_TOKENS), dtype=np.uint8)
+    tok = np.flatnonzero(marks)
+    c = marks[tok]
+    del marks
+    escapes = c == _ESCAPE
+    if escapes.any():  # their texts go the per-row way: escaped quotes do not pair
+        return _split_without(data, offsets, _rows(offsets, tok[escapes], m))
     # Every text starts with "{": its first token. The running counts below run over all
     # texts: they are right for each text when every text closes its strings and brackets,
     # checked first; texts that do not are split apart from the others.
+    quote = c == _Q
+    quotes = np.cumsum(quote, dtype=np.int32 if len(tok) < 2**31 else np.int64)
     first = np.searchsorted(tok, offsets[:-1])
-    row_start = np.zeros(len(tok), dtype=np.int32)
-    row_start[first] = 1
-    row = np.cumsum(row_start, dtype=np.int32) - 1
-    quotes = np.cumsum((c == _QUOTE).astype(np.int32), dtype=np.int32)
     odd = np.diff(np.r_[quotes[first], quotes[-1]]) % 2 == 1
     if odd.any():
         return _split_without(data, offsets, odd)
-    outside = (quotes & 1) == 0  # not inside a string (or its closing quote)
-    # JSON strings hold no raw control characters (tabs and line breaks are escaped).
-    slow = np.zeros(m, dtype=bool)
-    slow[row[(c == 0) & ~outside]] = True
-    keep = (outside & (c != 0)) | (c == _QUOTE)
-    depth_after = np.cumsum(np.where(keep, _DEPTH[c], 0).astype(np.int32), dtype=np.int32)
+    outside = ~(quotes & 1).astype(bool) | quote  # not in a string (quotes are not)
+    control = c == _CONTROL
+    if control.any():
+        # Strings hold no raw control characters; between tokens only tabs and line breaks.
+        at = np.flatnonzero(control)
+        byte = data[tok[at]]
+        bad = ~outside[at] | ((byte != ord("\t")) & (byte != ord("\n")) & (byte != ord("\r")))
+        slow[_row_of(offsets, tok[at[bad]])] = True
+        outside &= ~control
+    folded = c | 0x20  # "[" and "]" fold onto "{" and "}"
+    opening = (folded == _OPEN) & outside
+    closing = (folded == _CLOSE) & outside
+    step = opening.view(np.int8) - closing.view(np.int8)
+    depth_after = np.cumsum(step, dtype=np.int32)
     net = np.diff(np.r_[0, depth_after[first[1:] - 1], depth_after[-1]])
     if (net != 0).any():
         return _split_without(data, offsets, net != 0)
-    tok, c, row, depth_after = tok[keep], c[keep], row[keep], depth_after[keep]
-    depth = depth_after - _DEPTH[c]
-    closing = (c == _CLOSE_OBJ) | (c == _CLOSE_ARR)
-    nested_open = ((c == _OPEN_OBJ) | (c == _OPEN_ARR)) & (depth == 1)
+    depth = depth_after - step
     nested_close = closing & (depth == 2)
-    top = (depth <= 1) | nested_close
-    sym = _SYMBOL[c]
-    sym[nested_open] = _NESTED_OPEN
-    sym[nested_close] = _NESTED_CLOSE
-    tok, sym, row = tok[top], sym[top], row[top]
-    sym_offsets = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row, minlength=m), out=sym_offsets[1:])
+    c[opening & (depth == 1)] = _NESTED_OPEN
+    c[nested_close] = _NESTED_CLOSE
+    top = outside & ((depth <= 1) | nested_close)
+    tok, sym = tok[top], c[top]
+    # Each text's top-level tokens, checked against the shape of an object.
+    sym_offsets = np.searchsorted(tok, offsets)
     shapes = pa.LargeStringArray.from_buffers(m, pa.py_buffer(sym_offsets), pa.py_buffer(sym))
     slow |= ~pc.match_substring_regex(shapes, _OBJECT_SHAPE).to_numpy(zero_copy_only=False)
+    counts = np.diff(sym_offsets)
     if slow.any():
-        good = ~slow[row]
-        tok, sym, row = tok[good], sym[good], row[good]
+        good = np.repeat(~slow, counts)
+        tok, sym = tok[good], sym[good]
+        counts[slow] = 0
         if not len(tok):
-            return Pairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [],
-                         pa.array([], pa.large_string()), slow)
-    # From here on every text's tokens have the object's shape.
-    prev = np.empty_like(sym)
-    prev[0:1], prev[1:] = 0, sym[:-1]
-    nxt = np.empty_like(sym)
-    nxt[-1:], nxt[:-1] = 0, sym[1:]
-    opens_string = (sym == _Q) & (prev != _Q)
-    scalar = (sym == _COL) & ((nxt == _COM) | (nxt == _CLOSE))
-    # Between tokens only blanks, except in strings, scalars and nested values.
-    gap = ~(opens_string | scalar | (sym == _NESTED_OPEN) | (sym == _CLOSE))
-    after = np.empty_like(tok)
-    after[:-1], after[-1:] = tok[1:], 0
-    slow[row[gap][~_blank(data, tok[gap] + 1, after[gap])]] = True
-    key_at = np.flatnonzero(opens_string & ((prev == _OPEN) | (prev == _COM)))
-    colon = key_at + 2
-    is_scalar = (sym[colon + 1] == _COM) | (sym[colon + 1] == _CLOSE)
-    value_start = np.where(is_scalar, tok[colon] + 1, tok[colon + 1])
-    value_end = np.where(is_scalar, tok[colon + 1],
-                         tok[np.minimum(colon + 2, len(tok) - 1)] + 1)
-    # A scalar is the text between its colon and the next comma or brace, blanks trimmed.
-    at = np.flatnonzero(is_scalar)
-    value_start[at], value_end[at], untrimmed = _trim(data, value_start[at], value_end[at])
-    slow[row[key_at[at[untrimmed]]]] = True
-    encoded = spans(data, tok[key_at] + 1, tok[key_at + 1]).dictionary_encode()
-    keys = encoded.dictionary.to_pylist()
+            return _no_pairs(slow)
+    # From here on every text's tokens have the object's shape: "{", then per pair the key's
+    # quotes, the colon, the value's first and last tokens unless a scalar, "," or "}".
+    key_at = np.flatnonzero(sym == _Q)
+    key_at = key_at[(sym[key_at - 1] == _OPEN) | (sym[key_at - 1] == _COM)]
+    after = tok[key_at + 2] + 1  # past the colon
+    is_scalar = (sym[key_at + 3] == _COM) | (sym[key_at + 3] == _CLOSE)
+    # A key or value with the blanks around it, from the token before to the token after:
+    # trimmed, only the key's string or the value may be left (a scalar's text is all of it).
+    key_text = pc.ascii_trim(spans(data, tok[key_at - 1] + 1, tok[key_at + 2]), _BLANKS)
+    stray = _lengths(key_text) != tok[key_at + 1] + 1 - tok[key_at]
+    value_end = tok[key_at + np.where(is_scalar, 3, 5)]
+    values = pc.ascii_trim(spans(data, after, value_end), _BLANKS)
+    text = np.flatnonzero(~is_scalar)
+    stray[text] |= _lengths(values)[text] != tok[key_at[text] + 4] + 1 - tok[key_at[text] + 3]
+    pair_row = np.repeat(np.arange(m), np.diff(np.searchsorted(key_at, np.r_[0, np.cumsum(
+        counts)])))
+    slow[pair_row[stray]] = True
+    bare = np.flatnonzero(counts == 2)  # "{ }": only blanks may stand between the braces
+    if len(bare):
+        opened = tok[np.cumsum(counts)[bare] - 2]
+        inner = _lengths(pc.ascii_trim(spans(data, opened + 1, opened + (
+            offsets[bare + 1] - offsets[bare]) - 1), _BLANKS))
+        slow[bare[inner > 0]] = True
+    encoded = key_text.dictionary_encode()
+    keys = [k[1:-1] for k in encoded.dictionary.to_pylist()]
     key = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    pair_row = row[key_at]
     slow[_repeated_keys(pair_row, key, len(keys))] = True
-    values = spans(data, value_start, value_end)
     keep_pairs = ~slow[pair_row]
     if not keep_pairs.all():
         pair_row, key = pair_row[keep_pairs], key[keep_pairs]
@@ -222,47 +228,18 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     return Pairs(pair_row, key, keys, values, slow)
 
 
-def _blank(data: np.ndarray, start: np.ndarray, end: np.ndarray, limit: int = 16,
-           ) -> np.ndarray:
-    """Whether ``data[start:end]`` holds only JSON blanks, per span. Byte by byte over all
-    spans at once (the gaps between tokens are short); the bytes of spans longer than
-    ``limit`` are counted in one pass."""
-    size = end - start
-    ok = np.ones(len(size), dtype=bool)
-    todo = np.flatnonzero(size > 0)
-    for k in range(limit):
-        if not len(todo):
-            return ok
-        blank = _BLANK[data[start[todo] + k]]
-        ok[todo[~blank]] = False
-        todo = todo[blank & (size[todo] > k + 1)]
-    if len(todo):
-        bounds = np.empty(2 * len(todo), dtype=np.int64)
-        bounds[0::2], bounds[1::2] = start[todo] + limit, end[todo]
-        nonblank = np.add.reduceat(~_BLANK[np.r_[data, 0x20]], bounds, dtype=np.int64)
-        ok[todo[nonblank[0::2] > 0]] = False
-    return ok
+def _rows(offsets: np.ndarray, positions: np.ndarray, m: int) -> np.ndarray:
+    """A mask of the texts that hold these byte positions."""
+    out = np.zeros(m, dtype=bool)
+    out[_row_of(offsets, positions)] = True
+    return out
 
 
-def _trim(data: np.ndarray, start: np.ndarray, end: np.ndarray, limit: int = 16,
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The spans without leading and trailing JSON blanks, and a mask of those with more
-    than ``limit`` blanks at an end (left as they are)."""
-    start, end = start.copy(), end.copy()
-    untrimmed = np.zeros(len(start), dtype=bool)
-    last = len(data) - 1
-    for edge, step in ((start, 1), (end, -1)):
-        todo = np.arange(len(start))
-        for k in range(limit + 1):
-            at = edge[todo] if step > 0 else edge[todo] - 1
-            todo = todo[(start[todo] < end[todo]) & _BLANK[data[np.clip(at, 0, last)]]]
-            if not len(todo):
-                break
-            if k == limit:
-                untrimmed[todo] = True
-                break
-            edge[todo] += step
-    return start, end, untrimmed
+def _lengths(texts: pa.Array) -> np.ndarray:
+    """Byte length of each string."""
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64)[
+        texts.offset:texts.offset + len(texts) + 1]
+    return np.diff(offsets)
 
 
 def _repeated_keys(row: np.ndarray, key: np.ndarray, n_keys: int) -> np.ndarray:
