@@ -69,7 +69,15 @@ from tracekit.stacks import (
     time_event,
     weight_unit,
 )
-from tracekit.stats import STAT_COLUMNS, grouped_stats
+from tracekit.stats import (
+    FEW_SAMPLES,
+    STAT_COLUMNS,
+    few_samples_note,
+    grouped_stats,
+    plural,
+    share_margin,
+    share_margins,
+)
 
 if TYPE_CHECKING:
     from tracekit.sqlite import (
@@ -108,7 +116,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      "``tracekit.testing`` checks a writer against it.", ["fields"]),
     ("Interval unions", "``intervals`` is a namespace: ``from tracekit.toolkit import "
      "intervals as iv``, then ``iv.union(starts, ends)``.", ["intervals"]),
-    ("Statistics", "", ["grouped_stats", "STAT_COLUMNS"]),
+    ("Statistics", "", ["grouped_stats", "STAT_COLUMNS", "share_margin", "share_margins",
+                        "few_samples_note", "FEW_SAMPLES", "plural"]),
     ("Ids", "", ["factorize", "mix64", "SYNTHETIC_ID_MAX", "TABLE_NAMES"]),
     ("Launch links", "", ["launch_links"]),
     ("Call stacks and samples", "", [
@@ -141,6 +150,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
 #: What the constants mean (functions and classes carry their own docstrings).
 CONSTANTS: dict[str, str] = {
     "STAT_COLUMNS": "The columns ``grouped_stats`` returns besides the key, in order.",
+    "FEW_SAMPLES": "Under this many samples a profile's shares are rough (``few_samples_note``).",
     "SYNTHETIC_ID_MAX": "pid, tid and stream ids at or below this are synthetic: a reader "
     "gave them to a name that is not a number (schema ``conventions.synthetic_id_max``); "
     "writers show them by name.",
@@ -164,6 +174,7 @@ __all__ = [
     "ALIGN_CHOICES",
     "COLLECTIVE_KERNEL",
     "CONSTANTS",
+    "FEW_SAMPLES",
     "HEAD_SIZE",
     "NO_PROGRESS",
     "SAMPLE_COLUMNS",
@@ -195,6 +206,7 @@ __all__ = [
     "equals",
     "event_base",
     "factorize",
+    "few_samples_note",
     "fields",
     "format_bytes",
     "format_evidence",
@@ -213,6 +225,7 @@ __all__ = [
     "mix64",
     "open_output",
     "percent",
+    "plural",
     "preflight",
     "rank_in_name",
     "rank_trace",
@@ -222,6 +235,8 @@ __all__ = [
     "sample_events",
     "sample_weights",
     "sampled_events",
+    "share_margin",
+    "share_margins",
     "shift_sources",
     "short_name",
     "sqlite_column",

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.hotspots import FEW_SAMPLES, plural, share_margin, share_margins
 from tracekit.toolkit import (
+    FEW_SAMPLES,
     StackTree,
     demangle,
     equals,
@@ -34,10 +34,13 @@ from tracekit.toolkit import (
     is_kernel,
     matches,
     percent,
+    plural,
     report_table,
     sample_events,
     sample_weights,
     sampled_events,
+    share_margin,
+    share_margins,
     short_name,
     thread_names,
     time_event,

@@ -24,6 +24,7 @@ from tracekit import Report, Trace
 from tracekit.toolkit import (
     StackTree,
     demangle,
+    few_samples_note,
     format_ns,
     idle_rows,
     percent,
@@ -34,39 +35,6 @@ from tracekit.toolkit import (
     time_event,
     weight_unit,
 )
-
-# Under this many samples a report says its shares are rough: a share p measured from n
-# samples is uncertain by about ±1.96·sqrt(p(1-p)/n) at 95 % confidence (samples of similar
-# weight), ±3.1 points for a 50 % share at 1,000 samples, ±9.3 at 111.
-FEW_SAMPLES = 1_000
-
-
-def share_margin(share: float, samples: int) -> float:
-    """The 95 % margin, in percentage points, of a ``share`` (0..1) of ``samples`` samples."""
-    share = min(max(share, 0.0), 1.0)
-    return round(196.0 * (share * (1.0 - share) / samples) ** 0.5, 1) if samples else 0.0
-
-
-def share_margins(samples: int, name: str, share: float) -> str:
-    """The 95 % margins of the top ``share`` (0..1, that of ``name``) and of a 50 % share; the
-    top one only where it is neither all nor none (the formula gives ±0 there)."""
-    half = f"a 50% share ±{share_margin(0.5, samples)}"
-    if not 0.0 < share < 1.0:
-        return half
-    return f"{name}'s {percent(share, 1.0)}% is ±{share_margin(share, samples)} points, {half}"
-
-
-def few_samples_note(samples: int, name: str, share: float) -> str | None:
-    """What a report of fewer than ``FEW_SAMPLES`` samples says of its shares."""
-    if not 0 < samples < FEW_SAMPLES:
-        return None
-    return (f"only {plural(samples, 'sample')}: shares are rough (a share p is "
-            f"±1.96·√(p(1−p)/n) at 95% confidence: {share_margins(samples, name, share)})")
-
-
-def plural(n: int, noun: str) -> str:
-    """``1 sample``, ``2 samples``."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 class HotspotsAnalyzer(tracekit.Analyzer):

@@ -317,7 +317,7 @@ def test_enough_samples_or_aggregate_rows_give_no_margin(parts):
 
 
 def test_share_margin():
-    from tracekit.plugins.hotspots import FEW_SAMPLES, few_samples_note, share_margin
+    from tracekit.toolkit import FEW_SAMPLES, few_samples_note, share_margin
 
     assert FEW_SAMPLES == 1000
     assert share_margin(0.5, 1000) == 3.1 and share_margin(0.5, 111) == 9.3
