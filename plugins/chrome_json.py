@@ -19,8 +19,9 @@ and TraceLens read as one rank each. ``-O align=collectives`` shifts each rank's
 their matched collectives end together (``tracekit.toolkit.align_collectives``); the offsets
 are in the file's ``tracekit.alignment_offsets_ns``.
 
-Lines are assembled column-wise with Arrow string kernels, a chunk of events at a time; only
-rows whose args get a key added are looked at one by one.
+Lines are assembled column-wise with Arrow string kernels, a chunk of events at a time; args
+are checked, compacted and given their carried keys column-wise too (``json_objects``), only
+the odd ones (escapes, deep nesting, invalid JSON) one by one.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import EmptyOutputError, Trace
+from tracekit import EmptyOutputError, Trace, json_objects
 from tracekit.toolkit import (
     NO_PROGRESS,
     align_collectives,
@@ -176,8 +177,9 @@ class ChromeJsonWriter(tracekit.Writer):
             result.skipped[fields.field_skip("args", "a counter's args are its series in "
                                                     "Chrome JSON")] += int((own & counter).sum())
         args = pc.if_else(pa.array(counter), _NULL, args)
-        # Compact: Kineto indents its args, which would double the file.
-        merged = fields.merge(args, carried.keys, validate=True, compact=True)
+        # Compact: Kineto indents its args, which would double the file. Column-wise: the
+        # same as fields.merge(args, carried.keys, validate=True, compact=True).
+        merged = json_objects.merge_objects(args, carried.keys)
         for key, n in merged.collisions.items():
             result.skipped[fields.field_skip(key, "args already has this key with another "
                                                   "value (args kept)")] += n
@@ -686,19 +688,22 @@ class _Flows:
         n = hi - lo
         ts = _micros(rel)
         pid, tid = plan.pid_text(lo, hi), plan.tid_text(lo, hi)
-        ph_launch = np.where(self.launch_end[lo:hi], "f", "s")
-        ph_fwd = np.where(self.fwd_start[lo:hi], "s", "f")
         made = []
-        for mask, ph, ids, cat in ((launch, ph_launch, self.launch_id[lo:hi], "ac2g"),
-                                   (fwd, ph_fwd, self.fwd_id[lo:hi], "fwdbwd")):
-            rows = pa.array(np.flatnonzero(mask))
-            heads = pa.array(np.where(ph == "f", '{"ph":"f","id":', '{"ph":"s","id":'))
-            tails = pa.array(np.where(ph == "f", f',"cat":"{cat}","name":"{cat}","bp":"e"}}',
-                                      f',"cat":"{cat}","name":"{cat}"}}'))
+        for mask, ends, ids, cat in ((launch, self.launch_end[lo:hi], self.launch_id[lo:hi],
+                                      "ac2g"),
+                                     (fwd, ~self.fwd_start[lo:hi], self.fwd_id[lo:hi],
+                                      "fwdbwd")):
+            at = np.flatnonzero(mask)
+            rows = pa.array(at)
+            # By index into the two texts: no string per row made in Python.
+            end = pa.array(ends[at].astype(np.int8))
+            heads = pa.array(['{"ph":"s","id":', '{"ph":"f","id":']).take(end)
+            tails = pa.array([f',"cat":"{cat}","name":"{cat}"}}',
+                              f',"cat":"{cat}","name":"{cat}","bp":"e"}}']).take(end)
             made.append(pc.binary_join_element_wise(
-                heads.take(rows), pa.array(ids, pa.int64()).take(rows).cast(pa.string()),
+                heads, pa.array(ids[at], pa.int64()).cast(pa.string()),
                 ',"pid":', pid.take(rows), ',"tid":', tid.take(rows), ',"ts":', ts.take(rows),
-                tails.take(rows), ""))
+                tails, ""))
         count = 1 + launch.astype(np.int64) + fwd.astype(np.int64)
         start = np.cumsum(count) - count
         position = np.empty(int(count.sum()), dtype=np.int64)

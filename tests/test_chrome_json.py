@@ -4,13 +4,15 @@ the rule of tracekit.fields or counted; decoded with the json module."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections import Counter
 
 import pytest
 import tracekit
 from helpers import shared_path
-from tracekit import fields
+from tracekit import fields, json_objects
+from tracekit.builder import TraceBuilder
 from tracekit.plugins.chrome_json import ChromeJsonRanksWriter, ChromeJsonWriter
 from tracekit.plugins.parquet import ParquetWriter
 from tracekit.plugins.perfetto import PerfettoWriter
@@ -249,3 +251,39 @@ def test_only_a_folder_of_tracekit_rank_files_is_replaced(tmp_path, registry):
     (out / "rank-3.json").write_text('{"traceEvents": []}')  # the user's own
     with pytest.raises(tracekit.TraceWriteError, match="not a tracekit output"):
         tracekit.write(_run(), out, format="chrome-json-ranks", registry=registry, force=True)
+
+
+def test_kineto_args_are_compacted_and_given_their_keys_column_wise(monkeypatch):
+    # Kineto's indented args, a kernel's device that differs from its args, an escape (the
+    # one text fields.merge reads per row) and a text that is no JSON.
+    pretty = '{\n      "External id": 7, "device": %d, "grid": [4, 2, 1]\n    }'
+    b = TraceBuilder("t.json", "sample")
+    b.add_events({
+        "kind": ["slice"] * 4, "category": ["gpu.kernel", "gpu.kernel", "host.op", "host.op"],
+        "name": ["k0", "k1", "op", "bad"], "ts_ns": [1_000, 2_000, 3_000, 4_000],
+        "dur_ns": [10] * 4, "pid": [None, None, 1, 1], "tid": [None, None, 1, 1],
+        "device": [0, 0, None, None], "stream": [7, 7, None, None],
+        "grid_x": [4, 4, None, None], "grid_y": [2, 2, None, None], "grid_z": [1, 1, None, None],
+        "correlation": [None, None, 5, 6],
+        "args": [pretty % 0, pretty % 3, '{"s": "a\\"b"}', '{"a": 1'],
+    })
+    handed = []
+    per_row = fields.merge
+
+    def spy(args, keys, **kw):
+        handed.extend(args.to_pylist())
+        return per_row(args, keys, **kw)
+
+    monkeypatch.setattr(json_objects.fields, "merge", spy)
+    out = io.BytesIO()
+    result = ChromeJsonWriter().write(b.build(), out)
+    _, ev = _events(out.getvalue())
+    assert ev["k0"]["args"] == {"External id": 7, "device": 0, "grid": [4, 2, 1], "stream": 7}
+    assert ev["k1"]["args"] == {"External id": 7, "device": 3, "grid": [4, 2, 1], "stream": 7}
+    assert ev["op"]["args"] == {"s": 'a"b', "correlation": 5}
+    assert ev["bad"]["args"] == {"args": '{"a": 1', "correlation": 6}
+    assert b'"args":{"External id": 7, "device": 0, "grid": [4, 2, 1],"stream":7}' \
+        in out.getvalue()
+    assert result.skipped["field device: args already has this key with another value "
+                          "(args kept)"] == 1
+    assert handed == ['{"s": "a\\"b"}', '{"a": 1']
