@@ -39,7 +39,7 @@ def trace_kind(trace: Trace) -> TraceKind:
         return TraceKind.HOST_ONLY
     work = timed_gpu_work(events)
     if any_true(work):
-        timed = events.filter(work)
+        timed = events.select(["source", "pid"]).filter(work)
         ranks = len(pc.unique(timed["source"]).drop_null()) > 1 or \
             len(pc.unique(timed["pid"]).drop_null()) > 1
         return TraceKind.GPU_RANKS if ranks else TraceKind.GPU_TIMELINE
