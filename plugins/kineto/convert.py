@@ -81,6 +81,7 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
     table = bind_flows(ctx, table, flows)
     del flows
     table = device_columns(ctx, table)
+    table = table.drop_columns([name for name in table.column_names if name.startswith("_")])
     if isinstance(top.get("tracekit"), dict):
         # Written by tracekit: the typed columns Kineto has no field for are args keys named
         # as the column (tracekit.fields); the file lists which.
@@ -91,8 +92,7 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
     devices_and_processes(ctx, table)
     # A table, not columns: the builder takes it chunk by chunk, as it is (the args are the
     # decoded text's chunks), where columns would be combined, a copy of each.
-    out.add_events(table.select([name for name in table.column_names
-                                 if not name.startswith("_")]))
+    out.add_events(table)
     top_metadata(ctx)
 
 

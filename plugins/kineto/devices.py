@@ -25,14 +25,14 @@ def device_columns(ctx: Context, table: pa.Table) -> pa.Table:
     pid = table["_pid"].fill_null(-1).to_numpy()
     tid_valid = table["_tid"].is_valid().to_numpy(zero_copy_only=False) & ~is_dev
     tid = table["_tid"].fill_null(-1).to_numpy()
-    device = np.where(is_dev, pid, 0).astype(np.int64)
+    device = np.where(is_dev, pid, 0)
     stream = tid.copy()
     didx = np.flatnonzero(is_dev)
     # args.device/stream are the tool's own ids; a GPU pid can be remapped (TraceLens
     # merges ranks as pid = rank * 1e8 + device), so the args win where present.
     for column, key in ((stream, "_arg_stream"), (device, "_arg_device")):
-        has = table[key].is_valid().to_numpy(zero_copy_only=False)
-        column[:] = np.where(has, table[key].fill_null(0).to_numpy(), column)
+        np.copyto(column, table[key].fill_null(0).to_numpy(),
+                  where=table[key].is_valid().to_numpy(zero_copy_only=False))
     # Rows without args.device (gpu_user_annotation) take the device that the same GPU pid
     # maps to on the rows that have it, so one GPU never appears under two ids.
     has_dev = table["_arg_device"].is_valid().to_numpy(zero_copy_only=False) & is_dev
@@ -63,7 +63,7 @@ def device_columns(ctx: Context, table: pa.Table) -> pa.Table:
     cols = {
         "pid": pa.array(out_pid, mask=~pid_valid),
         "tid": pa.array(tid, mask=~tid_valid),
-        "device": pa.array(np.where(dev_ok, device, 0), mask=~dev_ok).cast(pa.int32()),
+        "device": pa.array(np.where(dev_ok, device, 0).astype(np.int32), mask=~dev_ok),
         "stream": pa.array(stream, mask=~is_dev),
     }
     for name, col in cols.items():

@@ -4,7 +4,7 @@ and counter events (``ph: C``)."""
 from __future__ import annotations
 
 from decimal import Decimal
-from itertools import compress
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -128,49 +128,98 @@ def memory_counters(ctx: Context, margs: Args, ts: np.ndarray, pid: np.ndarray) 
 
 def counters(ctx: Context, evs: Events) -> pa.Table:
     """One counter row per finite numeric series in each C event's args."""
-    cats = _texts(ctx.cats(evs, "C"))
+    cats = ctx.cats(evs, "C")
     ts, ok = ctx.times(evs.times("ts"), ctx.base_ns)
     if not ok.all():
         ctx.count("C", cats, ~ok, NO_TS)
-        evs, cats, ts = evs.where(ok), list(compress(cats, ok)), ts[ok]
+        evs, cats, ts = evs.where(ok), where(cats, ok), ts[ok]
     name_col, args = ctx.fields(evs, "C")
-    event_names = name_col.to_pylist()
-    names_, values, idx = [], [], []
-    empty = np.zeros(len(evs), dtype=bool)
-    not_finite = 0
-    for i, series in enumerate(args.dicts()):
-        numeric = {k: v for k, v in series.items()
-                   if type(v) in (int, float, Decimal)} if series else {}
-        kept = 0
-        for key, value in numeric.items():
-            number = float(value)
-            if not np.isfinite(number):
-                not_finite += 1
-                continue
-            name = event_names[i]
-            names_.append(name if len(numeric) == 1 else f"{name} {key}")
-            values.append(number)
-            idx.append(i)
-            kept += 1
-        empty[i] = not kept
+    rows, key, value, numeric, keys, not_finite = _series(args.dicts(), len(evs))
+    empty = np.bincount(rows, minlength=len(evs)) == 0
     if not_finite:
         ctx.warn("C", "a series value is NaN, infinite or too large (no row)", not_finite)
     ctx.count("C", cats, empty, "skipped: no finite numeric series in args")
     ctx.count("C", cats, ~empty, "counter rows (one per series)")
-    rows = np.array(idx, dtype=np.int64)
-    mapped = {c: map_category(c) for c in set(cats)}
-    cat_of = [mapped[cats[i]] for i in idx]
-    cat_of = [c if c.startswith("counter.") else "counter.trace" for c in cat_of]
+    # A series is named by its event, and by its key too where the event has several.
+    names_ = name_col.dictionary.cast(pa.string()).to_pylist()
+    key = np.where(numeric[rows] == 1, -1, key)
+    name = _labels(name_col.indices.to_numpy(zero_copy_only=False)[rows], key,
+                   lambda n, k: names_[n] if k < 0 else f"{names_[n]} {keys[k]}")
+    cat_codes = dictionary(cats)
+    cat_text = [None, *cat_codes.dictionary.cast(pa.string()).to_pylist()]
+    category = _labels(cat_codes.indices.fill_null(-1).to_numpy(zero_copy_only=False)[rows]
+                       + 1, np.zeros(len(rows), dtype=np.int64),
+                       lambda c, _: _counter_category(cat_text[c]))
     pids = ctx.ids(evs.field("pid"), "pid", "C")
     return pa.table({
-        "kind": constant(len(idx), "counter"),
-        "category": pa.array(cat_of, type=pa.string()).dictionary_encode(),
-        "name": pa.array(names_, type=pa.string()).dictionary_encode(),
+        "kind": constant(len(rows), "counter"),
+        "category": category,
+        "name": name,
         "ts_ns": pa.array(ts[rows], type=pa.int64()),
         "_pid": pa.array(pids[rows], type=pa.int64()),
-        "value": pa.array(values, type=pa.float64()),
+        "value": pa.array(value, type=pa.float64()),
     })
 
 
-def _texts(values: list[str | None] | pa.Array) -> list[str | None]:
-    return values.to_pylist() if isinstance(values, pa.Array) else values
+def _counter_category(cat: str | None) -> str:
+    mapped = map_category(cat)
+    return mapped if mapped.startswith("counter.") else "counter.trace"
+
+
+_NUMBER = (int, float, Decimal)
+
+
+def _series(objs: list[dict[str, Any] | None], n: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], int]:
+    """The finite numeric values of the args objects ``objs``, in order (object, then key):
+    each one's object, key (into the keys returned) and value; how many numeric values each
+    object has; the keys; how many numeric values were not finite. The objects are grouped
+    by their keys, and each key of a group is read as one column."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, obj in enumerate(objs):
+        if obj:
+            groups.setdefault(tuple(obj), []).append(i)
+    numeric = np.zeros(n, dtype=np.int64)
+    keys: dict[str, int] = {}
+    parts: list[tuple[np.ndarray, int, int, np.ndarray]] = []
+    not_finite = 0
+    for names, members in groups.items():
+        at = np.array(members, dtype=np.int64)
+        for position, name in enumerate(names):
+            values = [objs[i][name] for i in members]  # type: ignore[index]
+            if set(map(type, values)) <= {int, float}:
+                is_number = np.ones(len(values), dtype=bool)
+                number = np.array(values, dtype=np.float64)
+            else:
+                is_number = np.array([type(v) in _NUMBER for v in values], dtype=bool)
+                number = np.array([float(v) if k else 0.0
+                                   for v, k in zip(values, is_number, strict=True)],
+                                  dtype=np.float64)
+            numeric[at[is_number]] += 1
+            finite = is_number & np.isfinite(number)
+            not_finite += int((is_number & ~finite).sum())
+            parts.append((at[finite], position, keys.setdefault(name, len(keys)),
+                          number[finite]))
+    if not parts:
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, np.zeros(0), numeric, list(keys), not_finite
+    rows = np.concatenate([p[0] for p in parts])
+    position = np.concatenate([np.full(len(p[0]), p[1]) for p in parts])
+    key = np.concatenate([np.full(len(p[0]), p[2]) for p in parts])
+    value = np.concatenate([p[3] for p in parts])
+    order = np.lexsort((position, rows))
+    return rows[order], key[order], value[order], numeric, list(keys), not_finite
+
+
+def _labels(major: np.ndarray, minor: np.ndarray, label: Any) -> pa.DictionaryArray:
+    """``label(major, minor)`` of each row as a dictionary array in order of first use (as
+    ``dictionary_encode`` of the texts gives it), each label made once per distinct pair."""
+    width = int(minor.max()) + 2 if len(minor) else 1
+    distinct, inverse = np.unique(major.astype(np.int64) * width + minor + 1,
+                                  return_inverse=True)
+    texts_ = [label(int(c // width), int(c % width) - 1) for c in distinct.tolist()]
+    unique = list(dict.fromkeys(texts_))
+    position = {text: i for i, text in enumerate(unique)}
+    code = np.array([position[t] for t in texts_], dtype=np.int32)[inverse.reshape(-1)]
+    return compact(pa.DictionaryArray.from_arrays(pa.array(code, type=pa.int32()),
+                                                  pa.array(unique, type=pa.string())))
