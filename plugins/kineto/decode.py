@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from itertools import count
 from operator import attrgetter
 from typing import Any
 
@@ -128,31 +130,29 @@ class _Decoder:
 
     def run(self, blocks: Iterator[bytes]) -> tuple[dict[str, Any], ColumnEvents, list[str]]:
         notes: list[str] = []
-        pending = bytearray()
+        first = b""
         for block in blocks:
-            pending += block
-            if len(pending) >= 3 or not block:
+            first += block
+            if len(first) >= 3 or not block:
                 break
-        if pending.startswith(codecs.BOM_UTF8):
-            del pending[:len(codecs.BOM_UTF8)]
+        if first.startswith(codecs.BOM_UTF8):
+            first = first[len(codecs.BOM_UTF8):]
             notes.append("skipped a UTF-8 byte-order mark")
-        start = _SPACE.match(pending).end()  # type: ignore[union-attr]
-        if pending[start:start + 1] == b"[":
-            prefix = None
-            carry = bytes(pending[start + 1:])
+        start = _SPACE.match(first).end()  # type: ignore[union-attr]
+        carry: bytes | memoryview
+        if first[start:start + 1] == b"[":
+            prefix, carry = None, memoryview(first)[start + 1:]
         else:
-            prefix, rest = self._head(pending, blocks)
-            carry = bytes(rest)
-        del pending
+            prefix, carry = self._head(first, blocks)
         # carry: the events not decoded yet. The events of carry and the next block, up to
         # the last split in their final _TAIL bytes, are decoded as one chunk, framed by a
         # '[' and a ']' written in place of the ',' after its last event.
         for block in blocks:
             if len(block) < _TAIL:
-                block, carry = carry + block, b""
+                block, carry = b"".join((carry, block)), b""
             cut = _last_split(block)
             if cut is None:
-                carry += block
+                carry = b"".join((carry, block))
                 continue
             try:
                 # A copy of the chunk, framed: the raw args point into it.
@@ -163,15 +163,16 @@ class _Decoder:
                 carry = b"".join((carry, block, *blocks))
                 break
             carry = block[block.index(b"{", cut + 1):]
-        top = self._tail(carry, prefix)
+        top = self._tail(bytes(carry), prefix)
         return top, self._columns(), notes
 
-    def _head(self, pending: bytearray, blocks: Iterator[bytes]) -> tuple[bytes, bytearray]:
-        """Read up to the '[' that opens traceEvents; return the text before the key."""
+    def _head(self, pending: bytes, blocks: Iterator[bytes]) -> tuple[bytes, memoryview]:
+        """Read up to the '[' that opens traceEvents; return the text before the key, and
+        the text after the '['."""
         while True:
             m = _EVENTS_KEY.search(pending)
             if m:
-                return bytes(pending[:m.start() + 1]), pending[m.end():]
+                return pending[:m.start() + 1], memoryview(pending)[m.end():]
             block = next(blocks, None)
             if block is None:
                 raise Unfit
@@ -364,15 +365,15 @@ def _ids(values: list[Any]) -> pa.Array:
         raise Unfit from None  # beyond int64: the forgiving path names it by its text
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass
-    # A few names ("Spans", "") among integers: code the values by a dict of the distinct.
-    distinct = dict.fromkeys(values)
+    # A few names ("Spans", "") among integers: code the values by the distinct, numbered
+    # as they first appear (one pass; a missing key takes the next number).
+    distinct: defaultdict[Any, int] = defaultdict(count().__next__)
+    codes = np.fromiter(map(distinct.__getitem__, values), dtype=np.int32, count=len(values))
     texts = []
-    for code, v in enumerate(distinct):
+    for v in distinct:
         if type(v) is int and not INT64[0] <= v <= INT64[1]:
             raise Unfit
         texts.append(None if v is None else str(v) if type(v) is int else v)
-        distinct[v] = code
-    codes = np.fromiter(map(distinct.__getitem__, values), dtype=np.int32, count=len(values))
     return pa.array(texts, type=pa.string()).take(pa.array(codes))
 
 
