@@ -79,7 +79,8 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
         if name not in table.column_names:
             table = table.append_column(name, pa.nulls(table.num_rows, type_))
     table = bind_flows(ctx, table, flows)
-    del flows
+    del flows  # a copy: its memory back too
+    _release()
     table = device_columns(ctx, table)
     table = table.drop_columns([name for name in table.column_names if name.startswith("_")])
     if isinstance(top.get("tracekit"), dict):

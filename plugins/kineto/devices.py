@@ -57,7 +57,7 @@ def device_columns(ctx: Context, table: pa.Table) -> pa.Table:
     ok_idx = np.flatnonzero(dev_ok)
     ctx.gpu_devices = dict(zip(device[ok_idx].tolist(), pid[ok_idx].tolist(),
                                 strict=True))
-    launcher = launching_pid(table, is_dev)
+    launcher = launching_pid(table, pid, is_dev)
     out_pid = np.where(is_dev, launcher, pid)
     pid_valid = ~is_dev | (launcher >= 0)
     cols = {
@@ -102,9 +102,8 @@ def devices_and_processes(ctx: Context, table: pa.Table | None) -> None:
     host = ctx.top.get("host_name") if isinstance(ctx.top.get("host_name"), str) else None
     # Threads in order of first appearance, processes of host rows sorted: over the three
     # columns that tell, not over copies of the whole table.
-    tid = table["tid"]
-    pairs = pa.table({"pid": table["pid"], "tid": tid}).filter(pc.is_valid(tid)).group_by(
-        ["pid", "tid"], use_threads=False).aggregate([]).to_pylist()
+    pairs = [p for p in pa.table({"pid": table["pid"], "tid": table["tid"]}).group_by(
+        ["pid", "tid"], use_threads=False).aggregate([]).to_pylist() if p["tid"] is not None]
     on_host = pc.invert(is_in(table["category"], sorted(DEVICE_CATEGORIES)))
     host_pids = set(pc.unique(table["pid"].filter(on_host).drop_null()).to_pylist())
     for pid in sorted(host_pids):

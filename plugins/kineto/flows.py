@@ -208,12 +208,12 @@ def _ranks(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return rank[codes], in_order
 
 
-def launching_pid(table: pa.Table, is_dev: np.ndarray) -> np.ndarray:
-    """For each device row, the pid of the host API call with the same correlation (else -1)."""
+def launching_pid(table: pa.Table, pid: np.ndarray, is_dev: np.ndarray) -> np.ndarray:
+    """For each device row, the pid of the host API call with the same correlation (else -1);
+    ``pid`` is each row's own."""
     corr = table["correlation"]
     valid = corr.is_valid().to_numpy(zero_copy_only=False)
     c = corr.fill_null(-1).to_numpy(zero_copy_only=False)
-    pid = table["_pid"].fill_null(-1).to_numpy()
     is_api = starts_with(table["category"], "api.").to_numpy() & valid
     result = np.full(len(c), -1, dtype=np.int64)
     if not is_api.any():
