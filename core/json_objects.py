@@ -165,8 +165,8 @@ class _Compacted:
         if len(breaks):
             data, offsets = self._cut(data, offsets, breaks)
         self.data, self.offsets = data, offsets
-        self._quotes: np.ndarray | None = None
-        self._next = _NO_INDEX
+        self._by_next: np.ndarray | None = None
+        self._groups = _NO_INDEX
         self.texts = pa.LargeStringArray.from_buffers(m, pa.py_buffer(offsets),
                                                       pa.py_buffer(data))
 
@@ -196,11 +196,13 @@ class _Compacted:
 
     def find(self, pattern: bytes) -> np.ndarray:
         """Where ``pattern`` (a quoted name) is in the data."""
-        if self._quotes is None:
-            self._quotes = np.flatnonzero(self.data == ord('"'))
-            self._quotes = self._quotes[self._quotes < len(self.data) - 1]
-            self._next = self.data[self._quotes + 1]
-        found = self._quotes[self._next == pattern[1]]
+        if self._by_next is None:  # the quotes, grouped by the byte after them
+            quotes = np.flatnonzero(self.data[:-1] == ord('"'))
+            after = self.data[quotes + 1]
+            order = np.argsort(after, kind="stable")
+            self._by_next = quotes[order]
+            self._groups = np.searchsorted(after[order], np.arange(257))
+        found = self._by_next[self._groups[pattern[1]]:self._groups[pattern[1] + 1]]
         found = found[found <= len(self.data) - len(pattern)]
         for j in range(2, len(pattern)):
             found = found[self.data[found + j] == pattern[j]]
@@ -309,7 +311,7 @@ def _equal_at(data: np.ndarray, row_end: np.ndarray, at: np.ndarray, vdata: np.n
     byte that ends a piece for ``fields._holds``."""
     size = vend - vstart
     ok = at + size < row_end
-    ok[ok] = _ENDS_PIECE[data[at[ok] + size[ok]]]
+    ok[ok] = _ENDS_PIECE[data[at[ok] + size[ok]]] & (data[at[ok]] == vdata[vstart[ok]])
     rows = np.flatnonzero(ok)
     if not len(rows):
         return ok
@@ -338,7 +340,7 @@ def _assemble(col: pa.Array, has_args: np.ndarray, text: _Compacted, rows: np.nd
     if len(at):
         # The text up to its closing brace, less the blanks before it; the pieces.
         body = _spans(text.data, start, end)
-        comma = pa.array(np.where(pairs, ",", ""), pa.large_string())
+        comma = pa.array(["", ","], pa.large_string()).take(pa.array(pairs.astype(np.int8)))
         fragment = _join([(p, rows[at], k[at]) for p, k in zip(pieces, kept, strict=True)])
         parts.append(pc.binary_join_element_wise(body, comma, fragment, _large("}"),
                                                  _large("")))

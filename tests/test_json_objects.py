@@ -117,10 +117,13 @@ def test_keys_the_column_wise_way_cannot_search_for_go_to_fields_merge(monkeypat
     assert got.args.to_pylist()[0].endswith('"a:b":2}')
 
 
-def test_nothing_to_merge():
+def test_rows_without_args():
     for args in ([], [None], [""]):
         got, want, _ = _both(args, {"device": [None] * len(args)})
         _same(got, want)
+    got, want, _ = _both(["", None, ""], {"device": ["1", "2", None]})
+    _same(got, want)
+    assert got.args.to_pylist() == ['{"device":1}', '{"device":2}', ""]
 
 
 _scalars = (st.none() | st.booleans() | st.integers(-(2**70), 2**70)
