@@ -2,21 +2,31 @@
 kernel + API rows, next to a raw ``SELECT *`` scan of the same tables in the same run.
 
     python bench/run_nsys.py                 # cloverleaf export from ../shared, 5M rows
+    python bench/run_nsys.py --rows 1000000 --repeat 3 --steps "read|pftrace" --old HEAD~1
+
+Each step runs in a fresh process; its wall and CPU seconds (user + system) and peak RSS are
+reported, with ``--repeat N`` the medians of N rounds run in turn. ``--old REV`` also converts
+with the Perfetto writer of git revision REV (see ``run.py``), on the same file in the same
+run.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_SOURCE = HERE.parent.parent / "shared" / "fixtures" / "nsys-sqlite" / \
     "pipit_cloverleaf_nsys2024.5.1_a100.sqlite"
 
+BASELINE = "sqlite3 SELECT * (baseline)"
 STEPS = {
-    "sqlite3 SELECT * (baseline)":
+    BASELINE:
         "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
         "[c.execute(f'SELECT * FROM {t}').fetchall() for t in "
         "('CUPTI_ACTIVITY_KIND_KERNEL','CUPTI_ACTIVITY_KIND_RUNTIME')]",
@@ -29,7 +39,7 @@ STEPS = {
     "tracekit analyze -a summary":
         "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[1]), 'summary')",
     "tracekit convert -> .pftrace":
-        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2])",
+        "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2], force=True)",
 }
 
 
@@ -38,19 +48,43 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("--steps", default="", help="a regex: run only the steps it matches "
+                    "(the baseline always runs)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of all steps, run in turn; the median of each is kept")
+    ap.add_argument("--old", metavar="REV", help="also convert with the Perfetto writer of "
+                    "this git revision")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
-    from run import measure, print_results
+    from run import Figures, old_writer, run_step
     from scale_nsys import scale
 
+    steps = {k: v for k, v in STEPS.items() if k == BASELINE or re.search(a.steps, k)}
     with tempfile.TemporaryDirectory() as tmp:
+        if a.old:
+            steps[f"convert -> .pftrace, writer of {a.old}"] = old_writer(a.old, Path(tmp))
         db = Path(tmp) / "scaled.sqlite"
         n = scale(a.source, db, a.rows)
         print(f"input: {n:,} kernel + runtime rows ({db.stat().st_size / 2**20:,.0f} MiB), "
               f"scaled from {a.source.name}")
-        results = {label: measure(code, str(db), str(Path(tmp) / "out.pftrace"))
-                   for label, code in STEPS.items()}
-        print_results(results, "sqlite3 SELECT * (baseline)", n, "rows/s")
+        rounds: dict[str, list[Figures]] = {label: [] for label in steps}
+        for _ in range(a.repeat):
+            for label, code in steps.items():
+                rounds[label].append(run_step(code, str(db), str(Path(tmp) / "out.pftrace")))
+        results = {label: Figures(*(statistics.median(f[i] for f in runs) for i in range(3)))
+                   for label, runs in rounds.items()}
+        print_cpu(results, BASELINE, n, "rows")
+
+
+def print_cpu(results: dict[str, Any], baseline: str, n: int, what: str) -> None:
+    """Wall and CPU seconds and peak RSS per step, CPU seconds also as a ratio to the
+    baseline step's."""
+    base = results[baseline]
+    print(f"{'step':<44} {'wall s':>7} {'CPU s':>7} {'x base':>6} {what + '/CPU s':>13} "
+          f"{'peak MiB':>9}")
+    for label, f in results.items():
+        print(f"{label:<44} {f.seconds:7.2f} {f.cpu:7.2f} {f.cpu / base.cpu:6.2f} "
+              f"{n / f.cpu:13,.0f} {f.rss:9,.0f}")
 
 
 if __name__ == "__main__":

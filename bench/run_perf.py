@@ -6,7 +6,12 @@ about 1 GB, read, analyzed and converted, next to a bare line-by-line read of th
     python bench/run_perf.py --steps read --old 1630a86 --repeat 3
 
 ``--old REV`` also measures the perf reader of git revision REV (its plugins/perf files,
-imported from a temporary folder), on the same file in the same run.
+imported from a temporary folder), on the same file in the same run; ``--old-writer REV``
+converts to .pftrace with the Perfetto writer of REV as well (see ``run.py``). Each step runs
+in a fresh process: wall and CPU seconds (user + system) and peak RSS, the medians of
+``--repeat`` rounds.
+
+    python bench/run_perf.py --mib 200 --steps "read|pftrace" --old-writer HEAD~1 --repeat 3
 """
 
 from __future__ import annotations
@@ -89,31 +94,36 @@ def main() -> None:
                     "(the baseline always runs)")
     ap.add_argument("--old", metavar="REV", help="also measure the perf reader of this git "
                     "revision")
+    ap.add_argument("--old-writer", metavar="REV", help="also convert to .pftrace with the "
+                    "Perfetto writer of this git revision")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of all steps, run in turn; the median of each is kept")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
-    from run import measure, print_results
+    from run import Figures, old_writer, run_step
+    from run_nsys import print_cpu
 
     steps = {k: v for k, v in STEPS.items() if k == BASELINE or re.search(a.steps, k)}
     with tempfile.TemporaryDirectory() as tmp:
         if a.old:
             old_reader(a.old, Path(tmp))
             steps[f"read, perf reader of {a.old}"] = OLD_STEP
+        if a.old_writer:  # the .pftrace output is the third argument here
+            steps[f"convert -> .pftrace, writer of {a.old_writer}"] = old_writer(
+                a.old_writer, Path(tmp)).replace("sys.argv[2]", "sys.argv[3]")
         text = Path(tmp) / "scaled.perf"
         n = scale(a.source, text, a.mib)
         print(f"input: {n:,} samples ({text.stat().st_size / 2**20:,.0f} MiB of text), "
               f"scaled from {a.source.name}")
         args = (str(text), str(Path(tmp) / "out.folded"), str(Path(tmp) / "out.pftrace"),
                 tmp)
-        rounds: dict[str, list[tuple[float, float]]] = {label: [] for label in steps}
+        rounds: dict[str, list[Figures]] = {label: [] for label in steps}
         for _ in range(a.repeat):
             for label, code in steps.items():
-                rounds[label].append(measure(code, *args))
-        results = {label: (statistics.median(s for s, _ in runs),
-                           statistics.median(m for _, m in runs))
+                rounds[label].append(run_step(code, *args))
+        results = {label: Figures(*(statistics.median(f[i] for f in runs) for i in range(3)))
                    for label, runs in rounds.items()}
-        print_results(results, BASELINE, n, "samples/s")
+        print_cpu(results, BASELINE, n, "samples")
 
 
 if __name__ == "__main__":

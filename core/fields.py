@@ -132,16 +132,18 @@ def carry(events: pa.Table, native: Mapping[str, Mask], *, allowed: Mask = True,
         where = ~_mask(native.get(name, False), n)
         if not where.any():
             continue
+        valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count \
+            else np.ones(n, dtype=bool)
         if typed:
             text = column.combine_chunks()
-            present = text.is_valid().to_numpy(zero_copy_only=False)
+            present = valid
             if pa.types.is_floating(text.type):
-                present &= pc.fill_null(pc.is_finite(text), False).to_numpy(
+                present = valid & pc.fill_null(pc.is_finite(text), False).to_numpy(
                     zero_copy_only=False)
         else:
             text, present = json_values(column)
         want = present & where
-        odd = where & column.is_valid().to_numpy(zero_copy_only=False) & ~present
+        odd = where & valid & ~present
         if odd.any():
             out.skipped[field_skip(name, "NaN or infinite (JSON has no such number)")] += \
                 int(odd.sum())

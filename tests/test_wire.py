@@ -78,3 +78,19 @@ def test_nested_and_repeated_messages_are_written_in_place(rows):
         assert got == [(a[0], a[1] if len(a[2]) % 2 == 0 else a[2]) for a in row_anns]
         assert list(p.track_event.flow_ids) == list(range(k, k + len(row_anns)))
         k += len(row_anns)
+
+
+def test_varints_of_one_length_and_of_many_decode_like_protobuf():
+    # Every value one length (timestamps), lengths from 1 to 10 bytes, and lengths whose
+    # shortest is over one byte: each takes another way through the varint writer.
+    one_length = [2**49 + i * 7919 for i in range(5)]
+    edges = [0, 1, 127, 128, 16383, 16384, 2**35, 2**56 - 1, 2**56, 2**63 - 1, 2**63, 2**64 - 1]
+    long_only = [128, 2**20, 2**63, 300, 2**40]
+    for values in (one_length, edges, long_only):
+        v = np.array(values, dtype=np.uint64)
+        te = MessageColumns(len(v)).varint(11, v.view(np.int64)).encode()
+        packets = MessageColumns(len(v)).varint(8, v.view(np.int64)).message(11, te).encode()
+        trace = pb.Trace()
+        trace.ParseFromString(MessageColumns(len(v)).message(1, packets).encode().tobytes())
+        assert [(p.timestamp, p.track_event.track_uuid) for p in trace.packet] == \
+            [(x, x) for x in values]

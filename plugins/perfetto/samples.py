@@ -22,7 +22,8 @@ def sample_packets(trace: Trace, samples: pa.Table) -> Iterator[bytes]:
     then one PerfSample per row of ``samples`` (rows with a stack_id, sorted by time)."""
     stacks = {r["stack_id"]: (r["parent_id"], r["frame_id"]) for r in trace.stacks.to_pylist()}
     frames = trace.frames.to_pylist()
-    used = np.unique(samples["stack_id"].to_numpy()).tolist()
+    # Sorted distinct ids by hashing (np.unique without an inverse is slow on many values).
+    used = np.sort(pc.unique(samples["stack_id"]).to_numpy()).tolist()
     # Callstack iid = stack_id + 1; frames listed root first ("bottom frame first").
     callstacks = []
     for stack_id in used:
@@ -57,10 +58,11 @@ def sample_packets(trace: Trace, samples: pa.Table) -> Iterator[bytes]:
     for lo in range(0, len(order), _CHUNK):
         hi = min(lo + _CHUNK, len(order))
         n = hi - lo
+        # Nested messages are written in place: each byte once.
         sample = MessageColumns(n).varint(2, pid[lo:hi]).varint(3, tid[lo:hi]) \
-            .varint(4, stack[lo:hi]).encode()
+            .varint(4, stack[lo:hi])
         packet = MessageColumns(n).varint(8, ts[lo:hi]).varint(10, SEQUENCE_ID) \
-            .varint(13, _NEEDS_STATE).message(66, sample).encode()
+            .varint(13, _NEEDS_STATE).message(66, sample)
         yield MessageColumns(n).message(1, packet).encode().tobytes()
 
 

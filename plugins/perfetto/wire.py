@@ -37,11 +37,16 @@ def _write_varints(out: np.ndarray, pos: np.ndarray, values: np.ndarray,
         return
     if size is None:
         size = varint_size(v)
-    longest = int(size.max())
-    if longest == 1:
-        out[pos] = v
+    shortest, longest = int(size.min()), int(size.max())
+    # The bytes every value has before its last: continuation bit set, nothing to select.
+    for k in range(shortest - 1):
+        out[pos + k if k else pos] = (v >> np.uint64(7 * k)).astype(np.uint8) | 0x80
+    if shortest == longest:
+        out[pos + (longest - 1)] = (v >> np.uint64(7 * (longest - 1))).astype(np.uint8)
         return
-    k = 0
+    k = shortest - 1
+    v = v >> np.uint64(7 * k)
+    pos = pos + k
     while len(v):
         more = size > k + 1
         out[pos] = ((v & np.uint64(0x7F)) | (more.astype(np.uint64) << np.uint64(7))) \
@@ -56,7 +61,7 @@ def _write_varints(out: np.ndarray, pos: np.ndarray, values: np.ndarray,
 def _write_bytes(out: np.ndarray, pos: np.ndarray, data: bytes) -> None:
     """The same bytes at each position."""
     for k, byte in enumerate(data):
-        out[pos + k] = byte
+        out[pos + k if k else pos] = byte
 
 
 def _tag(field: int, wire: int) -> bytes:

@@ -94,8 +94,9 @@ class PerfettoWriter(tracekit.Writer):
             stream.write(_packet((8, first_ts), (60, desc)))
         for lo in range(0, len(packets.ts), _CHUNK):
             hi = min(lo + _CHUNK, len(packets.ts))
-            stream.write(_encode_chunk(packets, lo, hi, args, flows, annotations,
-                                       result.skipped))
+            for part in _encode_chunk(packets, lo, hi, args, flows, annotations,
+                                      result.skipped):
+                stream.write(part)
             if progress:
                 progress.update(hi, len(packets.ts))
         samples = events.select(["ts_ns", "pid", "tid", "stack_id"]).filter(
@@ -274,7 +275,9 @@ def _flow_lists(events: pa.Table) -> _FlowLists:
 
 
 def _encode_chunk(p: _Packets, lo: int, hi: int, args: ArgColumns, flows: _FlowLists | None,
-                  annotations: AnnotationEncoder, skipped: Counter[str]) -> bytes:
+                  annotations: AnnotationEncoder, skipped: Counter[str],
+                  ) -> tuple[bytes, np.ndarray]:
+    """The packets ``lo:hi``: the names they intern first (if any), then the packets."""
     n = hi - lo
     rows = p.row[lo:hi]
     fields = p.with_fields[lo:hi]
@@ -313,4 +316,4 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: ArgColumns, flows: _FlowL
     packet.message(11, te)
     packet.varint(10, SEQUENCE_ID)
     packet.varint(13, _NEEDS_STATE)
-    return prefix + MessageColumns(n).message(1, packet).encode().tobytes()
+    return prefix, MessageColumns(n).message(1, packet).encode().data
