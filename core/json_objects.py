@@ -228,33 +228,34 @@ class _Key:
     ``collides``, and ``slow`` for texts to leave to it."""
 
     def __init__(self, text: _Compacted, piece: _Piece, rows: np.ndarray) -> None:
-        key, valid, rows_of = piece.key, piece.valid[rows], rows
+        """``rows``: the args row of each text."""
+        valid = piece.valid[rows]
         m = len(valid)
         self.slow = np.zeros(m, dtype=bool)
         self.collides = np.zeros(m, dtype=bool)
         self.kept = valid.copy()
-        quoted = f'"{key}"'
+        quoted = f'"{piece.key}"'
+        name = quoted.encode()
         # Where the texts to decide name the key (a string token there, see the module).
-        found = text.find(quoted.encode())
+        found = text.find(name)
         row = _row_of(text.offsets, found)
-        mine = valid[row] & ~text.slow[row] \
-            & (found + len(quoted.encode()) <= text.offsets[1:][row])
+        mine = valid[row] & ~text.slow[row] & (found + len(name) <= text.offsets[1:][row])
         found, row = found[mine], row[mine]
         count = np.bincount(row, minlength=m)
         self.slow[count > 1] = True  # which one fields._holds meets first: per row
         once = count[row] == 1
         if not once.any():
             return
-        rows = row[once]
-        self.kept[rows] = False
-        at = found[once] + len(quoted.encode())
+        texts = row[once]
+        self.kept[texts] = False
+        at = found[once] + len(name)
         # fields._holds: "key":value or "key": value, then , } or a blank, anywhere.
         vdata, voffsets = _buffers(piece.values)
-        vstart, vend = voffsets[:-1][rows_of[rows]], voffsets[1:][rows_of[rows]]
-        end = text.offsets[rows + 1]
+        vstart, vend = voffsets[:-1][rows[texts]], voffsets[1:][rows[texts]]
+        end = text.offsets[texts + 1]
         colon = at < end
         colon[colon] = text.data[at[colon]] == ord(":")
-        holds = np.zeros(len(rows), dtype=bool)
+        holds = np.zeros(len(texts), dtype=bool)
         for gap in (1, 2):
             where = np.flatnonzero(colon & ~holds)
             if gap == 2:
@@ -266,18 +267,18 @@ class _Key:
         rest = np.flatnonzero(~holds)
         if not len(rest):
             return
-        top = pc.extract_regex(text.texts.take(pa.array(rows[rest])),
+        top = pc.extract_regex(text.texts.take(pa.array(texts[rest])),
                                _TOP_VALUE.replace("{key}", quoted))
         is_top = _mask(top.is_valid())
-        self.kept[rows[rest[~is_top]]] = True
+        self.kept[texts[rest[~is_top]]] = True
         rest = rest[is_top]
         if not len(rest):
             return
         ours = pc.replace_substring_regex(top.field("value").filter(top.is_valid()),
                                           _INSIGNIFICANT, r"\1")
         same, differ = _compare(ours, _spans(vdata, vstart[rest], vend[rest]))
-        self.collides[rows[rest[differ]]] = True
-        self.slow[rows[rest[~same & ~differ]]] = True
+        self.collides[texts[rest[differ]]] = True
+        self.slow[texts[rest[~same & ~differ]]] = True
 
 
 def _compare(ours: pa.Array, theirs: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -367,8 +368,8 @@ def _assemble(col: pa.Array, has_args: np.ndarray, text: _Compacted, rows: np.nd
 
 
 def _join(pieces: list[tuple[_Piece, np.ndarray, np.ndarray]]) -> pa.Array:
-    """Per row the kept ``"key":value`` pieces, joined by commas: ``(key, its rows, kept)``
-    in key order."""
+    """Per row the kept ``"key":value`` pieces, joined by commas: ``(piece, the args row of
+    each row, kept)`` in key order."""
     n = len(pieces[0][1])
     text = pa.repeat(pa.scalar("", pa.string()), n)
     have = np.zeros(n, dtype=bool)
@@ -454,13 +455,13 @@ def _skip_blanks(data: np.ndarray, at: np.ndarray, stop: np.ndarray, *, back: bo
     todo = todo[_BLANK[data[at[todo] - back]]]
     # Eight bytes at a time, as one word each (most runs are shorter); bytewise where a
     # word would leave the data.
-    words = np.lib.stride_tricks.sliding_window_view(data, 8) if len(data) >= 8 else None
+    words = np.lib.stride_tricks.sliding_window_view(data, min(8, len(data)))
     edge = _NO_INDEX
     for _ in range(_MAX_BLANKS // 8):
         fits = (at[todo] >= 8) if back else (at[todo] <= len(data) - 8)
         edge = np.r_[edge, todo[~fits]]
         todo = todo[fits]
-        if not len(todo) or words is None:
+        if not len(todo):
             break
         bits = _nonblank_bits(words[at[todo] - 8 if back else at[todo]].view("<u8")[:, 0])
         if back:  # the first non-blank byte from the top
