@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tracekit import fields, intervals
+from tracekit import fields, intervals, json_objects
 from tracekit.columns import any_true, arg_strings, equals, is_in, matches, starts_with
 from tracekit.defaults import default_analyzers, trace_kind
 from tracekit.factorize import factorize
@@ -113,7 +113,9 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Typed columns in writers", "``fields`` is a namespace: the rule by which every writer "
      "keeps the typed columns its format has no field for (``Writer.native_columns``), and "
      "``fields.restore`` for readers of what a writer carried in args. ``check_writer`` in "
-     "``tracekit.testing`` checks a writer against it.", ["fields"]),
+     "``tracekit.testing`` checks a writer against it. ``json_objects.merge_objects`` is "
+     "``fields.merge`` column-wise, for writers that hold every args text as one JSON object.",
+     ["fields", "json_objects"]),
     ("Interval unions", "``intervals`` is a namespace: ``from tracekit.toolkit import "
      "intervals as iv``, then ``iv.union(starts, ends)``.", ["intervals"]),
     ("Statistics", "", ["grouped_stats", "STAT_COLUMNS", "share_margin", "share_margins",
@@ -219,6 +221,7 @@ __all__ = [
     "intervals",
     "is_in",
     "is_kernel",
+    "json_objects",
     "launch_links",
     "match_by_order",
     "matches",

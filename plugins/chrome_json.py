@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import EmptyOutputError, Trace, json_objects
+from tracekit import EmptyOutputError, Trace
 from tracekit.toolkit import (
     NO_PROGRESS,
     align_collectives,
@@ -45,6 +45,7 @@ from tracekit.toolkit import (
     factorize,
     fields,
     input_ranks,
+    json_objects,
     launch_links,
     rank_traces,
 )
