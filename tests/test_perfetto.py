@@ -556,3 +556,16 @@ def test_nest_slices_orders_like_the_replay_where_times_do_not_pack():
     for g, w in zip(got, want, strict=True):
         assert g.tolist() == w.tolist()
     assert got[0].tolist() == [0, 1, 4, 4, 1, 0, 5, 5, 2, 3, 3, 2]
+
+
+def test_nest_slices_keeps_a_lane_open_until_a_later_overlap_looks_at_it():
+    # B overlaps A and goes to lane 1; the replay ends it only when F, overlapping E, looks
+    # at lane 1, after the run of nested slices C, G, D in between (taken without replay).
+    track = np.zeros(7, dtype=np.int64)
+    start = np.array([0, 5, 15, 16, 20, 25, 15])
+    end = np.array([10, 15, 20, 18, 30, 35, 15])
+    got = nest_slices(track, start, end)
+    for g, w in zip(got, _replayed(track, start, end), strict=True):
+        assert g.tolist() == w.tolist()
+    assert got[0].tolist() == [0, 1, 0, 2, 6, 6, 3, 3, 2, 4, 1, 5, 4, 5]
+    assert got[2].tolist() == [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1]

@@ -70,6 +70,11 @@ class ArgColumns:
     keys: dict[str, pa.Array]
 
     def __post_init__(self) -> None:
+        # Arrow's take from a chunked string column joins its chunks first, at every call.
+        if isinstance(self.args, pa.ChunkedArray):
+            if self.args.nbytes >= 2**31 and pa.types.is_string(self.args.type):
+                self.args = self.args.cast(pa.large_string())
+            self.args = self.args.combine_chunks()
         self.keys = {k: v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
                      for k, v in self.keys.items()}
         self._valid = {k: v.is_valid().to_numpy(zero_copy_only=False)
@@ -78,13 +83,14 @@ class ArgColumns:
     def take(self, rows: np.ndarray) -> ArgRows:
         """The args of ``rows``, and per key the values of those that have one."""
         args = self.args.take(pa.array(rows))
+        if pa.types.is_large_string(args.type):
+            args = args.cast(pa.string())
         keys = {}
         for key, values in self.keys.items():
             have = np.flatnonzero(self._valid[key][rows])
             if len(have):
                 keys[key] = (have, values.take(pa.array(rows[have])))
-        return ArgRows(args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args,
-                       keys)
+        return ArgRows(args, keys)
 
 
 @dataclass
@@ -280,12 +286,11 @@ def annotated_args(events: pa.Table, native: dict[str, Any], keep_args: bool,
                                               "Perfetto")] += int(stacks.sum())
     skipped.update(carried.skipped)
     args = events["args"] if keep_args else pa.nulls(events.num_rows, pa.string())
-    own = pc.fill_null(pc.greater(pc.utf8_length(args), 0), False).to_numpy(
-        zero_copy_only=False) & sample
-    if own.any():
-        skipped[fields.field_skip("args", "a CPU sample carries no annotations in "
-                                          "Perfetto")] += int(own.sum())
-        args = pc.if_else(pa.array(sample), pa.scalar(None, pa.string()), args)
+    if sample.any():  # samples' args are counted here; they are never taken (no packets)
+        own = pc.sum(pc.greater(pc.utf8_length(args.filter(pa.array(sample))), 0)).as_py()
+        if own:
+            skipped[fields.field_skip("args", "a CPU sample carries no annotations in "
+                                              "Perfetto")] += own
     return ArgColumns(args, carried.keys)
 
 

@@ -20,18 +20,61 @@ def nest_slices(track: np.ndarray, start: np.ndarray, end: np.ndarray,
     ranks, begins = _nested_order(t, s, e)
     rows = order[ranks]
     lanes = np.zeros(2 * n, dtype=np.int64)
-    # Tracks whose slices do not all nest go through the replay, lane by lane.
+    # Tracks whose slices do not all nest go through the replay, lane by lane, where needed.
     bad = _not_nested(t, s, e, ranks, begins)
     if bad.any():
-        lane_of = np.zeros(n, dtype=np.int64)
         bounds = np.flatnonzero(np.diff(t)) + 1
         lo = np.r_[0, bounds]
         hi = np.r_[bounds, n]
         for k in np.flatnonzero(bad).tolist():
-            a, b = int(lo[k]), int(hi[k])
-            _nest_track(order[a:b], s[a:b].tolist(), e[a:b].tolist(), rows, begins, lanes,
-                        lane_of, 2 * a)
+            _nest_overlapping(order, s, e, int(lo[k]), int(hi[k]), ranks, rows, begins, lanes)
     return rows, begins, lanes
+
+
+def _nest_overlapping(order: np.ndarray, s: np.ndarray, e: np.ndarray, a: int, b: int,
+                      ranks: np.ndarray, rows: np.ndarray, begins: np.ndarray,
+                      lanes: np.ndarray) -> None:
+    """The events of the track of sorted slices ``a:b``, which do not all nest, as
+    ``_nest_track`` replays them: replayed only in the runs of overlapping slices that need
+    it, taken from the nested order elsewhere.
+
+    A slice that starts when every earlier one has ended begins a run: the replay's first
+    lane is empty there, so a run whose slices nest comes out as in the nested order. The
+    replay's other lanes are kept from one replayed run to the next: it closes their slices
+    only when a later slice looks at that lane, or at the track's end.
+    """
+    ss, ee = s[a:b], e[a:b]
+    m = b - a
+    opens = np.ones(m, dtype=bool)
+    opens[1:] = ss[1:] >= np.maximum.accumulate(ee)[:-1]
+    run = np.cumsum(opens) - 1
+    first = np.flatnonzero(opens)
+    last = np.r_[first[1:], m]
+    # The nested order's events of this track, two per slice, run after run.
+    event = ranks[2 * a:2 * b] - a
+    begin = begins[2 * a:2 * b]
+    bad = np.zeros(len(first), dtype=bool)
+    time = np.where(begin, ss[event], ee[event])
+    bad[run[event[np.flatnonzero(time[1:] < time[:-1])]]] = True
+    depth = np.cumsum(np.where(begin, 1, -1).astype(np.int32), dtype=np.int32)
+    depth += ~begin  # an END's depth is the one before it
+    level = np.empty((2, m), dtype=np.int32)
+    level[begin.view(np.uint8), event] = depth
+    bad[run[level[0] != level[1]]] = True
+    nested = (rows[2 * a:2 * b].copy(), begins[2 * a:2 * b].copy(), lanes[2 * a:2 * b].copy())
+    stacks: list[list[tuple[int, int]]] = []
+    k, done = 2 * a, 0
+    for r in np.flatnonzero(bad).tolist():
+        lo, hi = int(first[r]), int(last[r])
+        for out, src in zip((rows, begins, lanes), nested, strict=True):
+            out[k:k + 2 * lo - done] = src[done:2 * lo]
+        k += 2 * lo - done
+        k = _replay(order[a + lo:a + hi], ss[lo:hi].tolist(), ee[lo:hi].tolist(), rows, begins,
+                    lanes, k, stacks)
+        done = 2 * hi
+    for out, src in zip((rows, begins, lanes), nested, strict=True):
+        out[k:k + 2 * m - done] = src[done:]
+    _close(stacks, 1, rows, begins, lanes, k + 2 * m - done)
 
 
 def _packed(track: np.ndarray, time: np.ndarray, low: int, high: int,
@@ -127,11 +170,20 @@ def _not_nested(t: np.ndarray, s: np.ndarray, e: np.ndarray, ranks: np.ndarray,
 def _nest_track(order: np.ndarray, s: list[int], e: list[int], rows: np.ndarray,
                 begins: np.ndarray, lanes: np.ndarray, lane_of: np.ndarray, k: int) -> int:
     stacks: list[list[tuple[int, int]]] = []  # per lane: open slices as (end, row)
-    rows_l = order.tolist()
+    k = _replay(order, s, e, rows, begins, lanes, k, stacks)
+    return _close(stacks, 1, rows, begins, lanes, k)
+
+
+def _replay(order: np.ndarray, s: list[int], e: list[int], rows: np.ndarray,
+            begins: np.ndarray, lanes: np.ndarray, k: int,
+            stacks: list[list[tuple[int, int]]]) -> int:
+    """Place slices (sorted) on the first lane where they nest, writing events from ``k``;
+    the first lane's slices are closed at the end, the other lanes' stay open in
+    ``stacks``. Returns where the events end."""
     out_rows: list[int] = []
     out_begin: list[bool] = []
     out_lane: list[int] = []
-    for i, row in enumerate(rows_l):
+    for i, row in enumerate(order.tolist()):
         si, ei = s[i], e[i]
         placed = False
         for lane, stack in enumerate(stacks):
@@ -149,13 +201,21 @@ def _nest_track(order: np.ndarray, s: list[int], e: list[int], rows: np.ndarray,
         out_rows.append(row)
         out_begin.append(True)
         out_lane.append(lane)
-    for lane, stack in enumerate(stacks):
-        while stack:
-            out_rows.append(stack.pop()[1])
-            out_begin.append(False)
-            out_lane.append(lane)
     m = len(out_rows)
     rows[k:k + m] = out_rows
     begins[k:k + m] = out_begin
     lanes[k:k + m] = out_lane
-    return k + m
+    return _close(stacks[:1], 0, rows, begins, lanes, k + m)
+
+
+def _close(stacks: list[list[tuple[int, int]]], first: int, rows: np.ndarray,
+           begins: np.ndarray, lanes: np.ndarray, k: int) -> int:
+    """End the open slices of lanes ``first`` on, lane by lane, innermost first."""
+    for lane in range(first, len(stacks)):
+        stack = stacks[lane]
+        while stack:
+            rows[k] = stack.pop()[1]
+            begins[k] = False
+            lanes[k] = lane
+            k += 1
+    return k
