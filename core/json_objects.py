@@ -276,7 +276,7 @@ class _Key:
             return
         ours = pc.replace_substring_regex(top.field("value").filter(top.is_valid()),
                                           _INSIGNIFICANT, r"\1")
-        same, differ = _compare(ours, _spans(vdata, vstart[rest], vend[rest]))
+        same, differ = _compare(ours, spans(vdata, vstart[rest], vend[rest]))
         self.collides[texts[rest[differ]]] = True
         self.slow[texts[rest[~same & ~differ]]] = True
 
@@ -340,7 +340,7 @@ def _assemble(col: pa.Array, has_args: np.ndarray, text: _Compacted, rows: np.nd
     at, start, end, pairs = bounds
     if len(at):
         # The text up to its closing brace, less the blanks before it; the pieces.
-        body = _spans(text.data, start, end)
+        body = spans(text.data, start, end)
         comma = pa.array(["", ","], pa.large_string()).take(pa.array(pairs.astype(np.int8)))
         fragment = _join([(p, rows[at], k[at]) for p, k in zip(pieces, kept, strict=True)])
         parts.append(pc.binary_join_element_wise(body, comma, fragment, _large("}"),
@@ -417,7 +417,7 @@ def _spans_data(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     size = int((end - start).sum())
     if not size:
         return data[:0]
-    return np.frombuffer(_spans(data, start, end).buffers()[2], dtype=np.uint8)[:size]
+    return np.frombuffer(spans(data, start, end).buffers()[2], dtype=np.uint8)[:size]
 
 
 def _row_of(offsets: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -491,10 +491,11 @@ def _nonblank_bits(words: np.ndarray) -> np.ndarray:
     return bits
 
 
-def _spans(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> pa.LargeStringArray:
-    """``data[start[i]:end[i]]`` as strings, for disjoint increasing spans."""
-    # The spans and the gaps between them, alternately, are one array over ``data`` as it
-    # is; taking every other string copies the spans in one Arrow call.
+def spans(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> pa.LargeStringArray:
+    """``data[start[i]:end[i]]`` as strings, for disjoint spans in increasing order that cut
+    no UTF-8 character."""
+    # The spans and the gaps between them, alternately, are one string array over ``data``
+    # as it is; taking every other string copies the spans in one Arrow call.
     bounds = np.empty(2 * len(start) + 1, dtype=np.int64)
     bounds[0:-1:2], bounds[1:-1:2] = start, end
     bounds[-1] = end[-1] if len(end) else 0

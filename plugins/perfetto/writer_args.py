@@ -23,6 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tracekit.toolkit import json_objects
+
+# The spans of a text as one string array (shared with the Chrome JSON writer's merge).
+spans = json_objects.spans
 
 _NESTED_OPEN, _NESTED_CLOSE = ord("O"), ord("C")
 _BLANKS = " \t\n\r"
@@ -70,19 +74,6 @@ def text_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     data = np.frombuffer(texts.buffers()[2], dtype=np.uint8) if texts.buffers()[2] \
         else np.zeros(0, dtype=np.uint8)
     return data[offsets[0]:offsets[-1]], offsets - offsets[0]
-
-
-def spans(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> pa.LargeStringArray:
-    """``data[start[i]:end[i]]`` as strings, for disjoint spans in increasing order that cut
-    no UTF-8 character."""
-    # The spans and the gaps between them, alternately, are one string array over ``data``
-    # as it is; taking every other string copies the spans in one Arrow call.
-    bounds = np.empty(2 * len(start) + 1, dtype=np.int64)
-    bounds[0:-1:2], bounds[1:-1:2] = start, end
-    bounds[-1] = end[-1] if len(end) else 0
-    both = pa.LargeStringArray.from_buffers(2 * len(start), pa.py_buffer(bounds),
-                                            pa.py_buffer(data))
-    return both.take(pa.array(np.arange(0, 2 * len(start), 2)))
 
 
 def split_objects(data: np.ndarray, offsets: np.ndarray) -> Pairs:
