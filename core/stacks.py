@@ -138,6 +138,14 @@ def sample_events(trace: Trace, event: str | None) -> tuple[pa.Table, list[str]]
     return rows.filter(pc.fill_null(pc.equal(names, keep), False)), seen
 
 
+def aggregate_rows(rows: pa.Table) -> bool:
+    """Whether sample ``rows`` are a report's per-function totals (VTune) rather than
+    samples: no timestamps, totals in ``dur_ns``. Samples of a ``perf script`` run without
+    ``-F time`` have no timestamps either, but no durations: they stay samples."""
+    return bool(rows.num_rows) and rows["ts_ns"].null_count == rows.num_rows \
+        and rows["dur_ns"].null_count < rows.num_rows
+
+
 def sampled_events(trace: Trace) -> list[str]:
     """The sampled events the readers declared (``metadata["sample_events"]`` of each
     source: event name to sample count), most frequent first."""

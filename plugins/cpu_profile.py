@@ -26,6 +26,7 @@ from tracekit import Finding, Report, Trace
 from tracekit.toolkit import (
     FEW_SAMPLES,
     StackTree,
+    aggregate_rows,
     demangle,
     equals,
     event_base,
@@ -128,7 +129,7 @@ class CpuAnalyzer(tracekit.Analyzer):
         idle = idle_rows(trace, rows, tree)
         prof = _Profile.build(rows, weights, idle, tree)
         grand, busy = prof.grand, prof.busy
-        aggregate = _untimed(rows)
+        aggregate = aggregate_rows(rows)
         evidence: dict[str, Any] = {"verdict": "cpu-profile",
                                     "weight_unit": _unit_words(unit, aggregate)}
         if event:
@@ -641,18 +642,10 @@ def _few_samples(rows: pa.Table, prof: _Profile) -> Finding | None:
 
 def _group_by(rows: pa.Table) -> str | None:
     """What an aggregate report's rows are (VTune's ``group_by``: Function, Package...)."""
-    if not _untimed(rows):
+    if not aggregate_rows(rows):
         return None
     first = rows["args"][0].as_py()
     return (orjson.loads(first).get("group_by") or None) if first else None
-
-
-def _untimed(rows: pa.Table) -> bool:
-    """Whether ``rows`` are a report's aggregates (VTune): no timestamps, totals in
-    ``dur_ns``. Samples of a ``perf script`` run without ``-F time`` have no timestamps
-    either, but no durations: they stay samples."""
-    return bool(rows.num_rows) and bool(pc.all(pc.is_null(rows["ts_ns"])).as_py()) \
-        and rows["dur_ns"].null_count < rows.num_rows
 
 
 def _fixed_periods(trace: Trace) -> dict[str, int]:
@@ -734,7 +727,7 @@ def _debug_signature(prof: _Profile) -> tuple[float, list[str]] | None:
 def _vtune_findings(rows: pa.Table, prof: _Profile) -> list[Finding]:
     """From VTune's own columns: utilization (Effective Time by concurrency), spin and
     overhead time, OpenMP barrier waits, memory bound."""
-    if not _untimed(rows) or rows.num_rows > 200_000:
+    if not aggregate_rows(rows) or rows.num_rows > 200_000:
         return []
     out: list[Finding] = []
     sums: dict[str, float] = defaultdict(float)

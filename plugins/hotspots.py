@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import tracekit
 from tracekit import Report, Trace
 from tracekit.toolkit import (
     StackTree,
+    aggregate_rows,
     demangle,
     few_samples_note,
     format_ns,
@@ -134,7 +134,7 @@ class HotspotsAnalyzer(tracekit.Analyzer):
                             + (format_ns(grand) if unit == "ns" else f"{grand:,.6g}"))
         top = max(self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
         few = few_samples_note(rows.num_rows, top[0][0], top[1] / grand) \
-            if top and grand and not _grouped(rows) else None
+            if top and grand and not aggregate_rows(rows) else None
         if few:
             report.notes.append(few)
         return report
@@ -169,12 +169,6 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         return report_table([("pct", "float", "%", [percent(w, grand) for _, w in top]),
                              ("weight", wkind, unit, [cast(w) for _, w in top]),
                              ("path", "str", None, text)])
-
-
-def _grouped(rows: pa.Table) -> bool:
-    """Whether the rows are a report's aggregates (VTune's ``group_by`` rows), not samples."""
-    first = rows["args"][0].as_py() if rows.num_rows else None
-    return bool(first) and bool(orjson.loads(first).get("group_by"))
 
 
 def _leafward(names: list[str], keep: int = 6) -> list[str]:
