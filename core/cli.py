@@ -52,6 +52,13 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress and n
 ForceOpt = Annotated[bool, typer.Option("--force", "-f", help="Replace an existing output.")]
 
 
+def _start() -> None:
+    """What every built-in command that reads traces or plugins does first."""
+    from tracekit.startup import arrow_without_pandas
+
+    arrow_without_pandas()
+
+
 def _progress(quiet: bool) -> Progress:
     from tracekit.progress import Progress
 
@@ -79,6 +86,7 @@ def convert(
     quiet: QuietOpt = False,
 ) -> None:
     """Convert traces to another format (Perfetto by default for .pftrace)."""
+    _start()
     from tracekit.frontend import convert_summary
     from tracekit.pipeline import convert as run_convert
 
@@ -116,6 +124,7 @@ def analyze(
         "--table", help="With --format csv: the report table to write (e.g. kernels).")] = None,
 ) -> None:
     """Analyze traces and report what they show."""
+    _start()
     from tracekit.frontend import analyze_report
 
     with _progress(quiet) as progress:
@@ -129,6 +138,7 @@ def analyze(
 @app.command()
 def info(inputs: Inputs, from_: FromOpt = None) -> None:
     """Show what an input holds: format, time span, events per category, devices, processes."""
+    _start()
     from tracekit.overview import describe
     from tracekit.pipeline import expand_inputs
 
@@ -140,6 +150,7 @@ def info(inputs: Inputs, from_: FromOpt = None) -> None:
 @app.command()
 def formats() -> None:
     """List the readers, writers and analyzers, with their options."""
+    _start()
     from tracekit.overview import components
 
     _echo([line for component in components() for line in component.lines()])
@@ -151,6 +162,7 @@ def plugins(
     json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List installed plugins, their components, the commands they add and load errors."""
+    _start()
     from tracekit.frontend import plugins_listing
 
     _echo(plugins_listing(all_, json))
