@@ -53,10 +53,11 @@ ForceOpt = Annotated[bool, typer.Option("--force", "-f", help="Replace an existi
 
 
 def _start() -> None:
-    """What every built-in command that reads traces or plugins does first."""
-    from tracekit.startup import arrow_without_pandas
+    """What every built-in command that reads traces or plugins does first: load the plugins,
+    sparing pyarrow its pandas import when all of them are tracekit's own."""
+    from tracekit.pipeline import default_registry
 
-    arrow_without_pandas()
+    default_registry(spare_pandas=True)
 
 
 def _progress(quiet: bool) -> Progress:

@@ -45,11 +45,12 @@ _default_registry: Registry | None = None
 SKIPPED_FILES = "skipped_files"
 
 
-def default_registry() -> Registry:
-    """Return the process-wide registry, loading plugins on first use."""
+def default_registry(*, spare_pandas: bool = False) -> Registry:
+    """Return the process-wide registry, loading plugins on first use (``spare_pandas``: see
+    ``load_registry``; the ``tracekit`` command asks for it)."""
     global _default_registry
     if _default_registry is None:
-        _default_registry = load_registry()
+        _default_registry = load_registry(spare_pandas=spare_pandas)
     return _default_registry
 
 

@@ -231,7 +231,8 @@ def iter_entry_points(dists: Iterable[str] | None = None,
 
 
 def load_registry(*, dists: Iterable[str] | None = None, extra: Iterable[object] = (),
-                  environ: Mapping[str, str] | None = None) -> Registry:
+                  environ: Mapping[str, str] | None = None,
+                  spare_pandas: bool = False) -> Registry:
     """Discover and load plugins into a new Registry.
 
     ``dists`` restricts discovery to the named distributions (tests use ``{"tracekit"}``);
@@ -239,7 +240,9 @@ def load_registry(*, dists: Iterable[str] | None = None, extra: Iterable[object]
     distribution names, comma-separated) blocks plugins; ``TRACEKIT_LOAD_PLUGINS`` loads only
     the named third-party plugins. ``TRACEKIT_TRACE_PLUGINS=1`` prints on stderr what becomes
     of each plugin: where it comes from, how long its import took, what it registered or why
-    it failed.
+    it failed. ``spare_pandas=True``: when every plugin found is tracekit's own, pyarrow is
+    kept from importing pandas (``tracekit.startup``) before any plugin is imported; a
+    third-party plugin may hand pyarrow pandas objects, so then it is not.
     """
     env = os.environ if environ is None else environ
     disabled = _split_env(env.get("TRACEKIT_DISABLE_PLUGINS"))
@@ -248,7 +251,12 @@ def load_registry(*, dists: Iterable[str] | None = None, extra: Iterable[object]
     if env.get("TRACEKIT_TRACE_PLUGINS"):
         registry.trace = _to_stderr
     found_builtin = False
-    for dist_name, version, ep in iter_entry_points(dists):
+    found = list(iter_entry_points(dists))
+    if spare_pandas and all(dist_name == BUILTIN_DIST for dist_name, _, _ in found):
+        from tracekit.startup import arrow_without_pandas
+
+        arrow_without_pandas()
+    for dist_name, version, ep in found:
         found_builtin |= dist_name == BUILTIN_DIST
         info = PluginInfo(ep.name, dist_name, version, ep.value)
         if {ep.name, dist_name} & disabled or (

@@ -95,3 +95,29 @@ print(pa.array(pd.Series([1.5, None])).null_count)
 """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1"]
+
+
+@pytest.mark.parametrize(("dists", "spared"), [(["tracekit"], True),
+                                                (["tracekit", "acme-tracekit-plugins"], False)])
+def test_pandas_spared_only_without_third_party_plugins(
+        monkeypatch: pytest.MonkeyPatch, dists: list[str], spared: bool) -> None:
+    """A third-party plugin may hand pyarrow pandas objects: then pyarrow keeps its pandas."""
+    import tracekit.registry as registry
+    import tracekit.startup as startup
+
+    calls: list[bool] = []
+    monkeypatch.setattr(startup, "arrow_without_pandas", lambda: calls.append(True))
+    monkeypatch.setattr(registry, "iter_entry_points", lambda dists_=None: iter(
+        [(d, "1.0", _EntryPoint(d)) for d in dists]))
+    registry.load_registry(spare_pandas=True)
+    assert calls == ([True] if spared else [])
+
+
+class _EntryPoint:
+    """An entry point whose plugin registers nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.value = name, f"{name}:plugin"
+
+    def load(self) -> object:
+        return type("Plugin", (), {})
