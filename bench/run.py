@@ -94,6 +94,13 @@ STEPS = {
         "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[3]), 'summary')",
     "tracekit convert -> .json.gz":
         "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[4], force=True)",
+    # What a user runs: the command, whose start-up differs from the library's (no pandas).
+    "command: tracekit convert -> .pftrace":
+        "import sys; from tracekit.cli import main; "
+        "assert main(['convert', sys.argv[1], '-o', sys.argv[2], '--force', '-q']) == 0",
+    "command: tracekit analyze":
+        "import sys; from tracekit.cli import main; "
+        "assert main(['analyze', sys.argv[1], '-q']) == 0",
 }
 
 

@@ -41,6 +41,10 @@ STEPS = {
         "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2], force=True)",
     "tracekit convert -> .pftrace":
         "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[3], force=True)",
+    # What a user runs: the command, whose start-up differs from the library's (no pandas).
+    "command: tracekit convert -> .pftrace":
+        "import sys; from tracekit.cli import main; "
+        "assert main(['convert', sys.argv[1], '-o', sys.argv[3], '--force', '-q']) == 0",
 }
 OLD_STEP = ("import sys; sys.path.insert(0, sys.argv[4]); import tracekit, oldperf; "
             "from tracekit.pipeline import read_one; "
