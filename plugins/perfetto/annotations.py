@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from tracekit.plugins.perfetto.writer_args import (
     text_buffers,
     value_kinds,
 )
-from tracekit.toolkit import fields
+from tracekit.toolkit import equals, fields
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SMALL = [encode_varint(i) for i in range(1 << 14)]
@@ -64,33 +64,83 @@ class Annotations:
 class ArgColumns:
     """Per event row its args text and the typed columns it carries as args keys, null where
     the row has none, as ``tracekit.fields.carry`` found: a string column holds the JSON text
-    of each value, any other type (numbers, dictionary strings) the values themselves."""
+    of each value, any other type (numbers, dictionary strings) the values themselves.
+
+    Neither is held full-length: the args are taken from the trace's own chunks, and each key
+    keeps only its values (most rows carry none) and which rows have them."""
 
     args: pa.ChunkedArray | pa.Array
-    keys: dict[str, pa.Array]
+    keys: InitVar[dict[str, pa.Array]]
 
-    def __post_init__(self) -> None:
-        # Arrow's take from a chunked string column joins its chunks first, at every call.
-        if isinstance(self.args, pa.ChunkedArray):
-            if self.args.nbytes >= 2**31 and pa.types.is_string(self.args.type):
-                self.args = self.args.cast(pa.large_string())
-            self.args = self.args.combine_chunks()
-        self.keys = {k: v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
-                     for k, v in self.keys.items()}
-        self._valid = {k: v.is_valid().to_numpy(zero_copy_only=False)
-                       for k, v in self.keys.items()}
+    def __post_init__(self, keys: dict[str, pa.Array]) -> None:
+        args = self.args
+        if isinstance(args, pa.ChunkedArray) and args.num_chunks == 1:
+            args = args.chunk(0)
+        # Arrow's take from a chunked column joins its chunks first, at every call.
+        self._chunks = args.chunks if isinstance(args, pa.ChunkedArray) else [args]
+        if not self._chunks:
+            self._chunks = [pa.array([], args.type)]
+        self._starts = np.cumsum([0] + [len(c) for c in self._chunks])
+        # Per distinct set of rows that have a value (keys often share one): a mask of them
+        # and the rows themselves.
+        self._rows: list[tuple[np.ndarray, np.ndarray]] = []
+        self._rows_at: dict[bytes, int] = {}
+        self._keys: dict[str, tuple[int, pa.Array]] = {}
+        for key, values in keys.items():
+            self.add(key, values)
+
+    def add(self, key: str, values: pa.Array | pa.ChunkedArray) -> None:
+        """Carry ``key``: its value on each row, null where the row has none."""
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        valid = values.is_valid()
+        mask = valid.to_numpy(zero_copy_only=False)
+        packed = np.packbits(mask).tobytes()
+        at = self._rows_at.get(packed)
+        if at is None:
+            at = self._rows_at[packed] = len(self._rows)
+            where = np.flatnonzero(mask)
+            self._rows.append((mask, where.astype(np.int32) if len(mask) < 2**31 else where))
+        self._keys[key] = (at, values.filter(valid))
 
     def take(self, rows: np.ndarray) -> ArgRows:
         """The args of ``rows``, and per key the values of those that have one."""
-        args = self.args.take(pa.array(rows))
+        args = _take_chunks(self._chunks, self._starts, rows)
         if pa.types.is_large_string(args.type):
             args = args.cast(pa.string())
+        found: dict[int, tuple[np.ndarray, pa.Array]] = {}
         keys = {}
-        for key, values in self.keys.items():
-            have = np.flatnonzero(self._valid[key][rows])
+        for key, (at, values) in self._keys.items():
+            if at not in found:
+                mask, where = self._rows[at]
+                have = np.flatnonzero(mask[rows])
+                found[at] = (have, pa.array(np.searchsorted(where, rows[have])))
+            have, index = found[at]
             if len(have):
-                keys[key] = (have, values.take(pa.array(rows[have])))
+                keys[key] = (have, values.take(index))
         return ArgRows(args, keys)
+
+
+def _take_chunks(chunks: list[pa.Array], starts: np.ndarray, rows: np.ndarray) -> pa.Array:
+    """``rows`` of the column made of ``chunks`` (``starts``: each chunk's first row, then
+    the length), taken from each chunk and put back in order."""
+    if len(chunks) == 1 or not len(rows):
+        return chunks[0].take(pa.array(rows))
+    which = (np.searchsorted(starts, rows, side="right") - 1).astype(np.int32)
+    order = None
+    if (which[1:] < which[:-1]).any():
+        order = np.argsort(which, kind="stable")
+        which, rows = which[order], rows[order]
+    cuts = np.flatnonzero(np.diff(which, prepend=-1))
+    ends = np.r_[cuts[1:], len(rows)]
+    parts = [chunks[which[a]].take(pa.array(rows[a:b] - starts[which[a]]))
+             for a, b in zip(cuts.tolist(), ends.tolist(), strict=True)]
+    joined = pa.concat_arrays(parts)
+    if order is None:
+        return joined
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    return joined.take(pa.array(back))
 
 
 @dataclass
@@ -274,24 +324,35 @@ def annotated_args(events: pa.Table, native: dict[str, Any], keep_args: bool,
     ``native`` maps columns to the rows where the Perfetto event holds them. CPU samples are
     PerfSample packets, which carry no annotations: their other values are counted.
     """
-    sample = pc.equal(events["kind"].cast(pa.string()), "sample").to_numpy(
-        zero_copy_only=False)
-    carried = fields.carry(events, native, allowed=~sample,
-                           why_not="a CPU sample carries no annotations in Perfetto",
-                           typed=True)
+    sample = equals(events["kind"], "sample").to_numpy()
+    args = ArgColumns(events["args"] if keep_args else pa.nulls(events.num_rows, pa.string()),
+                      {})
+    carried: Counter[str] = Counter()
+    for name in fields.TYPED_COLUMNS:
+        # One column at a time (the others null), so that a single full-length key is built
+        # before it is kept compact.
+        if events[name].null_count == events.num_rows:
+            continue
+        one = pa.table({c: events[c] if c == name or c not in fields.TYPED_COLUMNS
+                        else pa.nulls(events.num_rows) for c in events.column_names})
+        found = fields.carry(one, native, allowed=~sample,
+                             why_not="a CPU sample carries no annotations in Perfetto",
+                             typed=True)
+        carried.update(found.skipped)
+        for key, values in found.keys.items():
+            if key != "stack_id":  # rows with one are counted below
+                args.add(key, values)
     stacks = events["stack_id"].is_valid().to_numpy(zero_copy_only=False) & ~sample
     if stacks.any():  # ids into the stacks table, which only samples' callstacks carry
-        carried.keys.pop("stack_id", None)
         skipped[fields.field_skip("stack_id", "only CPU samples carry a call stack in "
                                               "Perfetto")] += int(stacks.sum())
-    skipped.update(carried.skipped)
-    args = events["args"] if keep_args else pa.nulls(events.num_rows, pa.string())
+    skipped.update(carried)
     if sample.any():  # samples' args are counted here; they are never taken (no packets)
-        own = pc.sum(pc.greater(pc.utf8_length(args.filter(pa.array(sample))), 0)).as_py()
+        own = pc.sum(pc.greater(pc.utf8_length(args.args.filter(pa.array(sample))), 0)).as_py()
         if own:
             skipped[fields.field_skip("args", "a CPU sample carries no annotations in "
                                               "Perfetto")] += own
-    return ArgColumns(args, carried.keys)
+    return args
 
 
 def sample_native(events: pa.Table) -> np.ndarray:

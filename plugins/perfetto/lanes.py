@@ -14,21 +14,44 @@ def nest_slices(track: np.ndarray, start: np.ndarray, end: np.ndarray,
     opened slice) and their timestamps never decrease. A slice that overlaps an open slice
     without fitting inside it goes to the first lane where it nests.
     """
+    return nest_sorted(*sort_slices(track, start, end))[:3]
+
+
+def sort_slices(track: np.ndarray, start: np.ndarray, end: np.ndarray,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The slices by track, start, then longest first: their rows, and their tracks,
+    starts and ends in that order (what ``nest_sorted`` takes; the inputs may go)."""
     order = _by_track_and_start(track, start, end)
-    t, s, e = track[order], start[order], end[order]
+    if len(order) < 2**31:
+        order = order.astype(np.int32)
+    return order, track[order], start[order], end[order]
+
+
+def nest_sorted(order: np.ndarray, t: np.ndarray, s: np.ndarray, e: np.ndarray,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``nest_slices`` of the slices ``sort_slices`` sorted, with each event's time."""
     n = len(order)
     ranks, begins = _nested_order(t, s, e)
-    rows = order[ranks]
-    lanes = np.zeros(2 * n, dtype=np.int64)
+    time = e[ranks]
+    at = np.flatnonzero(begins)
+    time[at] = s[ranks[at]]
+    del at
     # Tracks whose slices do not all nest go through the replay, lane by lane, where needed.
-    bad = _not_nested(t, s, e, ranks, begins)
+    bad = _not_nested(t, ranks, begins, time)
+    rows = order[ranks]
+    lanes = np.zeros(2 * n, dtype=np.int32)
     if bad.any():
         bounds = np.flatnonzero(np.diff(t)) + 1
         lo = np.r_[0, bounds]
         hi = np.r_[bounds, n]
+        position = np.empty(n, dtype=order.dtype)  # of each row in the sorted slices
+        position[order] = np.arange(n, dtype=order.dtype)
         for k in np.flatnonzero(bad).tolist():
-            _nest_overlapping(order, s, e, int(lo[k]), int(hi[k]), ranks, rows, begins, lanes)
-    return rows, begins, lanes
+            a, b = int(lo[k]), int(hi[k])
+            _nest_overlapping(order, s, e, a, b, ranks, rows, begins, lanes)
+            at = position[rows[2 * a:2 * b]]
+            time[2 * a:2 * b] = np.where(begins[2 * a:2 * b], s[at], e[at])
+    return rows, begins, lanes, time
 
 
 def _nest_overlapping(order: np.ndarray, s: np.ndarray, e: np.ndarray, a: int, b: int,
@@ -78,14 +101,22 @@ def _nest_overlapping(order: np.ndarray, s: np.ndarray, e: np.ndarray, a: int, b
 
 
 def _packed(track: np.ndarray, time: np.ndarray, low: int, high: int,
-            bits: int = 0) -> np.ndarray | None:
+            bits: int = 0, out: np.ndarray | None = None) -> np.ndarray | None:
     """``(track, time)`` as one int64 that sorts as the pair (``time`` within
-    ``[low, high]``), shifted left by ``bits``; None where that would not fit."""
+    ``[low, high]``), shifted left by ``bits``; None where that would not fit. With ``out``
+    (int64, of their length), written there."""
     span = high - low + 1
     tracks = int(track.max()) + 1 if len(track) else 1
     if int(track.min(initial=0)) < 0 or tracks * span >= 2**62 >> bits:
         return None
-    return (track.astype(np.int64) * span + (time - low)) << bits
+    # In place, without temporaries: int64 arithmetic wraps, and the result fits.
+    key = np.empty(len(track), dtype=np.int64) if out is None else out
+    key[:] = track
+    key *= span
+    key += time
+    key -= low
+    key <<= bits
+    return key
 
 
 def _by_track_and_start(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -115,29 +146,52 @@ def _nested_order(t: np.ndarray, s: np.ndarray, e: np.ndarray,
     when every track's slices nest: a slice ends just before the first later slice of its
     track that starts at or after its end begins (or at the track's end), innermost first."""
     n = len(t)
+    index = np.int32 if 2 * n < 2**31 else np.int64
     # The first slice of the same track starting at or after each end: sort the ends in
     # among the starts (an end before a start at the same time).
-    late = np.r_[np.ones(n, dtype=np.int8), np.zeros(n, dtype=np.int8)]
-    key = _packed(np.r_[t, t], np.r_[s, e], int(s.min()), int(e.max()), 1) if n else None
-    both = np.argsort(key | late, kind="stable") if key is not None else \
-        np.lexsort((late, np.r_[s, e], np.r_[t, t]))
+    key = None
+    if n:
+        key = np.empty(2 * n, dtype=np.int64)
+        if _packed(t, s, int(s.min()), int(e.max()), 1, key[:n]) is not None:
+            _packed(t, e, int(s.min()), int(e.max()), 1, key[n:])
+            key[:n] |= 1
+        else:
+            key = None
+    if key is not None:
+        both = np.argsort(key, kind="stable")
+        del key
+    else:
+        late = np.r_[np.ones(n, dtype=np.int8), np.zeros(n, dtype=np.int8)]
+        both = np.lexsort((late, np.r_[s, e], np.r_[t, t]))
     is_start = both < n
-    starts_before = np.cumsum(is_start) - is_start
+    starts_before = np.cumsum(is_start, dtype=index)
+    starts_before -= is_start
+    is_end = ~is_start
+    del is_start
     follow = np.empty(n, dtype=np.int64)
-    follow[both[~is_start] - n] = starts_before[~is_start]
-    del both, is_start, starts_before
+    ends = both[is_end]
+    ends -= n
+    follow[ends] = starts_before[is_end]
+    del both, is_end, starts_before, ends
     np.maximum(follow, np.arange(1, n + 1), out=follow)
     # Sort key: the position of the BEGIN it precedes (x2, END first), then inner first.
     # The keys are distinct, so any sort gives the one order.
-    rank = np.arange(n, dtype=np.int64)
-    key = np.r_[(rank * 2 + 1) * (n + 1), (follow * 2) * (n + 1) + (n - rank)]
-    del follow, rank
+    key = np.empty(2 * n, dtype=np.int64)
+    begin_key, end_key = key[:n], key[n:]
+    begin_key[:] = np.arange(1, 2 * n + 1, 2)
+    begin_key *= n + 1
+    np.multiply(follow, 2 * (n + 1), out=end_key)
+    del follow
+    end_key += np.arange(n, 0, -1)
     events = np.argsort(key, kind="stable")  # runs in order already: timsort is fast
-    return events % n, events < n
+    del key, begin_key, end_key
+    begins = events < n
+    np.remainder(events, n if n else 1, out=events)
+    return events.astype(index), begins
 
 
-def _not_nested(t: np.ndarray, s: np.ndarray, e: np.ndarray, ranks: np.ndarray,
-                begins: np.ndarray) -> np.ndarray:
+def _not_nested(t: np.ndarray, ranks: np.ndarray, begins: np.ndarray,
+                time: np.ndarray) -> np.ndarray:
     """Per track (in sorted order): whether the events of ``_nested_order`` are wrong for it
     (its slices overlap without nesting): their times decrease somewhere, or some END does
     not close the slice opened last.
@@ -154,12 +208,13 @@ def _not_nested(t: np.ndarray, s: np.ndarray, e: np.ndarray, ranks: np.ndarray,
     starts[np.flatnonzero(t[1:] != t[:-1]) + 1] = 1
     track_of = np.cumsum(starts, dtype=np.int32)
     bad = np.zeros(int(track_of[-1]) + 1, dtype=bool)
-    time = np.where(begins, s[ranks], e[ranks])
     decrease = np.flatnonzero(time[1:] < time[:-1])
-    del time
     same = track_of[ranks[decrease]] == track_of[ranks[decrease + 1]]
     bad[track_of[ranks[decrease[same]]]] = True
-    depth = np.cumsum(np.where(begins, 1, -1).astype(np.int32), dtype=np.int32)
+    depth = begins.astype(np.int32)
+    depth *= 2
+    depth -= 1
+    np.cumsum(depth, out=depth)
     depth += ~begins  # an END's depth is the one before it
     level = np.empty((2, n), dtype=np.int32)
     level[begins.view(np.uint8), ranks] = depth

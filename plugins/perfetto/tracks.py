@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from tracekit import Trace
 from tracekit.plugins.perfetto.wire import encode_message
 from tracekit.toolkit import SYNTHETIC_ID_MAX as _SYNTHETIC
-from tracekit.toolkit import factorize, input_ranks
+from tracekit.toolkit import equals, factorize, input_ranks
 
 THREAD, PROCESS, GLOBAL, STREAM, COUNTER, DEVICE_COUNTER, DEVICE_ANALYSIS = range(7)
 _NULL = -(2**62)
@@ -32,6 +32,7 @@ _UUID, _NAME, _PROCESS, _THREAD, _PARENT, _COUNTER = 1, 2, 3, 4, 5, 8
 _CHILD_ORDERING, _SIBLING_RANK = 11, 12
 _EXPLICIT = 3
 _UNIT_SIZE_BYTES = 3
+_ROWS = 1 << 17  # rows planned at a time
 
 
 def stable_uuid(*parts: object) -> int:
@@ -71,6 +72,11 @@ class TrackPlan:
     def __post_init__(self) -> None:
         self._lanes: set[int] = set()
 
+    def forget_rows(self) -> None:
+        """Let the per-row arrays go (once the packets are built); the tracks stay."""
+        self.row_track = np.zeros(0, dtype=self.row_track.dtype)
+        self.native = {}
+
     @property
     def track_count(self) -> int:
         """Tracks declared: one per key plus the overlap lanes."""
@@ -80,36 +86,42 @@ class TrackPlan:
 def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
     """Assign each row of ``events`` (a filtered view of trace.events) to a track."""
     n = events.num_rows
-    src = events["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
-    source_names = events["source"].combine_chunks().dictionary.to_pylist()
-    pid = _ints(events["pid"])
-    tid = _ints(events["tid"])
-    device = _ints(events["device"])
-    stream = _ints(events["stream"])
-    name_idx = events["name"].combine_chunks().indices.to_numpy(zero_copy_only=False)
-    is_counter = pc.equal(events["kind"].cast(pa.string()), "counter").to_numpy(
-        zero_copy_only=False)
-    cls = np.where(device != _NULL, STREAM, np.where(pid == _NULL, GLOBAL,
-                                                    np.where(tid == _NULL, PROCESS, THREAD)))
-    cls = np.where(is_counter, np.where(device != _NULL, DEVICE_COUNTER, COUNTER), cls)
-    category = events["category"].combine_chunks()
+    source = events["source"].combine_chunks()
+    src = source.indices.to_numpy(zero_copy_only=False)
+    source_names = source.dictionary.to_pylist()
+    del source
+    name = events["name"].combine_chunks()
+    name_idx = name.indices.to_numpy(zero_copy_only=False)
+    counter_names = name.dictionary.to_pylist()
+    del name
     # Spans an analyzer derived (convert --annotate) get a track of their own under the
     # device, titled as the analyzer declared (``Analyzer.tracks``, via the pipeline).
     analysis_tracks: dict[str, str] = dict(trace.metadata.get("annotation_tracks", {}))
     analysis_kinds = list(analysis_tracks)
-    kind_of = pc.index_in(category.cast(pa.string()), pa.array(analysis_kinds, pa.string())) \
-        .fill_null(-1).to_numpy(zero_copy_only=False)
-    cls = np.where((kind_of >= 0) & (device != _NULL) & ~is_counter, DEVICE_ANALYSIS, cls)
-    on_device = (cls == STREAM) | (cls == DEVICE_COUNTER) | (cls == DEVICE_ANALYSIS)
-    a = np.select([on_device, cls == GLOBAL], [device, 0], pid)
-    b = np.select([cls == STREAM, cls == THREAD, (cls == COUNTER) | (cls == DEVICE_COUNTER),
-                   cls == DEVICE_ANALYSIS], [stream, tid, name_idx, kind_of], 0)
-    row_track, key_columns = factorize(cls.astype(np.int64), src.astype(np.int64), a, b)
-    unique = np.stack(key_columns, axis=1) if n else np.empty((0, 4), dtype=np.int64)
     names = _Names(trace, source_names)
-    launcher = _launchers(src, device, pid) if names.run_rank else {}
-    plan = TrackPlan(row_track=row_track.reshape(-1), uuids=[],
-                     native=_native(cls, pid, tid, names))
+    # Row range by row range, so that no full-length temporaries are held: each range's
+    # distinct keys, numbered together at the end (in the order one factorize would give).
+    row_code = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    native = {k: np.empty(n, dtype=bool) for k in ("pid", "tid", "device", "stream")}
+    parts: list[list[np.ndarray]] = []
+    launches: list[tuple[np.ndarray, ...]] = []
+    for lo in range(0, max(n, 1), _ROWS):
+        hi = min(lo + _ROWS, n)
+        rows = events.slice(lo, hi - lo)
+        key, launch = _track_keys(rows, src[lo:hi], name_idx[lo:hi], analysis_kinds, names,
+                                  {k: v[lo:hi] for k, v in native.items()})
+        code, distinct = factorize(*key)
+        row_code[lo:hi] = code.reshape(-1) + sum(len(d[0]) for d in parts)
+        parts.append(distinct)
+        launches.append(launch)
+    row_track, key_columns = factorize(*(np.concatenate([d[i] for d in parts])
+                                         for i in range(4)))
+    row_track = row_track.reshape(-1).astype(row_code.dtype)[row_code]
+    del row_code
+    unique = np.stack(key_columns, axis=1) if n else np.empty((0, 4), dtype=np.int64)
+    launcher = _launchers(*(np.concatenate(c) for c in zip(*launches, strict=True))) \
+        if names.run_rank else {}
+    plan = TrackPlan(row_track=row_track, uuids=[], native=native)
     declared: set[int] = set()
 
     def declare(uuid: int, *fields: tuple[int, Any]) -> int:
@@ -131,7 +143,6 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
         return declare(stable_uuid("device", s, d), (_NAME, names.device(s, d)),
                        (_PARENT, parent), (_CHILD_ORDERING, _EXPLICIT), (_SIBLING_RANK, d))
 
-    counter_names = events["name"].combine_chunks().dictionary.to_pylist()
     for key in unique.tolist():
         c, s, ka, kb = (int(x) for x in key)
         if c == THREAD:
@@ -174,29 +185,54 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
     return plan
 
 
-def _native(cls: np.ndarray, pid: np.ndarray, tid: np.ndarray,
-            names: _Names) -> dict[str, np.ndarray]:
-    """Where a row's track tells its pid, tid, device and stream as they are: a process or
-    thread track with the real ids (not a synthetic id shown by name, nor a pid moved apart
-    because two inputs share it), a device track, a stream track."""
-    on_host = (cls == THREAD) | (cls == PROCESS) | (cls == COUNTER)
-    moved = np.zeros(len(cls), dtype=bool)
-    if names.clash:
-        moved = np.isin(pid, np.array(sorted(names.clash), dtype=np.int64))
-    real_pid = on_host & (pid > _SYNTHETIC) & ~moved
+def _track_keys(rows: pa.Table, src: np.ndarray, name_idx: np.ndarray,
+                analysis_kinds: list[str], names: _Names, native: dict[str, np.ndarray],
+                ) -> tuple[list[np.ndarray], tuple[np.ndarray, ...]]:
+    """The track key (class, source, a, b) of each of ``rows``; fills ``native`` (where a
+    row's track tells its pid, tid, device and stream); the (source, device, pid) of the
+    rows that ``_launchers`` counts."""
+    pid = _ints(rows["pid"])
+    tid = _ints(rows["tid"])
+    device = _ints(rows["device"])
+    stream = _ints(rows["stream"])
+    is_counter = equals(rows["kind"], "counter").to_numpy()
+    has_device = device != _NULL
+    cls = np.where(has_device, STREAM, np.where(pid == _NULL, GLOBAL,
+                                                np.where(tid == _NULL, PROCESS, THREAD)))
+    cls = np.where(is_counter, np.where(has_device, DEVICE_COUNTER, COUNTER), cls)
+    kind_of = np.full(len(cls), -1, dtype=np.int64)
+    if analysis_kinds:
+        kind_of = pc.index_in(rows["category"].cast(pa.string()),
+                              pa.array(analysis_kinds, pa.string())) \
+            .fill_null(-1).to_numpy(zero_copy_only=False)
+        cls = np.where((kind_of >= 0) & has_device & ~is_counter, DEVICE_ANALYSIS, cls)
     on_device = (cls == STREAM) | (cls == DEVICE_COUNTER) | (cls == DEVICE_ANALYSIS)
-    return {"pid": real_pid, "tid": real_pid & (cls == THREAD) & (tid > _SYNTHETIC),
-            "device": on_device, "stream": cls == STREAM}
+    a = np.select([on_device, cls == GLOBAL], [device, 0], pid)
+    b = np.select([cls == STREAM, cls == THREAD, (cls == COUNTER) | (cls == DEVICE_COUNTER),
+                   cls == DEVICE_ANALYSIS], [stream, tid, name_idx, kind_of], 0)
+    # Where a row's track tells its pid, tid, device and stream as they are: a process or
+    # thread track with the real ids (not a synthetic id shown by name, nor a pid moved
+    # apart because two inputs share it), a device track, a stream track.
+    on_host = (cls == THREAD) | (cls == PROCESS) | (cls == COUNTER)
+    real_pid = on_host & (pid > _SYNTHETIC)
+    if names.clash:
+        real_pid &= ~np.isin(pid, np.array(sorted(names.clash), dtype=np.int64))
+    native["pid"][:] = real_pid
+    native["tid"][:] = real_pid & (cls == THREAD) & (tid > _SYNTHETIC)
+    native["device"][:] = on_device
+    native["stream"][:] = cls == STREAM
+    launch = has_device & (pid > _SYNTHETIC)
+    return [cls.astype(np.int8), src, a, b], (src[launch], device[launch], pid[launch])
 
 
 def _launchers(src: np.ndarray, device: np.ndarray,
                pid: np.ndarray) -> dict[tuple[int, int], int]:
     """Per (source, device): the real process that launched most of its rows (device rows
-    carry their launcher's pid), the process whose group the GPU is drawn in."""
-    rows = (device != _NULL) & (pid > _SYNTHETIC)
-    if not rows.any():
+    carry their launcher's pid), the process whose group the GPU is drawn in; given the
+    source, device and pid of the device rows with a real pid."""
+    if not len(src):
         return {}
-    key, (s, d, p) = factorize(src[rows].astype(np.int64), device[rows], pid[rows])
+    key, (s, d, p) = factorize(src.astype(np.int64), device, pid)
     counts = np.bincount(key.reshape(-1), minlength=len(s))
     # Most rows first, then the lowest pid: the first of each (source, device) wins.
     order = np.lexsort((p, -counts, d, s))

@@ -19,9 +19,9 @@ _LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 
 
 def varint_size(values: np.ndarray) -> np.ndarray:
-    """Bytes each unsigned 64-bit value takes as a varint (1..10)."""
+    """Bytes each unsigned 64-bit value takes as a varint (1..10), as uint8."""
     v = values.astype(np.uint64, copy=False)
-    size = np.ones(len(v), dtype=np.int64)
+    size = np.ones(len(v), dtype=np.uint8)
     top = v.max(initial=0)
     for limit in _LIMITS:  # one comparison per byte the largest value needs
         if top < limit:
@@ -227,7 +227,8 @@ class MessageColumns:
 
     def _layout(self) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]]]:
         """The message sizes, and per field its size in each message and the varint sizes
-        its writing needs again (of the values, lengths or items' lengths)."""
+        its writing needs again (of the values, lengths or items' lengths). Sizes that fit
+        stay uint8 (a field's varint, a fixed64): a chunk's repeated items are many."""
         total = np.zeros(self.n, dtype=np.int64)
         fields = []
         for tag, kind, values, present in self._fields:
@@ -236,7 +237,7 @@ class MessageColumns:
                 aux = varint_size(values)
                 size = len(tag) + aux
             elif kind == "fixed64":
-                size = np.full(self.n, len(tag) + 8, dtype=np.int64)
+                size = np.full(self.n, len(tag) + 8, dtype=np.uint8)
             elif kind == "len":
                 body = values.sizes() if isinstance(values, MessageColumns) else values.sizes
                 aux = varint_size(body)
@@ -256,7 +257,6 @@ class MessageColumns:
                 size = values.sizes
             if present is not None:
                 size = np.where(present, size, 0)
-            size = np.asarray(size, dtype=np.int64)
             total += size
             fields.append((size, aux))
         return total, fields

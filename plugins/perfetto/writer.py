@@ -17,16 +17,23 @@ from tracekit.plugins.perfetto.annotations import (
     annotated_args,
     sample_native,
 )
-from tracekit.plugins.perfetto.lanes import nest_slices
+from tracekit.plugins.perfetto.lanes import nest_sorted, sort_slices
 from tracekit.plugins.perfetto.samples import sample_packets
 from tracekit.plugins.perfetto.tracks import plan_tracks
 from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message
-from tracekit.toolkit import align_collectives, check_align, fields, launch_links, mix64
+from tracekit.toolkit import (
+    align_collectives,
+    check_align,
+    equals,
+    fields,
+    launch_links,
+    mix64,
+)
 
 SEQUENCE_ID = 1
 _CLEARED, _NEEDS_STATE = 1, 2
 _BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4
-_CHUNK = 50_000
+_CHUNK = 50_000  # packets encoded at a time; a chunk interns its new names first
 _INTERN_BATCH = 10_000
 _INT64_MAX = np.iinfo(np.int64).max
 _KINDS = ("slice", "instant", "counter", "sample")
@@ -39,13 +46,13 @@ class _Packets:
     category and counter value (taken per chunk, to keep the packets' columns narrow)."""
 
     ts: np.ndarray
-    type: np.ndarray         # uint8
-    uuid: np.ndarray
+    type: np.ndarray         # uint8; BEGIN and INSTANT carry name, category, args and flows
+    track: np.ndarray        # into ``uuids``: the packet's track or overlap lane
+    uuids: np.ndarray        # uint64
     row: np.ndarray          # event row (for name, category, args, flows)
-    with_fields: np.ndarray  # BEGIN and INSTANT carry name, category, args and flows
-    value: np.ndarray        # per event row: counter value
-    name_iid: np.ndarray     # per event row: interned name and category ids (code + 1)
-    cat_iid: np.ndarray
+    value: np.ndarray | None  # per event row: counter value (None: no counters)
+    name_code: np.ndarray    # per event row: name and category codes (interned id - 1)
+    cat_code: np.ndarray
 
 
 class PerfettoWriter(tracekit.Writer):
@@ -85,6 +92,7 @@ class PerfettoWriter(tracekit.Writer):
         plan = plan_tracks(trace, events)
         args = annotated_args(events, _native(events, plan), self.options.args, result.skipped)
         packets = self._packets(events, plan, result)
+        plan.forget_rows()
         flows = _flow_lists(events) if self.options.flows else None
         progress = self.progress
         annotations = AnnotationEncoder()
@@ -94,21 +102,23 @@ class PerfettoWriter(tracekit.Writer):
             stream.write(_packet((8, first_ts), (60, desc)))
         for lo in range(0, len(packets.ts), _CHUNK):
             hi = min(lo + _CHUNK, len(packets.ts))
-            for part in _encode_chunk(packets, lo, hi, args, flows, annotations,
-                                      result.skipped):
-                stream.write(part)
+            prefix, data = _encode_chunk(packets, lo, hi, args, flows, annotations,
+                                         result.skipped)
+            stream.write(prefix)
+            stream.write(data)
+            del data  # before the next chunk is encoded
             if progress:
                 progress.update(hi, len(packets.ts))
         samples = events.select(["ts_ns", "pid", "tid", "stack_id"]).filter(
-            pc.equal(events["kind"].cast(pa.string()), "sample"))
+            equals(events["kind"], "sample"))
         if samples.num_rows:
             for chunk in sample_packets(trace, samples):
                 stream.write(chunk)
             result.written["CPU samples"] = samples.num_rows
         result.written["tracks"] = plan.track_count
         if flows is not None:
-            result.written["flow endpoints"] = int(
-                flows.counts[packets.row[packets.with_fields]].sum())
+            result.written["flow endpoints"] = int(flows.counts[packets.row[
+                (packets.type == _BEGIN) | (packets.type == _INSTANT)]].sum())
         return result
 
     def _writable(self, events: pa.Table, result: tracekit.WriteResult) -> pa.Table:
@@ -127,59 +137,72 @@ class PerfettoWriter(tracekit.Writer):
         return fields.keep_writable(events, checks, result.skipped)
 
     def _packets(self, events: pa.Table, plan: Any, result: tracekit.WriteResult) -> _Packets:
-        kind = events["kind"].cast(pa.string())
+        row_type = np.int32 if events.num_rows < 2**31 else np.int64
+        slice_rows, instant_rows, counter_rows = (
+            np.flatnonzero(equals(events["kind"], k).to_numpy()).astype(row_type)
+            for k in ("slice", "instant", "counter"))
         ts = events["ts_ns"].to_numpy()
+        start = ts[slice_rows]
         # Clamped so that the end never passes int64 (ts >= 0 here, so the bound cannot wrap).
-        dur = np.minimum(np.maximum(events["dur_ns"].fill_null(0).to_numpy(), 0),
-                         _INT64_MAX - ts)
+        end = np.maximum(events["dur_ns"].fill_null(0).to_numpy()[slice_rows], 0)
+        np.minimum(end, _INT64_MAX - start, out=end)
+        end += start
         track = plan.row_track
-        slice_rows = np.flatnonzero(pc.equal(kind, "slice").to_numpy(zero_copy_only=False))
-        rows, begins, lanes = nest_slices(track[slice_rows], ts[slice_rows],
-                                          ts[slice_rows] + dur[slice_rows])
-        rows = slice_rows[rows]
-        uuids = np.array(plan.uuids, dtype=np.uint64)
-        lane_uuid = uuids[track[rows]]
+        order, t, s, e = sort_slices(track[slice_rows], start, end)
+        del start, end
+        slices, begins, lanes, when = nest_sorted(order, t, s, e)
+        del order, t, s, e
+        n_slice, n_instant = len(slices), len(instant_rows)
+        # Each column in the order slices, instants, counters, then sorted by time; one
+        # column at a time, to hold as few full-length temporaries as possible.
+        if n_instant or len(counter_rows):
+            when = np.concatenate([when, ts[instant_rows], ts[counter_rows]])
+        del ts
+        # Stable: within a track and lane the nesting order above is kept for equal times.
+        order = np.argsort(when, kind="stable")
+        if len(order) < 2**31:
+            order = order.astype(np.int32)
+        when.sort(kind="stable")  # what when[order] holds, without a second array
+        rows = np.empty(len(order), dtype=row_type)
+        np.take(slice_rows, slices, out=rows[:n_slice])
+        rows[n_slice:n_slice + n_instant] = instant_rows
+        rows[n_slice + n_instant:] = counter_rows
+        del slices, slice_rows
+        kinds = np.full(len(order), _END, dtype=np.uint8)
+        kinds[:n_slice][begins] = _BEGIN
+        kinds[n_slice:n_slice + n_instant] = _INSTANT
+        kinds[n_slice + n_instant:] = _COUNTER
+        del begins
+        kinds = kinds[order]
+        on_track = track[rows]
+        rows = rows[order]
+        uuids = plan.uuids
         # Overlap lanes: one uuid per distinct (track, lane), declared in that order.
         extra = np.flatnonzero(lanes > 0)
         if len(extra):
             width = int(lanes.max()) + 1
-            keys, inverse = np.unique(track[rows[extra]] * width + lanes[extra],
+            keys, inverse = np.unique(on_track[extra].astype(np.int64) * width + lanes[extra],
                                       return_inverse=True)
-            lane_uuid[extra] = np.array([plan.lane_uuid(int(k) // width, int(k) % width)
-                                         for k in keys], dtype=np.uint64)[inverse]
-        instant_rows = np.flatnonzero(pc.equal(kind, "instant").to_numpy(zero_copy_only=False))
-        counter_rows = np.flatnonzero(pc.equal(kind, "counter").to_numpy(zero_copy_only=False))
-        value = events["value"].fill_null(0).to_numpy()
-        parts = [
-            (np.where(begins, ts[rows], ts[rows] + dur[rows]),
-             np.where(begins, _BEGIN, _END), lane_uuid, rows, begins),
-            (ts[instant_rows], np.full(len(instant_rows), _INSTANT), uuids[track[instant_rows]],
-             instant_rows, np.ones(len(instant_rows), dtype=bool)),
-            (ts[counter_rows], np.full(len(counter_rows), _COUNTER),
-             uuids[track[counter_rows]], counter_rows, np.zeros(len(counter_rows), dtype=bool)),
-        ]
-        ts_all, type_all, uuid_all, row_all, fields_all = (
-            np.concatenate([p[i] for p in parts]) for i in range(5))
-        del parts
-        # Stable: within a track and lane the nesting order above is kept for equal times.
-        order = np.argsort(ts_all, kind="stable")
-        result.written["slices"] = len(rows) // 2
-        result.written["instants"] = len(instant_rows)
+            uuids = uuids + [plan.lane_uuid(int(k) // width, int(k) % width) for k in keys]
+            on_track[extra] = len(plan.uuids) + inverse.reshape(-1)
+        del lanes, extra
+        on_track = on_track[order]
+        del order
+        result.written["slices"] = n_slice // 2
+        result.written["instants"] = n_instant
         result.written["counter values"] = len(counter_rows)
+        value = events["value"].fill_null(0).to_numpy() if len(counter_rows) else None
+        # Arrow's buffers, as they are (the interned ids are these codes + 1).
         names = events["name"].combine_chunks().indices.to_numpy(zero_copy_only=False)
         cats = events["category"].combine_chunks().indices.to_numpy(zero_copy_only=False)
-        row_type = np.int32 if events.num_rows < 2**31 else np.int64
-        return _Packets(ts=ts_all[order], type=type_all[order].astype(np.uint8),
-                        uuid=uuid_all[order].astype(np.uint64),
-                        row=row_all[order].astype(row_type),
-                        with_fields=fields_all[order].astype(bool), value=value,
-                        name_iid=names + 1, cat_iid=cats + 1)
+        return _Packets(ts=when, type=kinds, track=on_track,
+                        uuids=np.array(uuids, dtype=np.uint64), row=rows, value=value,
+                        name_code=names, cat_code=cats)
 
 
 def _native(events: pa.Table, plan: Any) -> dict[str, Any]:
     """Per typed column the rows whose Perfetto event or track holds it (tracekit.fields)."""
-    kind = events["kind"].cast(pa.string())
-    slices, counters, samples = (pc.equal(kind, k).to_numpy(zero_copy_only=False)
+    slices, counters, samples = (equals(events["kind"], k).to_numpy()
                                  for k in ("slice", "counter", "sample"))
     return {
         "kind": True, "ts_ns": True, "name": ~samples,
@@ -268,8 +291,8 @@ def _flow_lists(events: pa.Table) -> _FlowLists:
         >> np.uint64(1)
     # Stable: a row lists its launch ids (in device row order) before its flow_id id.
     order = np.argsort(all_rows, kind="stable")
-    counts = np.bincount(all_rows, minlength=n).astype(np.int64)
-    start = np.zeros(n, dtype=np.int64)
+    counts = np.bincount(all_rows, minlength=n).astype(np.int32)
+    start = np.zeros(n, dtype=np.int32 if len(all_rows) < 2**31 else np.int64)
     np.cumsum(counts[:-1], out=start[1:])
     return _FlowLists(start=start, counts=counts, ids=all_ids[order])
 
@@ -280,15 +303,16 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: ArgColumns, flows: _FlowL
     """The packets ``lo:hi``: the names they intern first (if any), then the packets."""
     n = hi - lo
     rows = p.row[lo:hi]
-    fields = p.with_fields[lo:hi]
+    kinds = p.type[lo:hi]
+    fields = (kinds == _BEGIN) | (kinds == _INSTANT)
     te = MessageColumns(n)
-    te.varint(9, p.type[lo:hi])
-    te.varint(11, p.uuid[lo:hi].view(np.int64))
-    is_counter = p.type[lo:hi] == _COUNTER
+    te.varint(9, kinds)
+    te.varint(11, p.uuids[p.track[lo:hi]].view(np.int64))
+    is_counter = kinds == _COUNTER
     # Counters carry their category and annotations too: the track only names them.
-    te.varint(3, p.cat_iid[rows], present=fields | is_counter)
-    te.varint(10, p.name_iid[rows], present=fields)
-    te.double(44, p.value[rows], present=is_counter)
+    te.varint(3, p.cat_code[rows] + 1, present=fields | is_counter)
+    te.varint(10, p.name_code[rows] + 1, present=fields)
+    te.double(44, 0.0 if p.value is None else p.value[rows], present=is_counter)
     if flows is not None:
         counts = np.where(fields, flows.counts[rows], 0)
         first = np.cumsum(counts) - counts
