@@ -697,3 +697,23 @@ def test_progress_counts_the_bytes_read_of_a_gzip_file(tmp_path, monkeypatch):
     assert len(done) >= 9 and done == sorted(done) and done[-1] == size
     assert all(c[2] == size for c in progress.calls if c[0] == "update")
     assert progress.calls[-1] == ("phase", f"converting {path.name}", 0)
+
+
+def test_compact_of_values_all_null_with_an_empty_dictionary() -> None:
+    """Slices none of which has a category (rocprof v1's JSON read as a Chrome trace) gave an
+    IndexError: the codes of nulls were looked up in an empty remap."""
+    import pyarrow as pa
+    from tracekit.plugins.kineto.fields import compact
+
+    values = pa.DictionaryArray.from_arrays(pa.array([None, None], pa.int32()),
+                                            pa.array([], pa.string()))
+    out = compact(values)
+    assert out.null_count == 2 and len(out.dictionary) == 0 and out.to_pylist() == [None, None]
+
+
+def test_rocprof_v1_json_read_as_chrome_trace_is_no_crash() -> None:
+    """``--from kineto`` (or standard input) on rocprof v1's results.json reads its slices."""
+    trace = tracekit.read(shared_path("rocprof-v1", "shashank_mi300a", "results.json"),
+                          format="kineto")
+    kinds = trace.events.column("kind").to_pylist()
+    assert (len(kinds), kinds.count("slice")) == (17, 17)

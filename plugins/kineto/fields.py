@@ -121,7 +121,7 @@ def compact(values: pa.DictionaryArray) -> pa.DictionaryArray:
     used, _ = first_seen(codes if values.null_count == 0 else
                          np.where(valid, codes, size), size + 1)
     used = used[used < size]
-    remap = np.zeros(size, dtype=np.int32)
+    remap = np.zeros(max(size, 1), dtype=np.int32)  # all null: codes are 0, masked
     remap[used] = np.arange(len(used), dtype=np.int32)
     return pa.DictionaryArray.from_arrays(pa.array(remap[codes], mask=~valid),
                                           values.dictionary.take(pa.array(used)))
