@@ -348,8 +348,9 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
             out.append(Fix(f"overlap the copies with compute: {how}",
                            f"{_pct(f.copies_on_compute_stream_pct)} of copy time is on "
                            f"streams that also run the kernels ({kinds})"))
+        pinned = " pinned" if f.pinned_copies and not f.pageable_copies else ""
         out.append(Fix("move less between host and device: keep weights and data resident "
-                       "on the GPU" + (" (large pinned host-to-device copies during "
+                       "on the GPU" + (f" (large{pinned} host-to-device copies during "
                                        "inference: weights offloaded and fetched again?)"
                                        if p.mode == "inference" and f.large_htod else ""),
                        f"copies: {kinds}" + (", already pinned" if f.pinned_copies and not

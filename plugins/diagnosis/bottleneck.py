@@ -113,10 +113,12 @@ FIXES = {
 }
 def startup_fix(program: Program) -> str:
     """How to keep start-up out of a profile of this program."""
-    how = ("torch.profiler schedule(wait=, warmup=, active=), nsys "
-           "--capture-range=cudaProfilerApi or --delay" if program.pytorch else
+    amd = program.api == "HIP"  # nsys does not profile AMD GPUs
+    how = ("torch.profiler schedule(wait=, warmup=, active=)" + (
+               "" if amd else ", nsys --capture-range=cudaProfilerApi or --delay")
+           if program.pytorch else
            "rocprofv3 --collection-period with a start delay past the set-up"
-           if program.api == "HIP" else "nsys --capture-range=cudaProfilerApi with "
+           if amd else "nsys --capture-range=cudaProfilerApi with "
            "cudaProfilerStart/Stop around the loop, or --delay")
     return (f"profile the steady state: start recording after warm-up ({how}) or cut this "
             "trace with -O window=START:END; the causes below are of what remains")
@@ -313,7 +315,8 @@ def _too_little_gpu_work(trace: Trace, per_device: list[Gaps]) -> Report | None:
                   "gpu_busy_pct": percent(busy, recorded)},
         suggestion=why + "record steps of the steady state, after warm-up, long enough to "
                    "hold real GPU work (torch.profiler schedule(wait=1, warmup=2, active=3); "
-                   "nsys --capture-range=cudaProfilerApi)"))
+                   + ("rocprofv3 --collection-period)" if program.api == "HIP" else
+                      "nsys --capture-range=cudaProfilerApi)")))
     report.findings.append(_program_finding(program))
     return report
 
@@ -396,7 +399,10 @@ class Evidence:
             what = row["kind"] if row["memory"] in ("", "Device") else \
                 f"{row['kind']} {row['memory'].lower()}"
             bandwidth = f", {row['bytes'] / row['time']:.1f} GB/s" if row["time"] else ""
-            out[what] = (f"{row['count']:,} × {format_bytes(row['bytes'])} in "
+            # "5 copies: 336 MB": the size is their total ("5 × 336 MB" read as per copy).
+            noun = ("memset", "memsets") if row["kind"] == "memset" else ("copy", "copies")
+            out[what] = (f"{row['count']:,} {noun[row['count'] != 1]}: "
+                         f"{format_bytes(row['bytes'])} in "
                          f"{format_ns(row['time'])}{bandwidth}")
         return out
 
