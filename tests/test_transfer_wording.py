@@ -37,3 +37,13 @@ def test_start_up_advice_names_the_profiler_of_the_platform() -> None:
     cuda = startup_fix(Program(gpu=True, framework="PyTorch", api="CUDA"))
     assert "nsys" not in rocm and "torch.profiler schedule(wait=, warmup=, active=))" in rocm
     assert "torch.profiler schedule(wait=, warmup=, active=), nsys --capture-range" in cuda
+
+
+def test_copies_without_a_recorded_size_are_not_zero_bytes() -> None:
+    """rocprof v1 records no size for its copy kernels: no '0 B at 0.0 GB/s'."""
+    from helpers import shared_path
+
+    trace = tracekit.read(shared_path("rocprof-v1", "gunrock_mi300_gfx942"))
+    (report,) = tracekit.analyze(trace, "bottleneck")
+    transfer = next(f for f in report.findings if f.title.startswith("transfer:"))
+    assert transfer.evidence == {"memset": "19 memsets: size not recorded in 581µs"}

@@ -398,11 +398,13 @@ class Evidence:
         for row in table.to_pylist():
             what = row["kind"] if row["memory"] in ("", "Device") else \
                 f"{row['kind']} {row['memory'].lower()}"
-            bandwidth = f", {row['bytes'] / row['time']:.1f} GB/s" if row["time"] else ""
+            # No size recorded (rocprof's copy kernels) is not 0 B moved at 0 GB/s.
+            size = format_bytes(row["bytes"]) if row["sized"] else "size not recorded"
+            bandwidth = f", {row['bytes'] / row['time']:.1f} GB/s" if (
+                row["time"] and row["sized"]) else ""
             # "5 copies: 336 MB": the size is their total ("5 × 336 MB" read as per copy).
             noun = ("memset", "memsets") if row["kind"] == "memset" else ("copy", "copies")
-            out[what] = (f"{row['count']:,} {noun[row['count'] != 1]}: "
-                         f"{format_bytes(row['bytes'])} in "
+            out[what] = (f"{row['count']:,} {noun[row['count'] != 1]}: {size} in "
                          f"{format_ns(row['time'])}{bandwidth}")
         return out
 
@@ -420,9 +422,10 @@ class Evidence:
             "kind": ev["copy_kind"].take(take).cast(pa.string()).fill_null("memset"),
             "memory": memory, "bytes": ev["bytes"].take(take).fill_null(0),
             "time": ev["dur_ns"].take(take).fill_null(0)})
+        table = table.append_column("sized", ev["bytes"].take(take).is_valid())
         grouped = table.group_by(["kind", "memory"]).aggregate(
-            [("bytes", "count"), ("bytes", "sum"), ("time", "sum")])
-        grouped = grouped.rename_columns(["kind", "memory", "count", "bytes", "time"])
+            [("bytes", "count"), ("bytes", "sum"), ("time", "sum"), ("sized", "any")])
+        grouped = grouped.rename_columns(["kind", "memory", "count", "bytes", "time", "sized"])
         return grouped.sort_by([("time", "descending"), ("kind", "ascending")])
 
     def _sync(self) -> dict[str, Any]:
