@@ -12,9 +12,11 @@ import functools
 import itertools
 
 import independent
+import numpy as np
 import pytest
 import tracekit
 from helpers import FIXTURES, shared_path
+from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps, gap_context
 
 TORCH_ONLY = ["torch", "autocast", "DataLoader", ".item()"]
 CASES = [
@@ -180,9 +182,21 @@ def test_a_slow_first_launch_is_start_up():
 
 @pytest.mark.slow
 def test_a_gap_the_launching_thread_did_not_cause_names_the_other_thread():
+    # The work was launched 0.4 ms into a 56.6 ms gap: the GPU then waited with it queued,
+    # so the gap is idle-other (queued), not host time, and names what held it.
     report = _bottleneck("torch-trace/hta/sampled_rank-0.json.gz")
-    cpu = next(f for f in report.findings if f.title.startswith("cpu: "))
-    assert cpu.evidence["host_during_largest"] == (
+    queued = next(f for f in report.findings if f.title.startswith("idle-other: "))
+    assert queued.evidence["largest_queued_gap_ns"] == 58_862_000
+    assert queued.evidence["host_during_largest"] == (
+        "Optimizer.step#Shampoo.step (199ms, 79% of the gap) on another thread; the work was "
+        "launched 2.72ms before the gap and waited")
+    trace = tracekit.read(shared_path("torch-trace", "hta", "sampled_rank-0.json.gz"),
+                          registry=_registry())
+    gaps = all_gaps(trace, 50.0)[0]
+    second = np.argsort(gaps.dur)[-2]  # launched 387µs into a 56.6 ms gap
+    assert gaps.dur[second] == 56_614_000
+    assert CAUSES[gaps.cause[second]] == "queued"
+    assert gap_context(trace, gaps, int(second)).describe() == (
         "Optimizer.step#Shampoo.step (191ms, 77% of the gap) on another thread; the work was "
         "launched 387µs into the gap and waited")
 

@@ -593,4 +593,10 @@ class Evidence:
                      for g in self.per_device)
         unknown = sum(int(g.dur[g.cause == GAP_CAUSES.index("unknown")].sum())
                       for g in self.per_device)
-        return {"queued_ns": queued, "unattributed_ns": unknown}
+        out: dict[str, Any] = {"queued_ns": queued, "unattributed_ns": unknown}
+        if queued:  # what held the largest queued gap: often host work on another thread
+            largest = self._gap_evidence("queued")
+            out["largest_queued_gap_ns"] = largest["largest_gap_ns"]
+            if "host_during_largest" in largest:
+                out["host_during_largest"] = largest["host_during_largest"]
+        return out

@@ -5,8 +5,9 @@ rule, peers.md section 2: no leading or trailing gap). Each gap is attributed to
 the host call that launched the work ending it (HTA's host-wait / kernel-wait split,
 refined):
 
-- ``queued``: that work was launched before the GPU went idle, so the host was not late (a
-  cross-stream dependency or launch latency held it);
+- ``queued``: that work was launched before the GPU went idle, or its launch call returned
+  within the first half of the gap, so the host was late for less than half of it (a
+  cross-stream dependency, a wait on an event, or launch latency held the work);
 - ``sync``: a synchronizing call (device/stream/event synchronize, a synchronous copy,
   ``aten::item``) of the launching process returned inside the gap after blocking the host
   for at least half as long as the gap: the host waited for the GPU to drain, then the GPU
@@ -120,8 +121,12 @@ def device_gaps(activity: Activity, timeline: DeviceTimeline, launch_gap_ns: int
     synced = returned & (waited * 2 >= hi - lo)
     prev = calls.prev_launch_end[c] if len(calls.start) else np.full(len(lo), -1)
     back_to_back = (prev >= 0) & (launched - prev <= launch_gap_ns)
+    # Work launched before the gap, or whose launch returned in the gap's first half, was
+    # waiting on the GPU side (a dependency, a queue) for most of the gap: the host was not late.
+    returned_early = (calls.end[c] - lo) * 2 <= hi - lo if len(calls.start) else launched <= lo
     cause[known] = np.select(
-        [launched <= lo, synced, back_to_back], [QUEUED, SYNC, LAUNCH], CPU)[known]
+        [(launched <= lo) | returned_early, synced, back_to_back],
+        [QUEUED, SYNC, LAUNCH], CPU)[known]
     init = startup_calls(activity)
     if init is not None and len(lo):
         sel = init[0] == work.source_code
@@ -243,9 +248,10 @@ class GapContext:
                     + (f" after {before}" if before else "")
                     + (f", before {after}" if after else ""))
         if self.launched_after is not None:
+            when = (f"{format_ns(self.launched_after)} into the gap" if self.launched_after >= 0
+                    else f"{format_ns(-self.launched_after)} before the gap")
             return (f"{self.innermost} ({format_ns(self.duration)}, {self.share:.0f}% of the "
-                    f"gap) on another thread; the work was launched "
-                    f"{format_ns(self.launched_after)} into the gap and waited")
+                    f"gap) on another thread; the work was launched {when} and waited")
         outer = self.path[-depth:]
         where = (" in " + " > ".join(outer)) if outer else ""
         ellipsis = "… > " if len(self.path) > depth else ""
