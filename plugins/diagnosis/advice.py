@@ -355,11 +355,21 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
                                        if p.mode == "inference" and f.large_htod else ""),
                        f"copies: {kinds}" + (", already pinned" if f.pinned_copies and not
                                              f.pageable_copies else "")))
-    elif f.copy_kinds:
+    elif any(k != "copy" for k in f.copy_kinds):
+        kinds = ", ".join(f"{k} {format_bytes(v)}" for k, v in
+                          sorted(f.copy_kinds.items(), key=lambda kv: -kv[1])[:3] if k != "copy")
         out.append(Fix("avoid device-to-device copies: no .contiguous()/.clone() of large "
                        "tensors in the step, write results in place" if p.pytorch else
                        "avoid device-to-device copies: compute in place or alias buffers",
                        f"copies: {kinds}"))
+    elif f.copy_kinds:  # only copy kernels whose direction the trace does not record
+        record = ("rocprofv3 --hip-trace --memory-copy-trace" if p.api == "HIP"
+                  else "nsys --trace=cuda")
+        out.append(Fix(f"record the copy calls ({record}) to see which way these copies go "
+                       "and how much they move; device-to-device copies can often be avoided "
+                       "by computing in place or aliasing buffers",
+                       "the trace records copy kernels but neither their direction nor their "
+                       "size"))
     return out
 
 

@@ -69,6 +69,8 @@ from tracekit.toolkit import (
 )
 from tracekit.toolkit import intervals as iv
 
+# Memory operations without a copy kind that set memory rather than copy it.
+SETS_MEMORY = r"(?i)memset|fill"
 CAUSES = ("compute", "communication", "transfer", "sync", "launch", "cpu", "idle-other")
 VERDICTS = {
     "compute": "GPU-compute-bound",
@@ -418,8 +420,16 @@ class Evidence:
         src = ev["src_kind"].take(take).cast(pa.string())
         dst = ev["dst_kind"].take(take).cast(pa.string())
         memory = pc.coalesce(pc.if_else(pc.equal(src, "Device"), dst, src), pa.scalar(""))
+        # Without a copy kind, the name says: memsets and fills (gpu.memset rows, ROCm's
+        # __amd_rocclr_fillBuffer) set memory, the rest (__amd_rocclr_copyBuffer, DMA) copy it
+        # in a direction the trace does not record.
+        names = ev["name"].take(take).cast(pa.string())
+        sets = pc.or_(pc.equal(ev["category"].take(take).cast(pa.string()), "gpu.memset"),
+                      pc.match_substring_regex(names, SETS_MEMORY)).fill_null(False)
+        kind = pc.coalesce(ev["copy_kind"].take(take).cast(pa.string()),
+                           pc.if_else(sets, "memset", "copy"))
         table = pa.table({
-            "kind": ev["copy_kind"].take(take).cast(pa.string()).fill_null("memset"),
+            "kind": kind,
             "memory": memory, "bytes": ev["bytes"].take(take).fill_null(0),
             "time": ev["dur_ns"].take(take).fill_null(0)})
         table = table.append_column("sized", ev["bytes"].take(take).is_valid())
