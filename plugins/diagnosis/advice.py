@@ -37,11 +37,15 @@ class Facts:
     layout_pct: float = 0.0
     fp32_no_tensor_core_pct: float = 0.0
     fp64_pct: float = 0.0
+    matmul_conv_pct: float = 0.0  # GEMM and convolution kernels, % of compute
     consumer_gpu: str = ""
     compute_capability: float | None = None  # the lowest of the trace's NVIDIA GPUs
     # host gaps (cpu, launch): what the launching thread was doing, innermost range per gap
     gap_places: dict[str, int] = field(default_factory=dict)  # place -> ns of gap
     gap_examples: dict[str, str] = field(default_factory=dict)  # place -> an innermost name
+    cpu_gaps: int = 0  # gaps of cause cpu, all devices
+    cpu_gap_ns: int = 0
+    gap_ops: dict[str, int] = field(default_factory=dict)  # outermost op -> ns of cpu gaps
     # transfer
     pageable_copies: int = 0
     pageable_time_pct: float = 0.0
@@ -84,7 +88,9 @@ PLACES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                 r"\bdataset\b|pin_memory")),
     ("optimizer", re.compile(r"(?i)^Optimizer\.|optim|zero_grad|clip_grad")),
     ("backward", re.compile(r"(?i)backward|autograd|reducer|AccumulateGrad")),
-    ("forward", re.compile(r"(?i)\.forward|^aten::|^nn\.Module|^## forward|model")),
+    # Not every aten:: op: ops run outside the model too (data preparation), and an innermost
+    # aten:: op inside a backward range is backward.
+    ("forward", re.compile(r"(?i)\.forward|^nn\.Module|^## forward|model")),
     ("memory management", re.compile(r"^(cuda|hip|cu)(Malloc|Free|MemAlloc|MemFree)")),
     ("synchronizing call", re.compile(r"(?i)synchronize|^(cuda|hip)Memcpy(?!.*Async)|"
                                       r"_local_scalar_dense|aten::item")),
@@ -137,6 +143,11 @@ def _pct(value: float) -> str:
     return f"{value:.0f}%"
 
 
+# Reduced precision is advised when matmuls and convolutions take this share of compute.
+MATMUL_CONV_PCT = 10.0
+# Host gaps this long on average are host computation, not per-op framework overhead.
+LONG_HOST_GAP_MS = 1.0
+
 LOADER_FIX = ("load data off the launching thread: DataLoader(num_workers>0, pin_memory=True, "
               "persistent_workers=True, prefetch_factor)")
 
@@ -170,6 +181,8 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
     if p.pytorch:
         if "fp8" in p.precisions or "bf16/fp16" in p.precisions:
             pass  # reduced precision already in use: no precision advice
+        elif f.matmul_conv_pct < MATMUL_CONV_PCT:
+            pass  # too few matmuls and convolutions for reduced precision to matter
         elif pre_ampere:
             out.append(Fix("use fp16 mixed precision (torch.autocast(dtype=torch.float16) with "
                            "a GradScaler for training): this GPU has fp16 tensor cores but no "
@@ -268,6 +281,13 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
             out.append(Fix("keep allocations out of the step: reuse tensors; the caching "
                            "allocator should make cudaMalloc/cudaFree rare after warm-up",
                            because))
+        elif _long_host_work(f):
+            out.append(Fix("take the host computation between launches off the launch "
+                           "path: create or compute those tensors on the GPU "
+                           "(device='cuda'), compute them once outside the loop, or prepare "
+                           "them in DataLoader workers "
+                           "(num_workers>0) so they are ready when the step starts",
+                           _long_host_work(f)))
         else:
             out.append(Fix("cut framework overhead per op: " + (
                 "capture the step in CUDA graphs (torch.compile(mode='reduce-overhead') or "
@@ -287,6 +307,21 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
             out.append(Fix("allocate once outside the loop and reuse the buffers (or a "
                            f"stream-ordered pool, {_runtime(p, 'MallocAsync')})", because))
     return out
+
+
+def _long_host_work(f: Facts) -> str:
+    """Why the host gaps are host computation, not per-op overhead, or ''. The gaps average
+    ``LONG_HOST_GAP_MS`` or more (per-op framework overhead is µs, which CUDA graphs remove;
+    these are not) and framework ops of the launching thread cover at least half of them."""
+    if not f.cpu_gaps or f.cpu_gap_ns < f.cpu_gaps * LONG_HOST_GAP_MS * 1_000_000:
+        return ""
+    if sum(f.gap_ops.values()) * 2 < f.cpu_gap_ns:
+        return ""
+    top = sorted(f.gap_ops.items(), key=lambda kv: -kv[1])[:3]
+    ops = ", ".join(f"{name} {format_ns(ns)}" for name, ns in top)
+    return (f"{f.cpu_gaps} host gap{'s' if f.cpu_gaps != 1 else ''} of "
+            f"{format_ns(f.cpu_gap_ns // f.cpu_gaps)} on average; the launching thread runs "
+            f"{ops} in them")
 
 
 def _input(p: Program, f: Facts) -> list[Fix]:

@@ -47,7 +47,13 @@ from tracekit.plugins.diagnosis.advice import (
 from tracekit.plugins.diagnosis.breakdown import devices_table
 from tracekit.plugins.diagnosis.dataload import INPUT_BOUND_PCT, data_loading_wait
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
-from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps, gap_context, host_context
+from tracekit.plugins.diagnosis.gaps import (
+    Gaps,
+    all_gaps,
+    gap_context,
+    host_context,
+    host_ops_during,
+)
 from tracekit.plugins.diagnosis.kernels import kernel_findings
 from tracekit.plugins.diagnosis.launch import launch_stats
 from tracekit.plugins.diagnosis.program import Program, classify
@@ -352,6 +358,11 @@ ELEMENTWISE = r"(?i)elementwise|vectorized_|unrolled_|triton_poi_"
 LAYOUT = r"(?i)nchwToNhwc|nhwcToNchw"
 FP32_NO_TENSOR_CORE = r"(?i)sgemm|gemm\w*_ffma|_ffma\w*gemm"
 FP64 = r"(?i)dgemm|fp64|double|d884|dmma"
+# Matrix multiplications and convolutions (the work reduced precision speeds up), by kernel
+# name: BLAS and CUTLASS GEMMs, cuDNN/MIOpen convolutions, Tensile (Cijk_), Triton mm templates.
+MATMUL_CONV = (r"(?i)gemm|matmul|mat_?mul|cutlass|cublas|nvjet|xmma|Cijk_|convol|conv_?[123]d|"
+               r"conv_(fwd|bwd|wrw)|naive_conv|winograd|wgrad|dgrad|fprop|triton_tem_|bmm|_mm_|"
+               r"hmma|wmma|mfma")
 # GPUs whose FP64 rate is a half or a third of FP32 (data-center parts); others are 1/32-1/64.
 FULL_FP64 = r"(?i)A100|A800|H100|H200|H800|H20\b|GH200|B200|B100|GB200|V100|P100|MI\d{3}|Instinct"
 LARGE_COPY = 16 << 20
@@ -519,6 +530,7 @@ class Evidence:
         f.layout_pct = share(LAYOUT)
         f.fp32_no_tensor_core_pct = share(FP32_NO_TENSOR_CORE)
         f.fp64_pct = share(FP64)
+        f.matmul_conv_pct = share(MATMUL_CONV)
         gpus = [n for n in self.trace.devices.column("name").to_pylist() if n] \
             if "name" in self.trace.devices.column_names else []
         consumer = [n for n in gpus if not re.search(FULL_FP64, n)]
@@ -543,6 +555,10 @@ class Evidence:
             f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(total)
 
     def _gap_facts(self, f: Facts) -> None:
+        cpu = GAP_CAUSES.index("cpu")
+        for g in self.per_device:
+            f.cpu_gaps += int((g.cause == cpu).sum())
+            f.cpu_gap_ns += int(g.dur[g.cause == cpu].sum())
         # The CONTEXT_GAPS largest cpu and launch gaps; ties keep the order cause, device, gap.
         durs, owners, index = [], [], []
         for code in (GAP_CAUSES.index("cpu"), GAP_CAUSES.index("launch")):
@@ -564,6 +580,9 @@ class Evidence:
             place = place_of(context.innermost, context.path)
             f.gap_places[place] = f.gap_places.get(place, 0) + dur
             f.gap_examples.setdefault(place, context.describe(2))
+            if g.cause[i] == cpu:
+                for name, ns in host_ops_during(self.trace, g, i).items():
+                    f.gap_ops[name] = f.gap_ops.get(name, 0) + ns
 
     def _transfer_facts(self, f: Facts) -> None:
         ev = self.activity.events

@@ -408,6 +408,33 @@ def _between(activity: Activity, rows: np.ndarray, s: np.ndarray, e: np.ndarray,
     return before, after
 
 
+def host_ops_during(trace: Trace, gaps: Gaps, index: int) -> dict[str, int]:
+    """The framework ops the launching thread ran to completion during gap ``index`` before
+    the launching call (so launched none of the work that ended the gap: host computation,
+    not the launching op's own overhead): ns of the gap each outermost op (one inside no
+    other such op) covers, by name."""
+    activity = Activity.of(trace)
+    call = int(gaps.call[index])
+    if call < 0:
+        return {}
+    calls = activity.calls
+    lo, hi = int(gaps.lo[index]), int(gaps.hi[index])
+    rows, s, e = HostRanges.of(activity).during(gaps.timeline.work.source, int(calls.pid[call]),
+                                                lo, hi, int(calls.tid[call]), same=True)
+    ops = activity.category.equals("host.op")[rows] & (e <= int(calls.start[call]))
+    rows, s, e = rows[ops], s[ops], e[ops]
+    order = np.lexsort((-(e - s), s))  # by start, the enclosing op before the ones inside
+    out: dict[str, int] = {}
+    reach = lo
+    for i in order.tolist():
+        if e[i] <= reach:
+            continue  # inside (or the same span as) an op already counted
+        name = activity.name(int(rows[i]))
+        out[name] = out.get(name, 0) + int(min(e[i], hi) - max(s[i], lo, reach))
+        reach = int(e[i])
+    return out
+
+
 def host_context(trace: Trace, gaps: Gaps, index: int) -> str:
     """What the launching thread did during one gap, as one line (see ``GapContext``)."""
     context = gap_context(trace, gaps, index)

@@ -1,0 +1,62 @@
+"""Fixes that follow from the evidence: long host gaps of CPU tensor work are not framework
+overhead (no CUDA graphs), and reduced precision is advised only where matmuls and
+convolutions run."""
+
+from __future__ import annotations
+
+import tracekit
+from helpers import FIXTURES
+from tracekit.plugins.diagnosis.advice import Facts, fixes_for, place_of
+from tracekit.plugins.diagnosis.program import Program
+
+
+def _verdict(name: str) -> tracekit.Finding:
+    trace = tracekit.read(FIXTURES / "scenarios" / f"{name}.pt.trace.json.gz")
+    (report,) = tracekit.analyze(trace, "bottleneck")
+    return report.findings[0]
+
+
+def test_host_tensor_work_in_long_gaps_is_moved_off_the_launch_path() -> None:
+    """cpu_data_prep: each step runs aten::randn (5 ms) and aten::cat (3 ms) on the host
+    before its kernels; 4 steady-state gaps of 6.18 ms on average. The 4 aten::cat ops lie
+    wholly in the gaps (12 ms); aten::randn starts before each gap (12.7 ms of them)."""
+    verdict = _verdict("cpu_data_prep")
+    assert verdict.evidence["verdict"] == "cpu"
+    assert verdict.suggestion.startswith(
+        "take the host computation between launches off the launch path")
+    assert ("(4 host gaps of 6.18ms on average; the launching thread runs aten::randn 12.7ms, "
+            "aten::cat 12ms in them)") in verdict.suggestion
+    assert "CUDA graphs" not in verdict.suggestion
+
+
+def test_short_host_gaps_still_get_the_framework_overhead_fix() -> None:
+    facts = Facts(cpu_gaps=1000, cpu_gap_ns=1000 * 80_000, gap_ops={"aten::add": 60_000_000},
+                  gap_places={"host code": 80_000_000})
+    (first, *_) = fixes_for("cpu", Program(gpu=True, framework="PyTorch", api="CUDA"), facts)
+    assert first.text.startswith("cut framework overhead per op: capture the step in CUDA graphs")
+
+
+def test_an_aten_op_is_not_forward_by_its_name() -> None:
+    """An innermost aten:: op inside a backward range is backward; alone it is host code."""
+    assert place_of("aten::mm", ["autograd::engine::evaluate_function: MmBackward0"]) == \
+        "backward"
+    assert place_of("aten::cat", ["ProfilerStep#2"]) == "host code"
+    assert place_of("aten::mm", ["DistributedDataParallel.forward"]) == "forward"
+
+
+def test_no_reduced_precision_advice_without_matmuls_or_convolutions() -> None:
+    """tiny_kernels runs only elementwise kernels; matmul_loop's GEMMs already use TF32
+    (sm90_xmma_gemm_f32f32_tf32f32); the FP32 sgemm scenarios are told to use tensor cores."""
+    for name in ("tiny_kernels", "matmul_loop"):
+        trace = tracekit.read(FIXTURES / "scenarios" / f"{name}.pt.trace.json.gz")
+        (report,) = tracekit.analyze(trace, "bottleneck")
+        fixes = " ".join(f.suggestion for f in report.findings)
+        assert "autocast" not in fixes and "allow_tf32" not in fixes, name
+    facts = Facts(matmul_conv_pct=0.0, top_kernel="elementwise_kernel", top_kernel_pct=100.0)
+    texts = [f.text for f in fixes_for("compute", Program(gpu=True, framework="PyTorch",
+                                                          api="CUDA"), facts)]
+    assert not any("autocast" in t for t in texts)
+    facts.matmul_conv_pct = 60.0
+    texts = [f.text for f in fixes_for("compute", Program(gpu=True, framework="PyTorch",
+                                                          api="CUDA"), facts)]
+    assert any(t.startswith("try bf16 autocast") for t in texts)
