@@ -4,8 +4,9 @@ convolutions run."""
 
 from __future__ import annotations
 
+import pytest
 import tracekit
-from helpers import FIXTURES
+from helpers import FIXTURES, shared_path
 from tracekit.plugins.diagnosis.advice import Facts, fixes_for, place_of
 from tracekit.plugins.diagnosis.program import Program
 
@@ -60,3 +61,23 @@ def test_no_reduced_precision_advice_without_matmuls_or_convolutions() -> None:
     texts = [f.text for f in fixes_for("compute", Program(gpu=True, framework="PyTorch",
                                                           api="CUDA"), facts)]
     assert any(t.startswith("try bf16 autocast") for t in texts)
+
+
+@pytest.mark.slow
+def test_several_devices_are_gpu_time_not_a_span() -> None:
+    """Two H100s over a 1 s window: the denominator is their spans summed (kernels, copies and
+    memsets per deviceId, by SQL), named gpu_time_ns, not a 1.94 s span."""
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    work = " union all ".join(f"select deviceId d, start s, end e from CUPTI_ACTIVITY_KIND_{t}"
+                              for t in ("KERNEL", "MEMCPY", "MEMSET"))
+    spans = [n for (n,) in db.execute(f"select max(e) - min(s) from ({work}) group by d")]
+    db.close()
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    verdict = report.findings[0]
+    assert spans == [969_447_605, 969_258_578]
+    assert verdict.evidence["devices"] == 2
+    assert verdict.evidence["gpu_time_ns"] == sum(spans)
+    assert "span_ns" not in verdict.evidence

@@ -239,7 +239,9 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             severity="info" if verdict == "compute" else
             ("critical" if top_share >= 50 else "warning"),
             title=headline,
-            evidence={"verdict": verdict, "devices": len(per_device), "span_ns": span,
+            # Several devices' spans summed are GPU time, not a span of the trace.
+            evidence={"verdict": verdict, "devices": len(per_device),
+                      "span_ns" if len(per_device) == 1 else "gpu_time_ns": span,
                       **({"startup_ns": startup} if startup else {}),
                       **({"input_wait_pct": percent(input_wait, span)} if input_wait else {}),
                       "gpu_busy_pct": percent(sum(iv.total(g.timeline.busy) for g in per_device),
