@@ -96,10 +96,32 @@ def analyze_report(inputs: Sequence[str | Path], analyzers: Sequence[str] = (), 
     trace = read(list(inputs), format=from_, options=reader_opts, registry=registry,
                  progress=progress)
     names = list(analyzers) or (fmt.analyzers(trace, registry) if chooses else None) or None
+    trace = _only_columns_read(trace, names, fmt, registry)
     progress.phase("analyzing")
     reports = analyze(trace, names, options=analyzer_opts, registry=registry)
     data = fmt.render(reports, given, trace=trace, analyzer_options=tuple(analyzer_opts))
     return Analysis(reports, data, trace)
+
+
+def _only_columns_read(trace: Trace, names: Sequence[str] | None, fmt: ReportFormat,
+                       registry: Registry) -> Trace:
+    """``trace`` without the event columns that neither the analyzers to run nor the report
+    format read, when each declares what it reads (``event_columns``): the args text of
+    every event is most of a trace's memory, and no built-in verdict reads it."""
+    from tracekit.defaults import default_analyzers, trace_kind
+
+    chosen = list(names or default_analyzers(trace_kind(trace), registry))
+    wanted = [registry.get("analyzer", n).event_columns for n in chosen]
+    wanted.append(type(fmt).event_columns)
+    if not chosen or any(w is None for w in wanted):
+        return trace
+    keep = frozenset().union(*wanted)
+    unread = [c for c in trace.events.column_names if c not in keep]
+    if not unread:
+        return trace
+    pruned = dataclasses.replace(trace, events=trace.events.drop_columns(unread))
+    pruned.cache.update(trace.cache)
+    return pruned
 
 
 def _consumers(registry: Registry, names: Sequence[str], every: bool) -> list[type[Analyzer]]:

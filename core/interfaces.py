@@ -171,8 +171,10 @@ class Analyzer(Component):
     #: The event categories ``annotations`` emits, each with the title of the timeline track
     #: writers draw it on (e.g. ``{"analysis.gap": "GPU idle gaps (tracekit)"}``).
     tracks: ClassVar[dict[str, str]] = {}
-    #: The event columns ``per_input`` reads; None (the default): any. A run analyzed one
-    #: input per task reads only these where the reader can (``Reader.reads_columns``).
+    #: The event columns ``analyze`` and ``per_input`` read; None (the default): any.
+    #: ``tracekit analyze`` drops the others before analysis when every analyzer it runs and
+    #: the report format declare theirs; a run analyzed one input per task reads only these
+    #: where the reader can (``Reader.reads_columns``).
     event_columns: ClassVar[frozenset[str] | None] = None
 
     @abstractmethod
@@ -208,6 +210,8 @@ class ReportFormat(Component):
     extensions: ClassVar[tuple[str, ...]] = ()
     #: The media (MIME) type of what ``render`` returns.
     media_type: ClassVar[str] = "application/octet-stream"
+    #: The event columns ``render`` reads from its ``trace``; None (the default): any.
+    event_columns: ClassVar[frozenset[str] | None] = None
 
     def analyzers(self, trace: Trace, registry: Registry) -> list[str] | None:
         """Optional: what a plain ``analyze --format NAME`` (no ``-a``) runs on ``trace``;

@@ -101,6 +101,7 @@ class TextFormat(ReportFormat):
     """For a terminal: findings first, then each table (see :func:`render_text`)."""
 
     name = "text"
+    event_columns = frozenset()  # renders the reports alone
     description = "Findings, then each table, wrapped to the terminal's width."
     extensions = (".txt",)
     media_type = "text/plain; charset=utf-8"
@@ -114,6 +115,7 @@ class JsonFormat(ReportFormat):
     """One JSON document (see :func:`reports_to_json` and schemas/report.schema.json)."""
 
     name = "json"
+    event_columns = frozenset()  # renders the reports alone
     description = "Every report, table and finding, following schemas/report.schema.json."
     extensions = (".json",)
     media_type = "application/json"
@@ -135,6 +137,7 @@ class CsvFormat(ReportFormat):
     """One report table for spreadsheets (see :func:`table_csv`)."""
 
     name = "csv"
+    event_columns = frozenset()  # renders the reports alone
     description = "One report table (--table NAME): raw values, units in the headers."
     extensions = (".csv",)
     media_type = "text/csv; charset=utf-8"

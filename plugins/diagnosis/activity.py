@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit import Trace
+from tracekit import EVENTS_SCHEMA, Trace
 from tracekit.toolkit import (
     COLLECTIVE_KERNEL,
     equals,
@@ -31,6 +31,10 @@ from tracekit.toolkit import (
     starts_with,
 )
 from tracekit.toolkit import intervals as iv
+
+#: The event columns the diagnosis analyzers read (``Analyzer.event_columns``): all but the
+#: args text and the call stacks, so that ``tracekit analyze`` frees those before analysis.
+READS_COLUMNS = frozenset(EVENTS_SCHEMA.names) - {"args", "stack_id"}
 
 COMPUTE, COMMUNICATION, MEMORY = 0, 1, 2
 CLASS_NAMES = ("compute", "communication", "memory")

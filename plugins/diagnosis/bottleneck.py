@@ -33,6 +33,7 @@ from tracekit.plugins.diagnosis.activity import (
     COMMUNICATION,
     COMPUTE,
     MEMORY,
+    READS_COLUMNS,
     Activity,
     host_reads,
 )
@@ -137,6 +138,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
     """The verdict: compute-, CPU/launch-, transfer-, sync- or communication-bound, or mixed."""
 
     name = "bottleneck"
+    event_columns = READS_COLUMNS
     description = "what the workload is bound by, with evidence and fixes (the default)"
     # The verdict comes first for every trace; one without GPU work gets why there is none.
     default_for = (tracekit.DefaultFor(tuple(tracekit.TraceKind), slot=0, rank=1),)

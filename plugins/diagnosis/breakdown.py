@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Report, Trace
-from tracekit.plugins.diagnosis.activity import NO_GPU, steps
+from tracekit.plugins.diagnosis.activity import NO_GPU, READS_COLUMNS, steps
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.diagnosis.window import restrict
 from tracekit.toolkit import percent, report_table
@@ -29,6 +29,7 @@ class BreakdownAnalyzer(tracekit.Analyzer):
     """Idle, compute, communication and memory time per device and per step."""
 
     name = "breakdown"
+    event_columns = READS_COLUMNS
     description = "per device (and step): GPU time split into compute, comm, memory, idle"
 
     @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, Activity
+from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, READS_COLUMNS, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.plugins.diagnosis.window import restrict
 from tracekit.toolkit import format_ns, percent, report_table
@@ -445,6 +445,7 @@ class GapsAnalyzer(tracekit.Analyzer):
     """GPU idle intervals per device: their causes, distribution and the largest ones."""
 
     name = "gaps"
+    event_columns = READS_COLUMNS
     description = "GPU idle gaps per device: causes, distribution, largest with host context"
     tracks: ClassVar[dict[str, str]] = {GAP_CATEGORY: "GPU idle gaps (tracekit)"}
 

@@ -30,6 +30,7 @@ import tracekit
 from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import (
     NO_GPU,
+    READS_COLUMNS,
     Activity,
     DeviceWork,
     launches_work,  # noqa: F401 - part of this module's documented API
@@ -163,6 +164,7 @@ class LaunchAnalyzer(tracekit.Analyzer):
     """Launch delay, kernels shorter than their launch, tiny kernels, launch vs run rate."""
 
     name = "launch"
+    event_columns = READS_COLUMNS
     description = "kernel launch delay, short and tiny kernels, launch rate vs execution rate"
 
     @dataclass(frozen=True)

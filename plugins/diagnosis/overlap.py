@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.diagnosis.activity import NO_GPU
+from tracekit.plugins.diagnosis.activity import NO_GPU, READS_COLUMNS
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.toolkit import format_ns, percent, report_table
 from tracekit.toolkit import intervals as iv
@@ -23,6 +23,7 @@ class OverlapAnalyzer(tracekit.Analyzer):
     """Compute vs copy vs communication: overlap % and exposed time per device."""
 
     name = "overlap"
+    event_columns = READS_COLUMNS
     description = "per device: compute vs copy vs communication overlap and exposed time"
 
     def analyze(self, trace: Trace) -> Report:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.diagnosis.activity import MEMORY, Activity, host_reads
+from tracekit.plugins.diagnosis.activity import MEMORY, READS_COLUMNS, Activity, host_reads
 from tracekit.toolkit import format_bytes, format_ns, grouped_stats, percent, report_table
 
 
@@ -35,6 +35,7 @@ class SyncAnalyzer(tracekit.Analyzer):
     """Synchronizing calls, device-side waits and pageable async copies."""
 
     name = "sync"
+    event_columns = READS_COLUMNS
     description = "host time in synchronizing calls, device waits, pageable async copies"
 
     @dataclass(frozen=True)
