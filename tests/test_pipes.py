@@ -119,3 +119,27 @@ def test_rocprofv3_json_from_stdin(tmp_path, registry):
     assert proc.returncode == 0, proc.stderr
     piped = tracekit.read(out, registry=registry)
     assert piped.events.num_rows == tracekit.read(path, registry=registry).events.num_rows
+
+
+@pytest.mark.slow  # runs the CLI in a new process
+@pytest.mark.parametrize("run", ["shashank_mi300a", "kokkos_2021_gfx906"])
+def test_rocprof_v1_json_from_stdin(tmp_path, registry, run):
+    """A rocprof v1 results.json piped in reads as the file does (it read as a generic
+    Chrome trace with no GPU activity before), and a rocprof CSV on stdin is still refused."""
+    from helpers import shared_path
+
+    path = shared_path("rocprof-v1", run, "results.json")
+    out = tmp_path / "out.parquet"
+    proc = _cli("convert", "-", "-o", str(out), "-q", stdin=path.read_bytes())
+    assert proc.returncode == 0, proc.stderr
+    piped = tracekit.read(out, registry=registry)
+    direct = tracekit.read(path, registry=registry)
+    assert piped.metadata["sources"]["stdin"]["format"] == "rocprof v1 results.json"
+    assert _events_without_source(piped).equals(_events_without_source(direct))
+    if run == "shashank_mi300a":
+        csv = shared_path("rocprof-v1", run, "output_vec_add_gpu.csv").read_bytes()
+        proc = _cli("analyze", "-", "--from", "rocprof", stdin=csv)
+        assert proc.returncode == 1
+        assert proc.stderr.decode().strip() == (
+            "error: <stdin>: rocprof CSV is read from its file or folder (with the other files "
+            "of its run), not from standard input")

@@ -65,6 +65,9 @@ class RocprofCsvReader(tracekit.Reader):
     name = "rocprof"
     description = "AMD rocprof v1 / rocprofv3 CSV traces and stats (file or directory)"
     extensions = (".csv",)
+    # Standard input only for a v1 results.json (one document); CSV files are read by path,
+    # with the other files of their run.
+    reads_streams = True
 
     @dataclass(frozen=True)
     class Options:
@@ -82,12 +85,17 @@ class RocprofCsvReader(tracekit.Reader):
             return 0.0  # binary; a NUL further on is damage the reader reports
         if v1json.is_v1_json(source.head.removeprefix(b"\xef\xbb\xbf")):
             return 0.95  # above the generic Chrome-trace reading
+        if source.is_stream:
+            return 0.0
         return 0.9 if kind_of(header_of(source.head.decode("utf-8", "replace"))) else 0.0
 
     def read(self, source: Source, out: TraceBuilder) -> None:
         if not source.is_dir and v1json.is_v1_json(source.head.removeprefix(b"\xef\xbb\xbf")):
             self._read_v1_json(source, out)
             return
+        if source.is_stream:
+            raise TraceReadError("rocprof CSV is read from its file or folder (with the other "
+                                 "files of its run), not from standard input", path=source.path)
         timeline = _v1_timeline_in(source) if source.is_dir else None
         if timeline is not None:
             # A v1 output folder whose CSVs are only totals: its results.json is the run's
