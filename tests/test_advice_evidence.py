@@ -81,3 +81,20 @@ def test_several_devices_are_gpu_time_not_a_span() -> None:
     assert verdict.evidence["devices"] == 2
     assert verdict.evidence["gpu_time_ns"] == sum(spans)
     assert "span_ns" not in verdict.evidence
+
+
+def test_a_few_waits_for_results_are_not_a_sync_problem() -> None:
+    """rocprof v1 shashank_mi300a: 3 hipMemcpy and 1 hipDeviceSynchronize wait for results
+    (62.5% of the wall time): info, no PyTorch advice. item_sync: 5 steps each reading a
+    device value: a per-step habit, a warning with the PyTorch fix."""
+    trace = tracekit.read(shared_path("rocprof-v1", "shashank_mi300a"))
+    (report,) = tracekit.analyze(trace, "sync")
+    (finding,) = report.findings
+    assert (finding.severity, finding.title) == (
+        "info", "the host waits for the GPU 62.5% of the wall time in 4 calls")
+    assert finding.suggestion.startswith("4 waits for results the host needs")
+    assert ".item()" not in finding.suggestion
+    trace = tracekit.read(FIXTURES / "scenarios" / "item_sync.pt.trace.json.gz")
+    (report,) = tracekit.analyze(trace, "sync")
+    assert report.findings[0].severity == "warning"
+    assert report.findings[0].suggestion.startswith("remove per-step host reads")

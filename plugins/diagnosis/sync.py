@@ -17,7 +17,11 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, READS_COLUMNS, Activity, host_reads
+from tracekit.plugins.diagnosis.program import Program, classify
 from tracekit.toolkit import format_bytes, format_ns, grouped_stats, percent, report_table
+
+# This many synchronizing calls or fewer are waits for results, not a per-step habit.
+FEW_SYNCS = 10
 
 
 @dataclass
@@ -61,7 +65,8 @@ class SyncAnalyzer(tracekit.Analyzer):
                    ("async_calls", "int", None, copies.asynchronous),
                    ("bytes", "int", "bytes", copies.bytes), ("time", "int", "ns", copies.time)])
         report.table_titles["pageable"] = "Copies to or from pageable host memory"
-        report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct))
+        report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct,
+                                             classify(trace)))
         return report
 
 
@@ -120,8 +125,16 @@ def pageable_copies(activity: Activity) -> PageableCopies:
 
 
 def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
-                  min_share_pct: float = 5.0) -> list[Finding]:
-    """Findings for heavy synchronization and for pageable async copies."""
+                  min_share_pct: float = 5.0, program: Program | None = None) -> list[Finding]:
+    """Findings for heavy synchronization and for pageable async copies, worded for the
+    program (PyTorch or the CUDA/HIP runtime).
+
+    At most ``FEW_SYNCS`` synchronizing calls, in a trace without steps and without host
+    reads of device values (``.item()``), are the host waiting for results it needs (a copy
+    back at the end of a run): the GPU work they wait for is the critical path, and removing
+    the waits would not shorten it; that is information, not a warning.
+    """
+    program = program or Program()
     findings = []
     calls = activity.calls
     api = calls.is_sync & ~calls.is_op
@@ -129,15 +142,31 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
     if wall and percent(api_time, wall) >= min_share_pct:
         top = grouped_stats(activity.events["name"].take(pa.array(calls.row[api])),
                             pa.array((calls.end - calls.start)[api]))
+        count, reads = int(api.sum()), host_reads(activity)
+        few = count <= FEW_SYNCS and not reads and not activity.has_steps
+        if few:
+            suggestion = (f"{count} wait{'s' if count != 1 else ''} for results the host "
+                          "needs: the GPU work they wait for is the critical path ('tracekit "
+                          "analyze' for what bounds it); overlap only independent host work "
+                          "with it")
+        elif program.pytorch:
+            suggestion = ("remove per-step host reads of device values (.item(), .cpu(), "
+                          "printing a tensor) and explicit synchronize calls; keep metrics on "
+                          "the device and read them every N steps")
+        else:
+            prefix = "hip" if program.api == "HIP" else "cuda"
+            suggestion = (f"replace blocking calls in the loop with stream-ordered ones "
+                          f"({prefix}MemcpyAsync, {prefix}MemsetAsync on a stream) and wait "
+                          f"only where the host needs a result ({prefix}EventRecord, then "
+                          f"{prefix}EventSynchronize or {prefix}StreamWaitEvent)")
         findings.append(Finding(
-            severity="warning",
-            title=f"the host waits for the GPU {percent(api_time, wall)}% of the wall time",
-            evidence={"sync_calls": int(api.sum()), "sync_ns": api_time,
+            severity="info" if few else "warning",
+            title=f"the host waits for the GPU {percent(api_time, wall)}% of the wall time"
+                  + (f" in {count} call{'s' if count != 1 else ''}" if few else ""),
+            evidence={"sync_calls": count, "sync_ns": api_time,
                       "wall_ns": wall, "top_call": top["key"][0] if top["key"] else "-",
-                      "host_reads": host_reads(activity)},
-            suggestion="remove per-step host reads of device values (.item(), .cpu(), "
-                       "printing a tensor) and explicit synchronize calls; keep metrics on "
-                       "the device and read them every N steps",
+                      "host_reads": reads},
+            suggestion=suggestion,
             cost_ns=api_time))
     async_pageable = sum(copies.asynchronous)
     if async_pageable:
@@ -149,7 +178,10 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
             evidence={"copies": async_pageable, "bytes": sum(copies.bytes),
                       "time_ns": sum(copies.time), "main_kind": copies.kind[i]},
             suggestion=f"pin the host buffers ({format_bytes(sum(copies.bytes))} in "
-                       f"{format_ns(sum(copies.time))}): DataLoader(pin_memory=True) or "
-                       "tensor.pin_memory(), then .to(device, non_blocking=True)",
+                       f"{format_ns(sum(copies.time))}): " + (
+                           "DataLoader(pin_memory=True) or tensor.pin_memory(), then "
+                           ".to(device, non_blocking=True)" if program.pytorch else
+                           "hipHostMalloc or hipHostRegister" if program.api == "HIP" else
+                           "cudaHostAlloc or cudaHostRegister"),
             cost_ns=sum(copies.time)))
     return findings
