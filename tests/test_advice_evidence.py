@@ -98,3 +98,29 @@ def test_a_few_waits_for_results_are_not_a_sync_problem() -> None:
     (report,) = tracekit.analyze(trace, "sync")
     assert report.findings[0].severity == "warning"
     assert report.findings[0].suggestion.startswith("remove per-step host reads")
+
+
+def test_a_grid_a_few_blocks_short_of_the_sms_is_no_finding() -> None:
+    """128 blocks on 132 SMs leaves 3% of the SMs idle: no 'grid too small' (it was critical
+    in every scenario)."""
+    trace = tracekit.read(FIXTURES / "scenarios" / "cpu_data_prep.pt.trace.json.gz")
+    (report,) = tracekit.analyze(trace, "kernels")
+    assert not [f for f in report.findings if "grid too small" in f.title]
+
+
+def test_a_grid_is_weighed_by_the_sm_time_it_leaves_idle() -> None:
+    """pipit saxpy: every launch has 2 blocks on an A100's 108 SMs; the idle SM time is each
+    kernel's duration times 1 - blocks/108, summed by SQL over the kernel table."""
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    ((idle, total),) = db.execute(
+        "select sum((end - start) * (1.0 - gridX * gridY * gridZ / 108.0)), sum(end - start) "
+        "from CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    db.close()
+    (report,) = tracekit.analyze(tracekit.read(path), "kernels")
+    (finding,) = [f for f in report.findings if "grid too small" in f.title]
+    assert finding.severity == "critical"
+    assert finding.evidence["idle_sm_pct"] == 98.1
+    assert finding.evidence["idle_sm_time_pct"] == round(100 * idle / total, 1)

@@ -232,6 +232,12 @@ def all_kernel_configs(trace: Trace) -> list[KernelConfigs]:
     return activity.cache["kernel_configs"]
 
 
+# "grid too small": critical when this % of the device's kernel time is idle SM time; no
+# finding on a device with less kernel time than this (ms).
+GRID_CRITICAL_PCT = 25.0
+GRID_MIN_KERNEL_MS = 1.0
+
+
 def small_grid(c: KernelConfigs) -> np.ndarray:
     """Per configuration: fewer blocks than SMs, and not a collective (communication kernels
     run on a few channels by design)."""
@@ -290,25 +296,38 @@ def _alike_across_devices(found: list[tuple[str, Finding]]) -> list[Finding]:
 
 
 def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
+    """A grid of fewer blocks than SMs runs in one wave that leaves ``1 - blocks/SMs`` of the
+    SMs idle while it runs. The finding weighs each such launch's time by that idle
+    fraction: its severity follows the SM time left idle (critical from
+    ``GRID_CRITICAL_PCT`` of the device's kernel time, a warning from ``min_share_pct``), so
+    128 blocks on 132 SMs (3 % idle) is no finding; and none is made on less than
+    ``GRID_MIN_KERNEL_MS`` of kernel time, too little to judge a device by."""
     sms, small_ns = c.info.sm_count, small_grid_time(c)
-    share = percent(small_ns, c.kernel_time)
-    if not sms or not small_ns or share < min_share_pct:
+    if not sms or not small_ns or c.kernel_time < GRID_MIN_KERNEL_MS * 1_000_000:
         return []
     t = c.table
     small = np.flatnonzero(small_grid(c))
+    times = t["time"].to_numpy()[small].astype(float)
+    idle_fraction = 1.0 - t["blocks"].to_numpy()[small].astype(float) / sms
+    lost = percent(float((times * idle_fraction).sum()), c.kernel_time)
+    if lost < min_share_pct:
+        return []
+    share = percent(small_ns, c.kernel_time)
     top = int(small[0])
     name, blocks = t["name"][top].as_py(), t["blocks"][top].as_py()
     unit = "CUs" if c.info.vendor == "amd" else "SMs"
+    idle = percent(sms - blocks, sms)
     return [Finding(
-        severity="critical" if share >= 50 else "warning",
+        severity="critical" if lost >= GRID_CRITICAL_PCT else "warning",
         title=f"{c.work.label}: grid too small to fill the GPU: {short_name(name)} runs "
-              f"{blocks} block{'s' if blocks != 1 else ''} on {sms} {unit}; launches with "
-              f"fewer blocks than {unit} take {share}% of GPU time",
-        evidence={"kernel": name, "blocks": blocks, "sms": sms,
+              f"{blocks} block{'s' if blocks != 1 else ''} on {sms} {unit} ({idle}% of them "
+              f"idle); launches with fewer blocks than {unit} take {share}% of GPU time and "
+              f"leave {lost}% of its {unit} time idle",
+        evidence={"kernel": name, "blocks": blocks, "sms": sms, "idle_sm_pct": idle,
                   "threads_per_block": t["threads"][top].as_py(),
                   "launches": t["count"][top].as_py(), "kernel_time_ns": t["time"][top].as_py(),
                   "small_grid_configs": len(small), "small_grid_time_ns": small_ns,
-                  "gpu_time_pct": share},
+                  "gpu_time_pct": share, "idle_sm_time_pct": lost},
         suggestion=f"give each launch at least {sms} blocks (one per {unit[:-1]}, better "
                    "several): "
                    "more, smaller blocks or fewer elements per thread; size a grid-stride "
