@@ -24,7 +24,8 @@ GPU_INPUTS = sorted(
 
 
 def test_the_diagnosis_analyzers_declare_their_columns() -> None:
-    assert {"bottleneck", "gaps", "breakdown", "sync", "launch", "overlap", "ranks"} <= \
+    assert {"bottleneck", "gaps", "breakdown", "sync", "launch", "overlap", "ranks",
+            "kernels"} <= \
         set(DECLARED)
     for name in DECLARED:
         columns = default_registry().analyzers[name].event_columns

@@ -39,7 +39,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.diagnosis.activity import COMMUNICATION, NO_GPU, Activity, DeviceWork
+from tracekit.plugins.diagnosis.activity import (
+    COMMUNICATION,
+    NO_GPU,
+    READS_COLUMNS,
+    Activity,
+    DeviceWork,
+)
 from tracekit.toolkit import percent, report_table, short_name
 
 WARP = 32
@@ -385,6 +391,7 @@ class KernelsAnalyzer(tracekit.Analyzer):
     """Launch configurations against the device: small grids, theoretical occupancy."""
 
     name = "kernels"
+    event_columns = READS_COLUMNS
     description = ("kernel launch configurations: grids smaller than the SM count, "
                    "theoretical occupancy and its limiter")
 
