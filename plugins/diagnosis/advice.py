@@ -58,6 +58,9 @@ class Facts:
     # idle-other: idle time whose launching call the trace does not hold, and all of it
     unattributed_idle_ns: int = 0
     other_idle_ns: int = 0
+    # the largest queued gap, when another thread of the process ran host work over it
+    queued_place: str = ""
+    queued_example: str = ""
     # input: host-caused GPU idle time during data-loading ranges (``dataload``)
     input_wait_ns: int = 0
     # sync
@@ -478,7 +481,15 @@ def _idle_other(p: Program, f: Facts) -> list[Fix]:
                     "gap can be told apart as launch overhead, host work, sync or a queue",
                     f"the launching call of {_pct(100 * f.unattributed_idle_ns / f.other_idle_ns)}"
                     " of the idle time is not in the trace")]
-    return [Fix("look at the largest gaps ('tracekit analyze -a gaps'): cross-stream waits "
-                f"({_runtime(p, 'StreamWaitEvent')}) or a launch queue that drains",
-                "the GPU idles with work already queued, or the trace does not say who "
-                "launched it")]
+    out: list[Fix] = []
+    if f.queued_place:
+        shorten = ("a fused or foreach optimizer implementation, so that its step launches "
+                   "its kernels sooner" if f.queued_place == "optimizer" and p.pytorch
+                   else "shorten it or move it off the step's critical path")
+        out.append(Fix(f"the queued work waits for host work on another thread: {shorten}",
+                       f"the largest queued gap: {f.queued_example}"))
+    out.append(Fix("look at the largest gaps ('tracekit analyze -a gaps'): cross-stream "
+                   f"waits ({_runtime(p, 'StreamWaitEvent')}) or a launch queue that drains",
+                   "the GPU idles with work already queued, or the trace does not say who "
+                   "launched it"))
+    return out

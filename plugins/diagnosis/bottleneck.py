@@ -505,6 +505,7 @@ class Evidence:
         idle = self._idle_other()
         f.unattributed_idle_ns = idle["unattributed_ns"]
         f.other_idle_ns = idle["queued_ns"] + idle["unattributed_ns"]
+        self._queued_facts(f)
         calls = self.activity.calls
         api = calls.is_sync & ~calls.is_op
         if api.any():
@@ -557,6 +558,20 @@ class Evidence:
         for name, total in zip(s["key"], s["total"], strict=True):
             kind = collective_kind(str(name))
             f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(total)
+
+    def _queued_facts(self, f: Facts) -> None:
+        """Whether the largest queued gap waited on host work of another thread."""
+        code, best = GAP_CAUSES.index("queued"), None
+        for g in self.per_device:
+            sel = np.flatnonzero(g.cause == code)
+            if len(sel):
+                i = int(sel[np.argmax(g.dur[sel])])
+                if best is None or g.dur[i] > best[0].dur[best[1]]:
+                    best = (g, i)
+        context = gap_context(self.trace, *best) if best else None
+        if context is not None and context.launched_after is not None:
+            f.queued_place = place_of(context.innermost, context.path)
+            f.queued_example = context.describe(2)
 
     def _gap_facts(self, f: Facts) -> None:
         cpu = GAP_CAUSES.index("cpu")
