@@ -124,3 +124,17 @@ def test_a_grid_is_weighed_by_the_sm_time_it_leaves_idle() -> None:
     assert finding.severity == "critical"
     assert finding.evidence["idle_sm_pct"] == 98.1
     assert finding.evidence["idle_sm_time_pct"] == round(100 * idle / total, 1)
+
+
+@pytest.mark.slow
+def test_a_steady_state_of_microseconds_gets_no_cause_findings() -> None:
+    """vLLM with HIP graph capture: 57.8 ms of start-up, then 28.8 µs of GPU work; the copy
+    and compute findings of those µs (with 'overlap the copies' for 256 B) were noise."""
+    path = shared_path("torch-trace", "tracelens",
+                       "vllm_hipgraph_capture_rank0_rocm7.pt.trace.json.gz")
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    assert report.findings[0].evidence["verdict"] == "startup"
+    assert [f.title.split(":")[0] for f in report.findings] == \
+        ["verdict", "program", "start-up"]
+    assert "the steady state is 28.8µs of GPU time: too short to judge its causes " \
+        "(the causes table has them)" in report.notes

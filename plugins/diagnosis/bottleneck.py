@@ -263,6 +263,11 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                            "on its first launch, library handles, first allocations, "
                            "compilation): warm up before profiling, or "
                            "keep it out with -O window=START:END", cost_ns=startup))
+        if verdict == "startup" and span < STEADY_MIN_MS * 1_000_000:
+            # No steady state to speak of: causes of a few µs would be noise, not findings.
+            report.notes.append(f"the steady state is {format_ns(span)} of GPU time: too "
+                                "short to judge its causes (the causes table has them)")
+            ranked = []
         for cause, ns in ranked:
             if percent(ns, span) < self.options.min_share_pct or ns == 0:
                 continue
@@ -370,6 +375,8 @@ MATMUL_CONV = (r"(?i)gemm|matmul|mat_?mul|cutlass|cublas|nvjet|xmma|Cijk_|convol
 # GPUs whose FP64 rate is a half or a third of FP32 (data-center parts); others are 1/32-1/64.
 FULL_FP64 = r"(?i)A100|A800|H100|H200|H800|H20\b|GH200|B200|B100|GB200|V100|P100|MI\d{3}|Instinct"
 LARGE_COPY = 16 << 20
+# Under a start-up verdict, a steady state shorter than this (ms) gets no cause findings.
+STEADY_MIN_MS = 1.0
 CONTEXT_GAPS = 50  # the largest gaps of a cause whose host context is read for the fixes
 
 
