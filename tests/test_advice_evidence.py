@@ -138,3 +138,10 @@ def test_a_steady_state_of_microseconds_gets_no_cause_findings() -> None:
         ["verdict", "program", "start-up"]
     assert "the steady state is 28.8µs of GPU time: too short to judge its causes " \
         "(the causes table has them)" in report.notes
+
+
+def test_the_kernel_profiler_is_the_platforms() -> None:
+    facts = Facts(matmul_conv_pct=0.0, top_kernel="k", top_kernel_pct=100.0)
+    for api, tool in (("HIP", "(rocprof-compute)"), ("CUDA", "(Nsight Compute)")):
+        (fix,) = fixes_for("compute", Program(gpu=True, framework="PyTorch", api=api), facts)
+        assert fix.text.startswith(f"the GPU is busy: profile the top kernels {tool}")

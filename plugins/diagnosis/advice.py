@@ -204,8 +204,9 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
                            f"elementwise kernels take {_pct(f.elementwise_pct)} of compute and "
                            "the trace shows no compiled region"))
         if not out:
-            out.append(Fix("the GPU is busy: profile the top kernels (Nsight Compute / "
-                           "rocprof-compute) or reduce the work (batch size, model size)", top))
+            tool = "rocprof-compute" if p.api == "HIP" else "Nsight Compute"
+            out.append(Fix(f"the GPU is busy: profile the top kernels ({tool}) or reduce the "
+                           "work (batch size, model size)", top))
     elif p.framework == "TensorRT":
         if not p.precisions & {"fp8", "bf16/fp16"}:
             out.append(Fix("build the engine with reduced precision (trtexec --fp16, --int8 "
