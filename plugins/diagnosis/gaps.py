@@ -5,9 +5,10 @@ rule, peers.md section 2: no leading or trailing gap). Each gap is attributed to
 the host call that launched the work ending it (HTA's host-wait / kernel-wait split,
 refined):
 
-- ``queued``: that work was launched before the GPU went idle, or its launch call returned
-  within the first half of the gap, so the host was late for less than half of it (a
-  cross-stream dependency, a wait on an event, or launch latency held the work);
+- ``queued``: that work was launched before the GPU went idle, so the host was not late (a
+  cross-stream dependency or launch latency held it); or, where the gap would be ``cpu``,
+  its launch call returned within the first half of the gap, so the host was late for less
+  than half of it (a dependency or a wait on an event held the work);
 - ``sync``: a synchronizing call (device/stream/event synchronize, a synchronous copy,
   ``aten::item``) of the launching process returned inside the gap after blocking the host
   for at least half as long as the gap: the host waited for the GPU to drain, then the GPU
@@ -121,12 +122,12 @@ def device_gaps(activity: Activity, timeline: DeviceTimeline, launch_gap_ns: int
     synced = returned & (waited * 2 >= hi - lo)
     prev = calls.prev_launch_end[c] if len(calls.start) else np.full(len(lo), -1)
     back_to_back = (prev >= 0) & (launched - prev <= launch_gap_ns)
-    # Work launched before the gap, or whose launch returned in the gap's first half, was
-    # waiting on the GPU side (a dependency, a queue) for most of the gap: the host was not late.
+    # Host work would be the cause, but the launch returned in the gap's first half: the work
+    # then waited on the GPU side (a dependency, a queue) for most of the gap.
     returned_early = (calls.end[c] - lo) * 2 <= hi - lo if len(calls.start) else launched <= lo
     cause[known] = np.select(
-        [(launched <= lo) | returned_early, synced, back_to_back],
-        [QUEUED, SYNC, LAUNCH], CPU)[known]
+        [launched <= lo, synced, back_to_back, returned_early],
+        [QUEUED, SYNC, LAUNCH, QUEUED], CPU)[known]
     init = startup_calls(activity)
     if init is not None and len(lo):
         sel = init[0] == work.source_code
