@@ -320,7 +320,8 @@ def test_a_plugin_adds_a_report_format(tmp_path):
     assert lines[:3] == [f"# {GPU_TRACE} (305 events)",
                          "- bottleneck: verdict: compute, 100.0% of GPU time",
                          "- bottleneck: program: PyTorch inference (eager)"]
-    assert len(lines) == 1 + len(done.reports[0].findings) == 5
+    # verdict, program, compute (no "grid too small": 128 blocks on 132 SMs leave 3% idle)
+    assert len(lines) == 1 + len(done.reports[0].findings) == 4
     with pytest.raises(UnknownFormatError, match=(
             r"^no report format 'xml' \(formats: text, json, csv, html, markdown\)$")):
         analyze_report([GPU_TRACE], format="xml", registry=registry)
