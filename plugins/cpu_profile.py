@@ -32,6 +32,7 @@ from tracekit.toolkit import (
     event_base,
     format_ns,
     idle_rows,
+    is_in,
     is_kernel,
     matches,
     percent,
@@ -62,10 +63,20 @@ TRIVIAL_CXX_CALLS = re.compile(
     r"|::begin\(\)|::end\(\)|::get\(|::forward<|::move<|::min<|::max<|::_M_\w+\(")
 TIME_BASES = ("cpu-clock", "task-clock", "cycles", "cpu-cycles", "ref-cycles")
 UNKNOWN = ("[unknown]", "[Unknown]", "")
+# Under this many busy samples no function is named the one to optimize first: a share of
+# fewer samples is too rough to rank (±10 points at 50%).
+MIN_RANK_SAMPLES = 100
+# A serial stretch (one thread running while its process's workers do not) over this share
+# of the profile's wall time is the wall-clock lever: its finding comes before CPU share.
+SERIAL_LEVER_PCT = 50.0
 # OpenMP runtimes waiting: barriers, flag polling, pause/yield loops (Intel/LLVM and GNU).
 OPENMP_WAIT = re.compile(r"__kmp_(wait|barrier|fork_barrier|join_barrier|yield|hyper_barrier"
                          r"|x86_pause|execute_tasks|suspend)|kmp_(basic_)?flag|GOMP_barrier"
                          r"|gomp_(barrier|team_barrier)_wait|do_spin|gomp_mutex_lock_slow")
+# Training: autograd's backward pass or an optimizer step (as diagnosis/program.py's rule).
+TRAINING = re.compile(r"autograd::engine|Backward\d*$|^Optimizer\.(step|zero_grad)|"
+                      r"^## backward ##$|reducer::|\.backward$|^torch\.optim\.")
+SMALL_OP_NS = 20_000  # top-level ops averaging less: per-op dispatch overhead dominates
 MATMUL_OPS = re.compile(r"aten::(addmm|mm|bmm|matmul|linear|conv\w*|_convolution|baddbmm"
                         r"|mkldnn_\w+|einsum)$")
 KERNEL_HINTS = (
@@ -266,18 +277,18 @@ class CpuAnalyzer(tracekit.Analyzer):
         top = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
         function_rows = _group_by(rows) in (None, "Function", "Function Stack",
                                              "Source Function", "Function / Call Stack")
+        serial = _serial_thread(rows, prof, aggregate)
+        # A serial stretch over most of the wall time is the lever: it comes before CPU share.
+        lever = serial if serial and serial.evidence["serial_pct"] >= SERIAL_LEVER_PCT else None
+        if lever:
+            out.append(lever)
+        n_busy = int(prof.rows_busy.sum()) if prof.rows_busy is not None else 0
         if top and busy and top[1] / busy >= 0.2 and not debug and function_rows and (
                 aggregate or base in TIME_BASES):
-            (fn, mod), w = top
-            out.append(Finding(
-                "info", f"One function takes {percent(w, busy)}% of busy time: "
-                f"{short_name(fn, 80)}",
-                {"function": fn, "module": mod or None, "self_pct": percent(w, busy)},
-                f"Optimize {short_name(fn, 60)} first ({mod or 'unknown module'}): its "
-                "algorithm, its memory access, or how often it is called (see the paths)."))
+            out.append(_too_few_to_rank(top, busy, n_busy) if not aggregate
+                       and n_busy < MIN_RANK_SAMPLES else _top_function(top, busy, lever))
         out.extend(_vtune_findings(rows, prof))
-        serial = _serial_thread(rows, prof, aggregate)
-        if serial:
+        if serial and not lever:
             out.append(serial)
         return out
 
@@ -339,9 +350,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         ops = ev.filter(equals(ev["category"], "host.op")).select(
             ["name", "ts_ns", "dur_ns", "pid", "tid"])
         ops = ops.filter(pc.and_(pc.is_valid(ops["ts_ns"]), pc.is_valid(ops["dur_ns"])))
-        self_ns = op_self_times(ops)
+        self_ns, top_level = _nesting(ops)
         by = _by_name(ops, self_ns)
-        ranked, calls = by.ranked, by.calls
+        ranked = by.ranked
         total_self = float(self_ns.sum())
         start = pc.min(ev["ts_ns"]).as_py()
         end = pc.max(pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))).as_py()
@@ -362,7 +373,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         if ranked:
             title += f"; top op {ranked[0][0]} {evidence['top_op_pct']}%"
         report.findings.append(Finding("info", title, evidence))
-        report.findings.extend(_op_findings(ranked, calls, total_self, span, threads))
+        durations = ops["dur_ns"].to_numpy(zero_copy_only=False)[top_level]
+        report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
+                                            _training(ev)))
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
 
@@ -478,10 +491,17 @@ def _threads(rows: pa.Table) -> int:
 def op_self_times(ops: pa.Table) -> np.ndarray:
     """Per op: its duration minus the durations of the ops directly nested in it on the same
     thread (an op inside another starts at or after it and ends at or before its end)."""
+    return _nesting(ops)[0]
+
+
+def _nesting(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Per op: its self time (``op_self_times``), and whether it is top-level: no op on the
+    same thread encloses it."""
     n = ops.num_rows
     out = ops["dur_ns"].to_numpy(zero_copy_only=False).astype(np.float64)
+    top = np.ones(n, dtype=bool)
     if not n:
-        return out
+        return out, top
     ts = ops["ts_ns"].to_numpy(zero_copy_only=False)
     dur = ops["dur_ns"].to_numpy(zero_copy_only=False)
     pid = pc.fill_null(ops["pid"], -1).to_numpy(zero_copy_only=False)
@@ -499,25 +519,45 @@ def op_self_times(ops: pa.Table) -> np.ndarray:
             stack.pop()
         if stack and end <= ts[stack[-1]] + dur[stack[-1]]:
             out[stack[-1]] -= dur[i]
+            top[i] = False
         stack.append(i)
-    return np.maximum(out, 0.0)
+    return np.maximum(out, 0.0), top
 
 
-def _op_findings(ranked: list[tuple[str, float]], calls: dict[str, int], total: float,
-                 span: int, threads: int) -> list[Finding]:
+def _training(events: pa.Table) -> str | None:
+    """The first host op or range that shows training (autograd's backward pass, an
+    optimizer step: the diagnosis' rule, diagnosis/program.py), else None: inference."""
+    host = events.filter(is_in(events["category"], ["host.op", "host.annotation",
+                                                    "host.python"]))["name"]
+    hit = pc.index(matches(host, TRAINING.pattern), True).as_py() if len(host) else -1
+    return None if hit < 0 else str(host[hit].as_py())
+
+
+def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: float,
+                 span: int, threads: int, training: str | None) -> list[Finding]:
+    """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
+    (``top_level``: ops no other op on their thread encloses, the calls the program made).
+
+    - Many small ops: top-level ops average under ``SMALL_OP_NS``; nested ops (``as_strided``,
+      ``view``) are parts of those calls and would pull any mean down. The fix names
+      ``torch.inference_mode()`` only for inference (``training`` None: no backward pass or
+      optimizer step in the trace).
+    - Matrix math ≥ 30% of op self time; ops covering under half a one-thread span."""
     out: list[Finding] = []
     if not ranked or not total:
         return out
-    n_calls = sum(calls.values())
-    mean = total / n_calls
-    if mean < 20_000:
+    mean = float(top_level.mean()) if len(top_level) else 0.0
+    if len(top_level) and mean < SMALL_OP_NS:
+        fix = ("Per-op dispatch overhead dominates tensors this small: batch more work per op "
+               "(larger batches or tensors) or fuse ops with torch.compile")
+        fix += "." if training else ", and run inference under torch.inference_mode()."
         out.append(Finding(
-            "warning", f"Many small ops: {n_calls:,} op calls averaging {format_ns(mean)} of "
-            "self time each",
-            {"calls": n_calls, "mean_self_ns": int(mean)},
-            "Per-op dispatch overhead dominates tensors this small: batch more work per op "
-            "(larger batches or tensors), fuse ops with torch.compile, or run inference under "
-            "torch.inference_mode()."))
+            "warning", f"Many small ops: {len(top_level):,} top-level op calls averaging "
+            f"{format_ns(mean)} each",
+            {"top_level_calls": len(top_level), "mean_ns": int(mean),
+             "mode": "training" if training else "inference",
+             "mode_from": short_name(training, 60) if training else
+             "no backward pass or optimizer step"}, fix))
     math = sum(s for n, s in ranked if MATMUL_OPS.match(n))
     if math / total >= 0.3:
         out.append(Finding(
@@ -557,6 +597,7 @@ class _Profile:
     thread_w: dict[tuple[int, int], float] = field(default_factory=lambda: defaultdict(float))
     paths: dict[int, float] = field(default_factory=dict)
     rows_busy: np.ndarray | None = None
+    weights: np.ndarray | None = None
     keys_of_row: list[tuple[str, str]] = field(default_factory=list)
 
     @classmethod
@@ -567,6 +608,7 @@ class _Profile:
         p.integral = bool(np.all(np.mod(weights, 1) == 0))
         busy = ~idle
         p.rows_busy = busy
+        p.weights = weights
         p.busy = float(weights[busy].sum())
         stack = pc.fill_null(rows["stack_id"], -1).to_numpy(zero_copy_only=False)
         ids, inverse = np.unique(stack[busy], return_inverse=True)
@@ -619,6 +661,43 @@ class _Profile:
             self.user += w
         else:
             self.unknown_side += w
+
+
+def _top_function(top: tuple[tuple[str, str], float], busy: float,
+                  lever: Finding | None) -> Finding:
+    """The function with the most busy self time; under a serial lever that is not it, the
+    finding names the serial function as the one to optimize first."""
+    (fn, mod), w = top
+    evidence: dict[str, Any] = {"function": fn, "module": mod or None,
+                                "self_pct": percent(w, busy)}
+    fix = (f"Optimize {short_name(fn, 60)} first ({mod or 'unknown module'}): its algorithm, "
+           "its memory access, or how often it is called (see the paths).")
+    serial_fn = lever.evidence.get("serial_function") if lever else None
+    if lever and serial_fn != fn:
+        evidence["wall_clock_lever"] = serial_fn
+        what = f"its top function there, {short_name(serial_fn, 60)}," if serial_fn else \
+            "its work"
+        fix = (f"Not the wall-clock lever: thread {lever.evidence['thread']} runs alone for "
+               f"{lever.evidence['serial_pct']}% of the profile, so optimize {what} first "
+               f"(see 'Serial critical path'), then {short_name(fn, 60)} ("
+               f"{mod or 'unknown module'}): its algorithm, its memory access, or how often "
+               "it is called.")
+    return Finding("info", f"One function takes {percent(w, busy)}% of busy time: "
+                   f"{short_name(fn, 80)}", evidence, fix)
+
+
+def _too_few_to_rank(top: tuple[tuple[str, str], float], busy: float, n: int) -> Finding:
+    """In place of the top function's finding under ``MIN_RANK_SAMPLES`` busy samples: a
+    share of a handful of samples cannot single out a function to optimize."""
+    (fn, _), w = top
+    return Finding(
+        "info", f"Too few samples to rank functions: {plural(n, 'busy sample')}, under "
+                f"{MIN_RANK_SAMPLES}",
+        {"samples": n, "min_samples": MIN_RANK_SAMPLES, "top_function": fn,
+         "top_function_pct": percent(w, busy)},
+        f"{short_name(fn, 60)}'s {percent(w, busy)}% rests on {plural(n, 'sample')}: too "
+        f"small a profile to say which function to optimize. Record longer or sample at a "
+        f"higher rate, to {MIN_RANK_SAMPLES} busy samples or more, then rank the functions.")
 
 
 def _few_samples(rows: pa.Table, prof: _Profile) -> Finding | None:
@@ -795,7 +874,10 @@ def _vtune_findings(rows: pa.Table, prof: _Profile) -> list[Finding]:
 
 def _serial_thread(rows: pa.Table, prof: _Profile, aggregate: bool) -> Finding | None:
     """Amdahl: one thread busy across the whole profile while the other threads of its
-    process are short and balanced: the serial thread bounds the speed-up."""
+    process are short and balanced: the serial thread bounds the speed-up.
+
+    Its serial stretch is its time before the first and after the last worker sample; the
+    finding names the functions with the most self time there (≥ 10% of it, at most 3)."""
     if aggregate or len(prof.thread_w) < 3 or not prof.busy:
         return None
     busy = prof.rows_busy
@@ -817,8 +899,9 @@ def _serial_thread(rows: pa.Table, prof: _Profile, aggregate: bool) -> Finding |
     np.minimum.at(lo, inv, t)
     np.maximum.at(hi, inv, t)
     n = np.bincount(inv, minlength=len(uniq))
-    spans = {(int(a), int(b)): float(h - lo_) for (a, b), lo_, h, c
-             in zip(uniq.tolist(), lo.tolist(), hi.tolist(), n.tolist(), strict=True) if c >= 2}
+    bounds = {(int(a), int(b)): (lo_, h) for (a, b), lo_, h, c
+              in zip(uniq.tolist(), lo.tolist(), hi.tolist(), n.tolist(), strict=True) if c >= 2}
+    spans = {k: h - lo_ for k, (lo_, h) in bounds.items()}
     if len(spans) < 3:
         return None
     main_key = max(spans, key=lambda k: spans[k])
@@ -833,15 +916,49 @@ def _serial_thread(rows: pa.Table, prof: _Profile, aggregate: bool) -> Finding |
     worker_w = np.mean([prof.thread_w.get(k, 0.0) for k in workers])
     if prof.thread_w.get(main_key, 0.0) < 2 * worker_w:
         return None  # a long span with few samples: a thread that waits, not serial work
-    serial = 1.0 - ws.mean() / spans[main_key]
-    return Finding(
-        "warning", f"Serial critical path: thread {main_key[1]} is busy across "
-        f"{percent(spans[main_key], span_all)}% of the profile while {len(workers)} worker "
-        f"threads run only {percent(ws.mean(), spans[main_key])}% of it",
-        {"thread": main_key[1], "workers": len(workers),
-         "worker_span_pct": percent(ws.mean(), spans[main_key])},
-        f"Amdahl's law: about {percent(serial, 1)}% of the run is serial, so more workers "
-        "cannot help much; parallelize what the main thread does outside the parallel part.")
+    (main_lo, main_hi), first, last = bounds[main_key], min(bounds[k][0] for k in workers), \
+        max(bounds[k][1] for k in workers)
+    serial_pct = percent(max(0.0, first - main_lo) + max(0.0, main_hi - last), span_all)
+    rows_t = ts.astype(np.float64)
+    alone = keep & (pid == main_key[0]) & (tid == main_key[1]) & ((rows_t < first)
+                                                                 | (rows_t > last))
+    functions = _self_in(rows, prof, alone)
+    stretch = sum(w for _, w in functions)
+    named = [(k, w) for k, w in functions[:3] if stretch and w >= 0.1 * stretch]
+    evidence: dict[str, Any] = {
+        "thread": main_key[1], "workers": len(workers),
+        "worker_span_pct": percent(ws.mean(), spans[main_key]), "serial_pct": serial_pct}
+    said = ", ".join(f"{short_name(k[0], 50)} {percent(w, stretch)}%" for k, w in named)
+    if named:
+        evidence["serial_function"] = named[0][0][0]
+        evidence["serial_functions"] = said
+    title = (f"Serial critical path: thread {main_key[1]} runs alone for {serial_pct}% of the "
+             "profile" + (f" (self time there: {said})" if named else "") + f" while "
+             f"{len(workers)} worker threads run only {evidence['worker_span_pct']}% of its span")
+    fix = (f"Amdahl's law: {serial_pct}% of the wall time is serial, so more workers or faster "
+           "parallel code cannot help much; ")
+    fix += (f"speed up or parallelize {short_name(named[0][0][0], 60)} first: it is the "
+            "wall-clock lever." if named else
+            "parallelize what the main thread does outside the parallel part.")
+    return Finding("warning", title, evidence, fix)
+
+
+def _self_in(rows: pa.Table, prof: _Profile, mask: np.ndarray
+             ) -> list[tuple[tuple[str, str], float]]:
+    """Self weight per leaf function (name, module) of the rows in ``mask``, most first."""
+    weights = prof.weights if prof.weights is not None else np.ones(rows.num_rows)
+    stack = pc.fill_null(rows["stack_id"], -1).to_numpy(zero_copy_only=False)
+    ids, inverse = np.unique(stack[mask], return_inverse=True)
+    per = np.bincount(inverse.reshape(-1), weights=weights[mask], minlength=len(ids))
+    out: dict[tuple[str, str], float] = defaultdict(float)
+    for sid, w in zip(ids.tolist(), per.tolist(), strict=True):
+        frames = prof.tree.frames(sid) if sid >= 0 else []
+        if frames:
+            out[(demangle(prof.tree.names[frames[-1]]), prof.tree.modules[frames[-1]] or "")] += w
+    names = rows["name"].cast(pa.string())
+    for i in np.flatnonzero(mask & (stack < 0)).tolist():  # rows without a stack
+        out[(demangle(str(names[i].as_py())), "")] += float(weights[i])
+    return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _leafward(names: list[str], keep: int = 6) -> list[str]:

@@ -1,0 +1,206 @@
+"""The ``cpu`` analyzer's choice of what to fix first: the serial stretch as the wall-clock
+lever, no function ranked from fewer than 100 samples, and PyTorch advice for the trace's mode
+(training or inference) with "many small ops" judged on top-level ops. Expected values are
+computed here from the fixtures' text or from synthetic inputs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+
+import pytest
+from helpers import FIXTURES, shared_path
+from test_hotspots import cpu_report, perf_samples
+from tracekit.plugins.cpu_profile import MIN_RANK_SAMPLES, SERIAL_LEVER_PCT
+from tracekit.report import percent
+
+
+def _titled(report, start):
+    return [f for f in report.findings if f.title.startswith(start)]
+
+
+def _perf_text(samples: list[tuple[int, float, str]]) -> str:
+    """perf script text of cpu-clock samples (tid, time in s, leaf function), pid 1, 1 ms."""
+    return "".join(f"app 1/{tid} {t:.6f}:    1000000 cpu-clock:\n"
+                   f"\t 1 {fn} (/app)\n\t 2 main (/app)\n\n" for tid, t, fn in samples)
+
+
+# --- the serial stretch ---------------------------------------------------------------------
+
+def test_the_serial_stretch_names_func2_and_comes_before_cpu_share():
+    """haandfeng aarch64: 16 workers run func1 for the first ~20% of the run, then the main
+    thread runs func2 alone to the end: func2 is the lever though func1 has 79% of CPU time."""
+    path = shared_path("perf-script", "haandfeng_aarch64", "out.perf")
+    samples = perf_samples(path)
+    assert {s["event"] for s in samples} == {"cycles"}
+    spans: dict[int, list[float]] = {}
+    for s in samples:  # perf-exec before the exec is another process of the same tid
+        if s["comm"] == "multi":
+            spans.setdefault(s["tid"], []).append(s["time"])
+    main = max(spans, key=lambda t: max(spans[t]) - min(spans[t]))
+    first = min(min(v) for t, v in spans.items() if t != main)
+    last = max(max(v) for t, v in spans.items() if t != main)
+    times = [s["time"] for s in samples]
+    alone = (first - min(spans[main])) + (max(spans[main]) - last)
+    stretch: Counter = Counter()
+    for s in samples:
+        if s["comm"] == "multi" and s["tid"] == main and not first <= s["time"] <= last:
+            stretch[s["frames"][0][0]] += s["period"]
+    assert stretch.most_common(1)[0][0] == "func2"
+
+    report = cpu_report(path)
+    titles = [f.title for f in report.findings]
+    [serial] = _titled(report, "Serial critical path")
+    [top] = _titled(report, "One function")
+    assert titles.index(serial.title) < titles.index(top.title)
+    assert serial.evidence["serial_pct"] == pytest.approx(
+        percent(alone, max(times) - min(times)), abs=0.1)
+    assert serial.evidence["serial_pct"] == 78.5 >= SERIAL_LEVER_PCT
+    assert serial.evidence["serial_function"] == "func2"
+    assert serial.evidence["serial_functions"] == (
+        f"func2 {percent(stretch['func2'], sum(stretch.values()))}%")
+    assert serial.title == ("Serial critical path: thread 1504868 runs alone for 78.5% of the "
+                            "profile (self time there: func2 99.1%) while 16 worker threads "
+                            "run only 19.5% of its span")
+    assert "parallelize func2 first" in serial.suggestion
+    assert top.evidence["function"] == "func1" and top.evidence["wall_clock_lever"] == "func2"
+    assert top.suggestion.startswith("Not the wall-clock lever: thread 1504868 runs alone for "
+                                     "78.5% of the profile, so optimize its top function there, "
+                                     "func2, first")
+    assert not any("Optimize func1 first" in f.suggestion for f in report.findings)
+
+
+def _workers_then_serial(tmp_path, worker_windows: list[tuple[int, int]]):
+    """Main thread (tid 10) busy 0..100 ms, in ``setup`` while workers run and ``reduce``
+    after; each worker (tid 11...) runs ``work`` once a ms in its window [a, b] ms."""
+    last = max(b for _, b in worker_windows)
+    samples = [(10, 1 + ms / 1000, "setup" if ms <= last else "reduce") for ms in range(101)]
+    for i, (a, b) in enumerate(worker_windows):
+        samples += [(11 + i, 1 + ms / 1000, "work") for ms in range(a, b + 1)]
+    path = tmp_path / "serial.perf"
+    path.write_text(_perf_text(sorted(samples, key=lambda s: s[1])))
+    return cpu_report(path)
+
+
+def test_a_serial_stretch_over_half_the_run_is_the_lever(tmp_path):
+    # 8 workers over 0..20 ms: 168 samples of work, 80 of reduce alone after them.
+    report = _workers_then_serial(tmp_path, [(0, 20)] * 8)
+    [serial] = _titled(report, "Serial critical path")
+    [top] = _titled(report, "One function")
+    assert serial.evidence == {"thread": 10, "workers": 8, "worker_span_pct": 20.0,
+                               "serial_pct": 80.0, "serial_function": "reduce",
+                               "serial_functions": "reduce 100.0%"}
+    assert report.findings.index(serial) < report.findings.index(top)
+    assert top.evidence == {"function": "work", "module": "/app",
+                            "self_pct": percent(8 * 21, 8 * 21 + 101),
+                            "wall_clock_lever": "reduce"}
+    assert "optimize its top function there, reduce, first" in top.suggestion
+
+
+def test_a_serial_stretch_under_half_the_run_stays_after_cpu_share(tmp_path):
+    # Two waves of workers, 0..30 and 25..55 ms: the main thread is alone for 45 ms of 100.
+    report = _workers_then_serial(tmp_path, [(0, 30)] * 4 + [(25, 55)] * 4)
+    [serial] = _titled(report, "Serial critical path")
+    [top] = _titled(report, "One function")
+    assert serial.evidence["serial_pct"] == 45.0 < SERIAL_LEVER_PCT
+    assert serial.evidence["serial_function"] == "reduce"
+    assert report.findings[-1] is serial
+    assert top.evidence == {"function": "work", "module": "/app",
+                            "self_pct": percent(8 * 31, 8 * 31 + 101)}
+    assert top.suggestion.startswith("Optimize work first (/app)")
+
+
+# --- too few samples to rank ------------------------------------------------------------------
+
+@pytest.mark.parametrize("parts,n,fn,pct", [
+    (("perf-script", "inferno", "single-line-stacks.txt"), 1, "_dl_start", 100.0),
+    (("perf-script", "inferno", "versioned-vmlinux.txt"), 1,
+     "bpf_prog_2b956549c660136a_uni_l4lb", 100.0),
+    (("perf-script", "inferno", "go-stacks.txt"), 5, "runtime.growslice", 40.0),
+])
+def test_too_few_samples_rank_no_function(parts, n, fn, pct):
+    report = cpu_report(shared_path(*parts))
+    assert not _titled(report, "One function")
+    assert not any(" first (" in f.suggestion for f in report.findings)
+    [few] = _titled(report, "Too few samples to rank functions")
+    assert few.title == (f"Too few samples to rank functions: {n} busy "
+                         f"sample{'s' if n > 1 else ''}, under 100")
+    assert few.evidence == {"samples": n, "min_samples": 100, "top_function": fn,
+                            "top_function_pct": pct}
+
+
+@pytest.mark.parametrize("n,ranked", [(MIN_RANK_SAMPLES - 1, False), (MIN_RANK_SAMPLES, True)])
+def test_the_minimum_sample_count_to_rank(tmp_path, n, ranked):
+    path = tmp_path / "few.perf"
+    path.write_text(_perf_text([(1, 1 + i / 1000, "hot" if i % 2 else "cold")
+                                for i in range(n)]))
+    report = cpu_report(path)
+    assert bool(_titled(report, "One function")) is ranked
+    assert bool(_titled(report, "Too few samples")) is not ranked
+
+
+def test_aggregate_rows_are_ranked_whatever_their_count():
+    report = cpu_report(shared_path("vtune-csv", "vtune-plot", "advanced-hotspots.csv"))
+    assert [f.evidence["function"] for f in _titled(report, "One function")] == [
+        "[Loop at line 4015 in gwce_new]"]
+
+
+# --- PyTorch host ops: mode and top-level ops -------------------------------------------------
+
+def test_training_trace_gets_no_inference_advice():
+    path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        ops = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "cpu_op"]
+    # Top-level: no op on the same thread starts at or before it and ends at or after its end.
+    top = [e for e in ops if not any(
+        o is not e and o["tid"] == e["tid"] and o["ts"] <= e["ts"]
+        and e["ts"] + e["dur"] <= o["ts"] + o["dur"] and (o["ts"], -o["dur"]) < (e["ts"], -e["dur"])
+        for o in ops)]
+    mean_ns = sum(e["dur"] for e in top) / len(top) * 1000
+    assert (len(top), round(mean_ns)) == (60, 16809)
+    report = cpu_report(path)
+    [small] = _titled(report, "Many small ops")
+    assert small.title == "Many small ops: 60 top-level op calls averaging 16.8µs each"
+    assert small.evidence == {"top_level_calls": 60, "mean_ns": int(mean_ns), "mode": "training",
+                              "mode_from": small.evidence["mode_from"]}
+    assert small.evidence["mode_from"].startswith(("Optimizer.", "autograd::engine"))
+    assert not any("inference_mode" in f.suggestion for f in report.findings)
+    assert "torch.compile" in small.suggestion
+
+
+def _ops_trace(tmp_path, nested_us: float, top_us: int, names=("aten::linear",)):
+    """3 top-level ops per name, each holding 50 nested ``as_strided`` of ``nested_us``."""
+    events = []
+    for k, name in enumerate(names):
+        for i in range(3):
+            ts = (k * 3 + i) * (top_us + 10)
+            events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1,
+                           "ts": ts, "dur": top_us})
+            events += [{"ph": "X", "cat": "cpu_op", "name": "aten::as_strided", "pid": 1,
+                        "tid": 1, "ts": ts + 1 + j * nested_us, "dur": nested_us / 2}
+                       for j in range(50)]
+    path = tmp_path / "ops.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return cpu_report(path)
+
+
+def test_many_small_ops_judges_top_level_ops(tmp_path):
+    # 153 ops averaging 1.8 µs of self time, but the 3 calls made take 90 µs each: not small.
+    report = _ops_trace(tmp_path, 1.0, 90)
+    assert report.findings[0].evidence["ops"] == 153
+    assert not _titled(report, "Many small ops")
+    # 3 top-level calls of 10 µs: small, and an inference trace gets inference_mode.
+    report = _ops_trace(tmp_path, 0.1, 10)
+    [small] = _titled(report, "Many small ops")
+    assert small.evidence == {"top_level_calls": 3, "mean_ns": 10_000, "mode": "inference",
+                              "mode_from": "no backward pass or optimizer step"}
+    assert small.suggestion.endswith("and run inference under torch.inference_mode().")
+
+
+def test_a_backward_op_makes_the_trace_training(tmp_path):
+    report = _ops_trace(tmp_path, 0.1, 10, names=("aten::linear", "AddmmBackward0"))
+    [small] = _titled(report, "Many small ops")
+    assert small.evidence["mode"] == "training"
+    assert small.evidence["mode_from"] == "AddmmBackward0"
+    assert "inference_mode" not in small.suggestion
