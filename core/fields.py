@@ -45,6 +45,9 @@ FIELD_PREFIX = "field "
 #: A per-row mask (True where a writer holds the column in a field of its own) or one bool.
 Mask = np.ndarray | bool
 
+# Most runs of kept rows :func:`keep_writable` returns as slices rather than filtering.
+_MAX_RUNS = 64
+
 
 def keep_writable(events: pa.Table, checks: Iterable[tuple[Any, str]],
                   skipped: Counter[str]) -> pa.Table:
@@ -57,8 +60,19 @@ def keep_writable(events: pa.Table, checks: Iterable[tuple[Any, str]],
         if count:
             skipped[reason] += count
         keep = pc.and_(keep, pc.invert(mask))
-    # Filtering copies every column: only do it when something is left out.
-    return events if pc.all(keep).as_py() else events.filter(keep)
+    if pc.all(keep).as_py():
+        return events
+    # Filtering copies every column (0.3 s for 1M nsys rows to drop 4): where the kept rows
+    # form a few runs, slices of them share the buffers instead.
+    edges = np.flatnonzero(np.diff(np.concatenate(
+        ([False], keep.to_numpy(zero_copy_only=False), [False])).view(np.int8)))
+    starts, stops = edges[::2], edges[1::2]
+    if len(starts) > _MAX_RUNS:
+        return events.filter(keep)
+    if not len(starts):
+        return events.slice(0, 0)
+    return pa.concat_tables([events.slice(a, b - a)
+                             for a, b in zip(starts.tolist(), stops.tolist(), strict=True)])
 
 
 def field_skip(column: str, why: str) -> str:
@@ -124,6 +138,7 @@ def carry(events: pa.Table, native: Mapping[str, Mask], *, allowed: Mask = True,
     """
     n = events.num_rows
     allowed_rows = _mask(allowed, n)
+    barred = ~allowed_rows
     out = Carried()
     for name in TYPED_COLUMNS:
         column = events[name]
@@ -147,11 +162,14 @@ def carry(events: pa.Table, native: Mapping[str, Mask], *, allowed: Mask = True,
         if odd.any():
             out.skipped[field_skip(name, "NaN or infinite (JSON has no such number)")] += \
                 int(odd.sum())
-        lost = want & ~allowed_rows
+        lost = want & barred
         if lost.any():
             out.skipped[field_skip(name, why_not)] += int(lost.sum())
         keep = want & allowed_rows
-        if keep.any():
+        kept = int(np.count_nonzero(keep))
+        if kept and kept == n - text.null_count:
+            out.keys[name] = text  # already null on every other row
+        elif kept:
             out.keys[name] = pc.if_else(pa.array(keep), text, pa.scalar(None, text.type))
     return out
 
