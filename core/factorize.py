@@ -5,6 +5,11 @@ or 2-D array of them (``np.unique(axis=1)`` on millions of rows copies and sorts
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Rows of a column sampled to guess whether hashing it beats sorting it.
+_SAMPLE = 4096
 
 
 def factorize(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -15,12 +20,44 @@ def factorize(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """
     n = len(columns[0]) if columns else 0
     code = np.zeros(n, dtype=np.int64)
-    for column in columns:
-        values, inverse = np.unique(column, return_inverse=True)
-        code = code * len(values) + inverse.reshape(-1)
-        # Keep the codes dense so that the next multiplication cannot overflow.
-        code = np.unique(code, return_inverse=True)[1].reshape(-1)
+    for i, column in enumerate(columns):
+        values, inverse = _unique_inverse(np.asarray(column))
+        code = code * len(values) + inverse
+        if i:
+            # Keep the codes dense so that the next multiplication cannot overflow (the first
+            # column's are dense already).
+            code = _unique_inverse(code)[1]
     distinct = int(code.max()) + 1 if n else 0
     first = np.empty(distinct, dtype=np.int64)
     first[code[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
     return code, [np.asarray(column)[first] for column in columns]
+
+
+def _unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of a 1-D array, the inverse as int64.
+
+    Integers spanning at most about twice as many values as there are rows are counted in
+    place, and integers with few distinct values are hashed (Arrow's ``dictionary_encode``)
+    and only the distinct ones sorted: both instead of sorting every row.
+    """
+    n = len(values)
+    if values.dtype.kind not in "biu" or not n:
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return distinct, inverse.reshape(-1).astype(np.int64, copy=False)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo <= 2 * n + _SAMPLE and hi < 2**63:
+        offset = values.astype(np.int64) - lo
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[offset] = True
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        return (np.flatnonzero(present) + lo).astype(values.dtype), rank[offset]
+    if len(np.unique(values[::max(n // _SAMPLE, 1)])) > _SAMPLE // 4:
+        # Mostly distinct: hashing then sorting the distinct values costs more than a sort.
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return distinct, inverse.reshape(-1).astype(np.int64, copy=False)
+    encoded = pc.dictionary_encode(pa.array(values))
+    distinct = encoded.dictionary.to_numpy(zero_copy_only=False)
+    order = np.argsort(distinct)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    return distinct[order], rank[encoded.indices.to_numpy(zero_copy_only=False)]
