@@ -56,8 +56,7 @@ def _timing(t: pa.Table) -> Columns:
 
 
 def _constant(n: int, value: str) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.array([0] * n, type=pa.int32()) if n else
-                                          pa.array([], pa.int32()), [value])
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), [value])
 
 
 def _device(t: pa.Table, category: str) -> Columns:
