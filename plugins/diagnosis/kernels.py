@@ -4,8 +4,11 @@ Per device and launch configuration (kernel name, grid blocks, threads per block
 thread, shared memory per block), with the device's SM count (Kineto ``deviceProperties``, nsys
 ``TARGET_INFO_GPU``, rocprof agent info):
 
-- **grid too small**: fewer blocks than the device has SMs (CUs), so some SMs get no work;
-  the share of the device's kernel time such launches take;
+- **grid too small**: fewer blocks than the device has SMs (CUs): the launch runs in one wave
+  that leaves ``1 - blocks/SMs`` of the SMs idle, so the SM time it loses is about its time x
+  that fraction; the severity follows that lost share of the device's kernel time, not the
+  share the launches take (critical from 25 %, a warning from ``min_share_pct``), so 128
+  blocks on 132 SMs (3 % idle) is no finding; none on a device with under 1 ms of kernel time;
 - **theoretical occupancy** (NVIDIA only): resident warps per SM over the SM's maximum, where
   resident blocks per SM = min of four limits, as NVIDIA's occupancy calculator
   (``cuda_occupancy.h``, ``cudaOccMaxActiveBlocksPerMultiprocessor``) computes them:
@@ -238,8 +241,9 @@ def all_kernel_configs(trace: Trace) -> list[KernelConfigs]:
     return activity.cache["kernel_configs"]
 
 
-# "grid too small": critical when this % of the device's kernel time is idle SM time; no
-# finding on a device with less kernel time than this (ms).
+# "grid too small": critical when this % of the device's kernel time is idle SM time (filling
+# those SMs would cut the kernel time by at most this much, 1.33x); no finding on a device with
+# less kernel time than this (ms): a capture or warm-up, not a workload to tune.
 GRID_CRITICAL_PCT = 25.0
 GRID_MIN_KERNEL_MS = 1.0
 
@@ -303,11 +307,14 @@ def _alike_across_devices(found: list[tuple[str, Finding]]) -> list[Finding]:
 
 def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
     """A grid of fewer blocks than SMs runs in one wave that leaves ``1 - blocks/SMs`` of the
-    SMs idle while it runs. The finding weighs each such launch's time by that idle
-    fraction: its severity follows the SM time left idle (critical from
-    ``GRID_CRITICAL_PCT`` of the device's kernel time, a warning from ``min_share_pct``), so
-    128 blocks on 132 SMs (3 % idle) is no finding; and none is made on less than
-    ``GRID_MIN_KERNEL_MS`` of kernel time, too little to judge a device by."""
+    SMs idle while it runs: the SM time lost is about the launch's time x that fraction. The
+    severity follows the lost share of the device's kernel time, summed over such launches,
+    not the share they take: critical from ``GRID_CRITICAL_PCT`` (25 %: a full grid would cut
+    the kernel time by up to a quarter, 1.33x, one of the largest levers a trace shows), a
+    warning from ``min_share_pct`` (the analyzer's floor for any finding), else none. So 128
+    blocks on 132 SMs (3 % idle) is no finding even at 100 % of the time, and 2 blocks on 108
+    SMs is critical. No finding either on less than ``GRID_MIN_KERNEL_MS`` of kernel time on
+    the device (a graph capture or warm-up: too little to judge a device by)."""
     sms, small_ns = c.info.sm_count, small_grid_time(c)
     if not sms or not small_ns or c.kernel_time < GRID_MIN_KERNEL_MS * 1_000_000:
         return []
@@ -315,7 +322,8 @@ def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
     small = np.flatnonzero(small_grid(c))
     times = t["time"].to_numpy()[small].astype(float)
     idle_fraction = 1.0 - t["blocks"].to_numpy()[small].astype(float) / sms
-    lost = percent(float((times * idle_fraction).sum()), c.kernel_time)
+    lost_ns = float((times * idle_fraction).sum())
+    lost = percent(lost_ns, c.kernel_time)
     if lost < min_share_pct:
         return []
     share = percent(small_ns, c.kernel_time)
@@ -326,14 +334,15 @@ def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
     return [Finding(
         severity="critical" if lost >= GRID_CRITICAL_PCT else "warning",
         title=f"{c.work.label}: grid too small to fill the GPU: {short_name(name)} runs "
-              f"{blocks} block{'s' if blocks != 1 else ''} on {sms} {unit} ({idle}% of them "
-              f"idle); launches with fewer blocks than {unit} take {share}% of GPU time and "
-              f"leave {lost}% of its {unit} time idle",
+              f"{blocks} block{'s' if blocks != 1 else ''} on {sms} {unit}: {idle}% of {unit} "
+              f"idle; launches with fewer blocks than {unit} take {share}% of GPU time and "
+              f"waste {lost}% in idle {unit}",
         evidence={"kernel": name, "blocks": blocks, "sms": sms, "idle_sm_pct": idle,
                   "threads_per_block": t["threads"][top].as_py(),
                   "launches": t["count"][top].as_py(), "kernel_time_ns": t["time"][top].as_py(),
                   "small_grid_configs": len(small), "small_grid_time_ns": small_ns,
-                  "gpu_time_pct": share, "idle_sm_time_pct": lost},
+                  "gpu_time_pct": share, "idle_sm_time_ns": round(lost_ns),
+                  "idle_sm_time_pct": lost},
         suggestion=f"give each launch at least {sms} blocks (one per {unit[:-1]}, better "
                    "several): "
                    "more, smaller blocks or fewer elements per thread; size a grid-stride "
