@@ -56,7 +56,8 @@ def main() -> None:
                     "this git revision")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
-    from run import Figures, old_writer, run_step
+    from run import Figures, byte_compile, old_writer, run_step
+    byte_compile()
     from scale_nsys import scale
 
     steps = {k: v for k, v in STEPS.items() if k == BASELINE or re.search(a.steps, k)}

@@ -87,6 +87,8 @@ def old_reader(rev: str, folder: Path) -> None:
             code = subprocess.run(["git", "show", f"{rev}:plugins/perf/{name}"], cwd=repo,
                                   check=True, capture_output=True, text=True).stdout
             (package / name).write_text(code.replace("tracekit.plugins.perf.", "oldperf."))
+    from run import byte_compile
+    byte_compile(package)
 
 
 def main() -> None:
@@ -104,7 +106,8 @@ def main() -> None:
                     help="rounds of all steps, run in turn; the median of each is kept")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
-    from run import Figures, old_writer, run_step
+    from run import Figures, byte_compile, old_writer, run_step
+    byte_compile()
     from run_nsys import print_cpu
 
     steps = {k: v for k, v in STEPS.items() if k == BASELINE or re.search(a.steps, k)}

@@ -81,7 +81,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
-    from run import measure, print_results
+    from run import byte_compile, measure, print_results
+    byte_compile()
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "scaled"
