@@ -102,6 +102,7 @@ _DEVICE_KEYS = {"device": "device", "stream": "stream", "bytes": "bytes",
 _INSTANT_KEYS = {"Bytes": "Bytes", "device_type": "Device Type", "device_id": "Device Id"}
 _INSTANT_NUMBERS = {"allocated": "Total Allocated", "reserved": "Total Reserved"}
 _FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id")
+_PH, _CAT, _NAME = attrgetter("ph"), attrgetter("cat"), attrgetter("name")
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, pa.ArrowInvalid,
                   pa.ArrowTypeError, OverflowError, UnicodeDecodeError, RecursionError,
                   orjson.JSONDecodeError)
@@ -273,9 +274,9 @@ def _part(evs: list[_Event]) -> list[tuple[str | None, dict[str, Any]]]:
     slice, and the args text of the ``X`` events lies together, decoded as it is.
     """
     part: dict[str, Any] = {
-        "ph": _dictionary([e.ph for e in evs]),
-        "cat": _dictionary([e.cat for e in evs]),
-        "name": _dictionary([e.name for e in evs]),
+        "ph": _dictionary(map(_PH, evs), len(evs)),
+        "cat": _dictionary(map(_CAT, evs), len(evs)),
+        "name": _dictionary(map(_NAME, evs), len(evs)),
         "pid": _ids([e.pid for e in evs]),
         "tid": _ids([e.tid for e in evs]),
         "ts": _micros([e.ts for e in evs]),
@@ -514,8 +515,20 @@ def _instant_keys(decoded: list[_InstantArgs]) -> dict[str, pa.Array]:
     return out
 
 
-def _dictionary(values: list[str | None]) -> pa.DictionaryArray:
-    return pa.array(values, type=pa.string()).dictionary_encode()
+def _dictionary(values: Iterable[str | None], n: int) -> pa.DictionaryArray:
+    """``n`` strings coded as ``dictionary_encode`` codes them (in order of first appearance,
+    nulls null), by one dict lookup each: only the distinct ones become Arrow strings."""
+    distinct: defaultdict[str | None, int] = defaultdict(count().__next__)
+    codes = np.fromiter(map(distinct.__getitem__, values), dtype=np.int32, count=n)
+    words = list(distinct)
+    null = distinct.get(None)
+    if null is None:
+        return pa.DictionaryArray.from_arrays(codes, pa.array(words, type=pa.string()))
+    del words[null]
+    missing = codes == null
+    codes[codes > null] -= 1
+    return pa.DictionaryArray.from_arrays(pa.array(codes, mask=missing),
+                                          pa.array(words, type=pa.string()))
 
 
 def file_blocks(read: Callable[[int], bytes], size: int | None = None,
