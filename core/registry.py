@@ -215,19 +215,26 @@ def iter_entry_points(dists: Iterable[str] | None = None,
                       ) -> Iterable[tuple[str, str, metadata.EntryPoint]]:
     """Yield (distribution, version, entry point) for each ``tracekit`` entry point.
 
-    A distribution that appears twice on ``sys.path`` is seen once.
+    A distribution that appears twice on ``sys.path`` is seen once (the first). Only the
+    distributions that declare a ``tracekit`` entry point have their metadata read: reading
+    every installed distribution's (its name and version) cost 0.1-0.2 s per command in an
+    environment of 160 packages.
     """
-    seen: set[str] = set()
-    wanted = {d.lower() for d in dists} if dists is not None else None
-    for dist in metadata.distributions():
-        dist_name = (dist.metadata["Name"] or "").strip()
-        key = re.sub(r"[-_.]+", "-", dist_name).lower()
-        if not dist_name or key in seen or (wanted is not None and key not in wanted):
+    wanted = {_normalized(d) for d in dists} if dists is not None else None
+    named: dict[int, tuple[str, str]] = {}  # per distribution: its metadata, read once
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.dist is None:
             continue
-        seen.add(key)
-        for ep in dist.entry_points:
-            if ep.group == ENTRY_POINT_GROUP:
-                yield dist_name, dist.version, ep
+        if id(ep.dist) not in named:
+            meta = ep.dist.metadata
+            named[id(ep.dist)] = ((meta["Name"] or "").strip(), meta["Version"] or "")
+        dist_name, version = named[id(ep.dist)]
+        if dist_name and (wanted is None or _normalized(dist_name) in wanted):
+            yield dist_name, version, ep
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def load_registry(*, dists: Iterable[str] | None = None, extra: Iterable[object] = (),

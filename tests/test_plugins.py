@@ -218,3 +218,24 @@ def test_testing_helpers_with_builtin_components():
     assert kinds.count("slice") == sum(e.get("ph") == "X" for e in events)
     data, result = check_writer(PerfettoWriter, sample_trace())
     assert data and result.written["slices"] == 4 and result.written["flow endpoints"] == 2
+
+
+def _dist_info(root: Path, name: str, version: str, entry_points: str) -> None:
+    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+def test_entry_points_come_once_per_distribution_first_on_the_path(tmp_path, monkeypatch):
+    # The same distribution on sys.path twice (an older copy after the first): its entry
+    # points come once, with the first copy's version; a distribution without a tracekit
+    # entry point is not listed; ``dists`` compares names normalized (PEP 503).
+    _dist_info(tmp_path / "a", "tk-dup", "2.0", "[tracekit]\nfirst = tk_dup.first\n")
+    _dist_info(tmp_path / "b", "tk-dup", "1.0", "[tracekit]\nold = tk_dup.old\n")
+    _dist_info(tmp_path / "a", "tk-other", "1.0", "[console_scripts]\nx = tk_other:main\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "b"))
+    monkeypatch.syspath_prepend(str(tmp_path / "a"))
+    found = [(d, v, ep.name) for d, v, ep in iter_entry_points({"TK_Dup", "tk-other"})]
+    assert found == [("tk-dup", "2.0", "first")]
+    assert ("tk-dup", "2.0", "first") in [(d, v, ep.name) for d, v, ep in iter_entry_points()]
