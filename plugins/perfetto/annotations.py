@@ -44,6 +44,7 @@ _DOUBLE = struct.Struct("<d").pack
 # TrackEvent.debug_annotations is field 4, length-delimited.
 _BOOL, _INT, _DOUBLE_TAG, _STRING, _ANNOTATION = b"\x10", b"\x20", b"\x29", b"\x32", b"\x22"
 _CACHE_LIMIT = 200_000
+_CACHED_TEXT = 4096  # longer nested texts are encoded each time, not kept
 
 
 def _varint(n: int) -> bytes:
@@ -171,6 +172,8 @@ class AnnotationEncoder:
         self._heads: dict[str, bytes] = {}
         self._fresh: list[tuple[int, str]] = []
         self._pairs: dict[tuple[str, Any], bytes] = {}
+        # Nested values' texts (such as a kernel's "grid"), encoded: they repeat across chunks.
+        self._nested: dict[str, bytes | None] = {}
 
     def columns(self, rows: ArgRows, skipped: Counter[str]) -> Annotations:
         """The annotations of each row: its args with the carried keys added by the rule of
@@ -184,9 +187,10 @@ class AnnotationEncoder:
         code_of = {k: i for i, k in enumerate(names)}
         # Where a key's quoted name can stand other than as a top-level key: in a string
         # value, or in a nested one (texts with escapes are slow already).
-        texts = _naming(found.values, found.row, list(rows.keys))
-        pairs = _PairParts()
-        pairs.add_texts(found.row, found.key, found.values)
+        first = _first_bytes(found.values)
+        texts = _naming(found.values, found.row, list(rows.keys), first)
+        pairs = _PairParts(self._nested)
+        pairs.add_texts(found.row, found.key, found.values, first)
         for key, (have, values) in rows.keys.items():
             add = np.ones(len(have), dtype=bool)
             code = code_of.get(key)
@@ -365,7 +369,8 @@ class _PairParts:
     """The (key, value) pairs of a chunk, added part by part: values as JSON text (parsed
     here) or typed (carried columns: integers as they are, strings without JSON's quoting)."""
 
-    def __init__(self) -> None:
+    def __init__(self, known: dict[str, bytes | None] | None = None) -> None:
+        self._known = {} if known is None else known  # nested texts encoded (None: bad)
         self._cols: list[tuple[np.ndarray, ...]] = []
         self._sources: list[pa.LargeStringArray] = []  # string contents are taken from these
         self._source_at: list[np.ndarray] = []  # per pair: its text in the sources, or -1
@@ -375,9 +380,11 @@ class _PairParts:
         self._source_size = 0
 
     def add_texts(self, row: np.ndarray, code: np.ndarray | int,
-                  texts: pa.LargeStringArray) -> None:
-        """Pairs whose values are JSON texts."""
-        values = value_kinds(texts)
+                  texts: pa.LargeStringArray, first: np.ndarray | None = None) -> None:
+        """Pairs whose values are JSON texts (``first``: their first bytes, if known)."""
+        if first is None:
+            first = _first_bytes(texts)
+        values = value_kinds(texts, first)
         nested_at = np.zeros(len(texts), dtype=np.int64)
         nested = values.kind == NESTED
         if nested.any():  # one orjson parse and encoding per distinct text
@@ -385,15 +392,22 @@ class _PairParts:
             codes = distinct.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             bad = np.zeros(len(distinct.dictionary), dtype=bool)
             base = len(self._nested)
+            known = self._known
             for j, text in enumerate(distinct.dictionary.to_pylist()):
-                try:
-                    self._nested.append(_value(orjson.loads(text)))
-                except orjson.JSONDecodeError:
-                    self._nested.append(b"")
-                    bad[j] = True
+                if text in known:
+                    encoded = known[text]
+                else:
+                    try:
+                        encoded = _value(orjson.loads(text))
+                    except orjson.JSONDecodeError:
+                        encoded = None
+                    if len(known) < _CACHE_LIMIT and len(text) <= _CACHED_TEXT:
+                        known[text] = encoded
+                self._nested.append(b"" if encoded is None else encoded)
+                bad[j] = encoded is None
             nested_at[nested] = codes + base
             values.odd[nested] |= bad[codes]
-        quoted = _first_bytes(texts) == ord('"')
+        quoted = first == ord('"')
         self._add(row, code, (values.kind, values.ints, values.floats, values.odd), texts,
                   quoted, nested_at)
 
@@ -454,7 +468,16 @@ class _PairParts:
 
     def nested(self, order: np.ndarray) -> Blob:
         """The encoded nested values of the pairs ``order`` (empty for the others)."""
-        return Blob.from_list(self._nested).take(np.concatenate(self._nested_at)[order])
+        at = np.concatenate(self._nested_at)[order]
+        some = np.flatnonzero(at)  # most pairs hold none: only these are gathered
+        offsets = np.zeros(len(order) + 1, dtype=np.int64)
+        if not len(some):
+            return Blob(offsets, np.zeros(0, dtype=np.uint8))
+        found = Blob.from_list(self._nested).take(at[some])
+        sizes = np.zeros(len(order), dtype=np.int64)
+        sizes[some] = found.sizes
+        np.cumsum(sizes, out=offsets[1:])
+        return Blob(offsets, found.data)
 
 
 def _json_text(values: pa.Array) -> pa.LargeStringArray:
@@ -474,10 +497,10 @@ def _first_bytes(values: pa.Array) -> np.ndarray:
     return first
 
 
-def _naming(values: pa.LargeStringArray, rows: np.ndarray,
-            keys: list[str]) -> dict[str, np.ndarray]:
-    """Per key the rows of the string and nested ``values`` that hold its quoted name."""
-    first = _first_bytes(values)
+def _naming(values: pa.LargeStringArray, rows: np.ndarray, keys: list[str],
+            first: np.ndarray) -> dict[str, np.ndarray]:
+    """Per key the rows of the string and nested ``values`` (``first``: their first bytes)
+    that hold its quoted name."""
     texts = np.flatnonzero((first == ord('"')) | (first == ord("[")) | (first == ord("{")))
     if not len(texts) or not keys:
         return {}

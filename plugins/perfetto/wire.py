@@ -49,10 +49,13 @@ def _write_varints(out: np.ndarray, pos: np.ndarray, values: np.ndarray,
     pos = pos + k
     while len(v):
         more = size > k + 1
-        out[pos] = ((v & np.uint64(0x7F)) | (more.astype(np.uint64) << np.uint64(7))) \
-            .astype(np.uint8)
+        byte = v.astype(np.uint8)  # the low byte, as one uint8 pass
+        byte &= 0x7F
+        byte |= more.view(np.uint8) << 7
+        out[pos] = byte
         if not more.all():  # only the values still longer than k + 1 bytes go on
-            v, pos, size = v[more], pos[more], size[more]
+            keep = np.flatnonzero(more)  # indices gather faster than a mask
+            v, pos, size = v[keep], pos[keep], size[keep]
         v = v >> np.uint64(7)
         pos = pos + 1
         k += 1
@@ -268,15 +271,17 @@ class MessageColumns:
         for (tag, kind, values, present), (size, aux) in zip(self._fields, self._sizes[1],
                                                                 strict=True):
             here = live if present is None else (present if live is None else live & present)
-            p = pos if here is None else pos[here]
+            # The messages that have the field, as indices: they gather faster than a mask.
+            at = None if here is None else np.flatnonzero(here)
+            p = pos if at is None else pos[at]
             if kind != "repeated":  # a repeated field tags each of its items
                 _write_bytes(out, p, tag)
                 p = p + len(tag)
             if kind == "varint":
-                _write_varints(out, p, values if here is None else values[here],
-                               aux if here is None else aux[here])
+                _write_varints(out, p, values if at is None else values[at],
+                               aux if at is None else aux[at])
             elif kind == "fixed64":
-                v = values if here is None else values[here]
+                v = values if at is None else values[at]
                 b = np.ascontiguousarray(v, dtype="<u8").view(np.uint8).reshape(-1, 8)
                 for k in range(8):
                     out[p + k] = b[:, k]
@@ -284,18 +289,17 @@ class MessageColumns:
                 is_message = isinstance(values, MessageColumns)
                 body = values.sizes() if is_message else values.sizes
                 head = aux
-                if here is not None:
-                    body, head = body[here], head[here]
+                if at is not None:
+                    body, head = body[at], head[at]
                 _write_varints(out, p, body, head)
                 if is_message:
                     start = p + head
-                    if here is not None:
+                    if at is not None:
                         start = np.zeros(self.n, dtype=np.int64)
-                        start[here] = p + head
+                        start[at] = p + head
                     values.write(out, start, here)
                 else:
-                    which = np.arange(self.n) if here is None else np.flatnonzero(here)
-                    _copy_segments(out, p + head, values, which)
+                    _copy_segments(out, p + head, values, np.arange(self.n) if at is None else at)
             elif kind in ("repeated", "flat"):
                 counts, items = values
                 body = items.sizes()

@@ -31,6 +31,7 @@ spans = json_objects.spans
 _NESTED_OPEN, _NESTED_CLOSE = ord("O"), ord("C")
 _BLANKS = " \t\n\r"
 _CONTROL, _ESCAPE = 1, ord("\\")
+_SPELLINGS = 4096  # distinct texts of keys with their blanks that are trimmed in Python
 # Per byte: the structural characters as they are, control characters as _CONTROL, the
 # backslash; 0 for the rest. bytes.translate looks a chunk up in one C pass, far cheaper
 # than numpy's comparisons and their temporary arrays.
@@ -41,6 +42,7 @@ _OBJECT_SHAPE = r'^\{(?:"":(?:""|OC|)(?:,"":(?:""|OC|))*)?\}$'
 _Q, _COL, _COM, _OPEN, _CLOSE = (ord(c) for c in '":,{}')
 _DIGIT = np.zeros(256, dtype=np.int32)
 _DIGIT[list(b"0123456789")] = 1
+_DIGITS = bytes(_DIGIT.astype(np.uint8))  # as a bytes.translate table
 # Numbers the fast path reads as orjson does: integers of 18 digits at most (always an
 # int64), and floats short enough, with an exponent of two digits at most, never to leave a
 # double's range (Arrow's cast and orjson both round correctly).
@@ -136,7 +138,7 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     # The tokens: structural characters, control characters (to tell those in strings) and
     # backslashes. Positions stay int64: numpy gathers with them faster than with int32.
     marks = np.frombuffer(data.tobytes().translate(_TOKENS), dtype=np.uint8)
-    tok = np.flatnonzero(marks)
+    tok = np.flatnonzero(marks != 0)  # numpy finds a bool array's True far faster
     c = marks[tok]
     del marks
     escapes = c == _ESCAPE
@@ -146,12 +148,13 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     # texts: they are right for each text when every text closes its strings and brackets,
     # checked first; texts that do not are split apart from the others.
     quote = c == _Q
-    quotes = np.cumsum(quote, dtype=np.int32 if len(tok) < 2**31 else np.int64)
+    inside = np.logical_xor.accumulate(quote)  # an odd count of quotes so far
     first = np.searchsorted(tok, offsets[:-1])
-    odd = np.diff(np.r_[quotes[first], quotes[-1]]) % 2 == 1
+    at_first = np.r_[inside[first], inside[-1]]
+    odd = at_first[1:] != at_first[:-1]
     if odd.any():
         return _split_without(data, offsets, odd)
-    outside = ~(quotes & 1).astype(bool) | quote  # not in a string (quotes are not)
+    outside = ~inside | quote  # not in a string (quotes are not)
     control = c == _CONTROL
     if control.any():
         # Strings hold no raw control characters; between tokens only tabs and line breaks.
@@ -172,7 +175,7 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
     nested_close = closing & (depth == 2)
     c[opening & (depth == 1)] = _NESTED_OPEN
     c[nested_close] = _NESTED_CLOSE
-    top = outside & ((depth <= 1) | nested_close)
+    top = np.flatnonzero(outside & ((depth <= 1) | nested_close))
     tok, sym = tok[top], c[top]
     # Each text's top-level tokens, checked against the shape of an object.
     sym_offsets = np.searchsorted(tok, offsets)
@@ -187,16 +190,17 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
             return _no_pairs(slow)
     # From here on every text's tokens have the object's shape: "{", then per pair the key's
     # quotes, the colon, the value's first and last tokens unless a scalar, "," or "}".
-    key_at = np.flatnonzero(sym == _Q)
-    key_at = key_at[(sym[key_at - 1] == _OPEN) | (sym[key_at - 1] == _COM)]
-    after = tok[key_at + 2] + 1  # past the colon
+    before = sym[:-1]
+    key_at = np.flatnonzero((before == _OPEN) | (before == _COM)) + 1
+    key_at = key_at[sym[key_at] == _Q]  # not the "}" of "{}"
+    key_tok = tok[key_at]
+    colon = tok[key_at + 2]
     is_scalar = (sym[key_at + 3] == _COM) | (sym[key_at + 3] == _CLOSE)
     # A key or value with the blanks around it, from the token before to the token after:
     # trimmed, only the key's string or the value may be left (a scalar's text is all of it).
-    key_text = pc.ascii_trim(spans(data, tok[key_at - 1] + 1, tok[key_at + 2]), _BLANKS)
-    stray = _lengths(key_text) != tok[key_at + 1] + 1 - tok[key_at]
-    value_end = tok[key_at + np.where(is_scalar, 3, 5)]
-    values = pc.ascii_trim(spans(data, after, value_end), _BLANKS)
+    keys, key, stray = _keys(spans(data, tok[key_at - 1] + 1, colon), tok[key_at + 1] + 1 - key_tok)
+    values = pc.ascii_trim(spans(data, colon + 1, tok[key_at + np.where(is_scalar, 3, 5)]),
+                           _BLANKS)
     text = np.flatnonzero(~is_scalar)
     stray[text] |= _lengths(values)[text] != tok[key_at[text] + 4] + 1 - tok[key_at[text] + 3]
     pair_row = np.repeat(np.arange(m), np.diff(np.searchsorted(key_at, np.r_[0, np.cumsum(
@@ -208,15 +212,39 @@ def _split(data: np.ndarray, offsets: np.ndarray) -> Pairs:
         inner = _lengths(pc.ascii_trim(spans(data, opened + 1, opened + (
             offsets[bare + 1] - offsets[bare]) - 1), _BLANKS))
         slow[bare[inner > 0]] = True
-    encoded = key_text.dictionary_encode()
-    keys = [k[1:-1] for k in encoded.dictionary.to_pylist()]
-    key = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     slow[_repeated_keys(pair_row, key, len(keys))] = True
     keep_pairs = ~slow[pair_row]
     if not keep_pairs.all():
         pair_row, key = pair_row[keep_pairs], key[keep_pairs]
         values = values.filter(pa.array(keep_pairs))
     return Pairs(pair_row, key, keys, values, slow)
+
+
+def _keys(spelled: pa.LargeStringArray, length: np.ndarray,
+          ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The keys' names (in the order they first come), each pair's key, and whether its
+    text holds more than blanks and the key's quoted name (of byte ``length``).
+
+    ``spelled``: each key's text with the blanks around it, as the object spells it: a
+    chunk's keys are spelled a few ways at most, each trimmed once (in Python). Trimmed,
+    a text stands for its key when it starts and ends with a quote (nothing else around
+    the name can be one). Many spellings are trimmed by Arrow instead, pair by pair."""
+    encoded = spelled.dictionary_encode()
+    if len(encoded.dictionary) > _SPELLINGS:
+        key_text = pc.ascii_trim(spelled, _BLANKS)
+        encoded = key_text.dictionary_encode()
+        keys = [k[1:-1] for k in encoded.dictionary.to_pylist()]
+        return (keys, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                _lengths(key_text) != length)
+    code_of: dict[str, int] = {}
+    code = np.empty(len(encoded.dictionary), dtype=np.int64)
+    stray = np.zeros(len(encoded.dictionary), dtype=bool)
+    for j, text in enumerate(encoded.dictionary.to_pylist()):
+        name = text.strip(_BLANKS)
+        code[j] = code_of.setdefault(name, len(code_of))
+        stray[j] = name[:1] != '"' or name[-1:] != '"' or len(name) < 2
+    at = encoded.indices.to_numpy(zero_copy_only=False)
+    return [k[1:-1] for k in code_of], code[at], stray[at]
 
 
 def _rows(offsets: np.ndarray, positions: np.ndarray, m: int) -> np.ndarray:
@@ -258,17 +286,19 @@ class Values:
     odd: np.ndarray
 
 
-def value_kinds(values: pa.LargeStringArray) -> Values:
-    """Classify and parse JSON value texts (no blanks around them) column-wise."""
+def value_kinds(values: pa.LargeStringArray, first: np.ndarray | None = None) -> Values:
+    """Classify and parse JSON value texts (no blanks around them) column-wise; ``first``:
+    their first bytes (0 for empty ones), if known."""
     n = len(values)
     offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[
         values.offset:values.offset + n + 1]
     data = np.frombuffer(values.buffers()[2], dtype=np.uint8) if values.buffers()[2] \
         else np.zeros(0, dtype=np.uint8)
     size = np.diff(offsets)
-    first = np.zeros(n, dtype=np.uint8)
     filled = size > 0
-    first[filled] = data[offsets[:-1][filled]]
+    if first is None:
+        first = np.zeros(n, dtype=np.uint8)
+        first[filled] = data[offsets[:-1][filled]]
     kind = np.full(n, STRING, dtype=np.uint8)
     ints = np.zeros(n, dtype=np.int64)
     floats = np.zeros(n, dtype=np.float64)
@@ -283,7 +313,8 @@ def value_kinds(values: pa.LargeStringArray) -> Values:
     odd |= quoted & escaped
     scalar = filled & ~quoted & (kind != NESTED)
     digits_sum = np.zeros(len(data) + 1, dtype=np.int32)
-    np.cumsum(_DIGIT[data], dtype=np.int32, out=digits_sum[1:])
+    np.cumsum(np.frombuffer(data.tobytes().translate(_DIGITS), dtype=np.uint8), dtype=np.int32,
+              out=digits_sum[1:])
     digits = digits_sum[offsets[1:]] - digits_sum[offsets[:-1]]
     minus = (first == ord("-")).astype(np.int64)
     is_int = scalar & (digits == size - minus) & (digits >= 1) & (digits <= 18)
