@@ -37,6 +37,22 @@ def test_short_host_gaps_still_get_the_framework_overhead_fix() -> None:
     assert first.text.startswith("cut framework overhead per op: capture the step in CUDA graphs")
 
 
+@pytest.mark.parametrize(("mode", "ahead"), [
+    ("training", "prepare them in DataLoader workers (num_workers>0) so they are ready"),
+    ("inference", "prepare the next inputs on another thread while the GPU runs so they are"),
+])
+def test_host_computation_is_prepared_ahead_the_way_the_program_gets_inputs(mode, ahead):
+    """Training gets its batches from a DataLoader; inference from requests: no DataLoader."""
+    facts = Facts(cpu_gaps=4, cpu_gap_ns=4 * 6_000_000, gap_ops={"aten::zeros": 20_000_000},
+                  gap_places={"host code": 24_000_000})
+    program = Program(gpu=True, framework="PyTorch", api="CUDA", mode=mode)
+    (first, *rest) = fixes_for("cpu", program, facts)
+    assert first.text.startswith("take the host computation between launches off the launch "
+                                 "path: create or compute those tensors on the GPU")
+    assert ahead in first.text
+    assert ("DataLoader" in " ".join(f.text for f in (first, *rest))) == (mode == "training")
+
+
 def test_an_aten_op_is_not_forward_by_its_name() -> None:
     """An innermost aten:: op inside a backward range is backward; alone it is host code."""
     assert place_of("aten::mm", ["autograd::engine::evaluate_function: MmBackward0"]) == \

@@ -162,6 +162,22 @@ def test_startup_is_its_own_finding_and_left_out_of_the_verdict():
     assert startup.evidence["host_during_largest"].startswith("cudaFree")
 
 
+def test_a_long_stream_creation_is_start_up():
+    """AlexNet (HTA): the first cuDNN convolution creates its stream, and the call
+    (cudaStreamCreateWithFlags, 732,657 µs in the JSON) loads what the context left for later:
+    start-up, not host work of the steady state, which is left with 145.1 ms."""
+    _, events = independent.load(shared_path("torch-trace", "hta", "alexnet_a100_trace.json.gz"))
+    creations = [e for e in events if e.get("name") == "cudaStreamCreateWithFlags"]
+    assert max(e["dur"] for e in creations) == 732_657
+    report = _bottleneck("torch-trace/hta/alexnet_a100_trace.json.gz")
+    verdict = report.findings[0]
+    assert (verdict.evidence["verdict"], verdict.evidence["span_ns"]) == ("startup", 145_104_000)
+    cpu = next(f for f in report.findings if f.title.startswith("cpu: "))
+    assert cpu.evidence["host_during_largest"].startswith("[param|clear_cache] (43.1ms")
+    assert not [f.title for f in report.findings[1:] if not f.title.startswith("start-up: ")
+                and "StreamCreate" in str(f.evidence)]
+
+
 def test_cpu_only_trace_is_not_asked_for_gpu_data(registry):
     path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
     trace = tracekit.read(path, registry=registry)

@@ -286,12 +286,14 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
                            "allocator should make cudaMalloc/cudaFree rare after warm-up",
                            because))
         elif _long_host_work(f):
+            # Inference has no DataLoader as a rule: the inputs come from requests.
+            ahead = ("prepare the next inputs on another thread while the GPU runs"
+                     if p.mode == "inference" else
+                     "prepare them in DataLoader workers (num_workers>0)")
             out.append(Fix("take the host computation between launches off the launch "
                            "path: create or compute those tensors on the GPU "
-                           "(device='cuda'), compute them once outside the loop, or prepare "
-                           "them in DataLoader workers "
-                           "(num_workers>0) so they are ready when the step starts",
-                           _long_host_work(f)))
+                           f"(device='cuda'), compute them once outside the loop, or {ahead} "
+                           "so they are ready when the step starts", _long_host_work(f)))
         else:
             out.append(Fix("cut framework overhead per op: " + (
                 "capture the step in CUDA graphs (torch.compile(mode='reduce-overhead') or "

@@ -19,8 +19,9 @@ refined):
 - ``unknown``: the trace does not say which call launched the work;
 - ``startup``: whatever the above says, at least half of the gap is covered by one-time
   initialization calls of the launching process (``STARTUP_CALLS``: context and module
-  loading, library handles, JIT compilation, and memory allocation calls that are the first
-  of their process or last ``STARTUP_ALLOC_MS`` or more), and a kernel's first launch call
+  loading, library handles, JIT compilation, and memory allocation and stream creation calls
+  that are the first of their kind in their process or last ``STARTUP_ALLOC_MS`` or more),
+  and a kernel's first launch call
   when it lasts ``FIRST_LAUNCH_MS`` or more and ``FIRST_LAUNCH_RATIO`` times the median launch
   call (its code object loaded lazily); and, in a trace without ``ProfilerStep`` ranges, every
   gap before the device's first compute kernel (set-up: allocating, reading and uploading the
@@ -57,6 +58,9 @@ STARTUP_CALLS = (r"^(cu|cuda|hip)(Init|CtxCreate|DevicePrimaryCtxRetain|ModuleLo
                  r"|cusolverDn|nccl)(Create|CommInit)|^cudnnFind|^MPI_Init"
                  r"|^nvrtc|^hiprtc|triton/compiler|^TorchDynamo|_inductor/|compile_fx")
 STARTUP_ALLOC = r"^(cuda|hip|cu)(Malloc|Free|MemAlloc|MemFree)(Host|Managed|_v2)?$"
+# Stream creation: frameworks create their streams once (PyTorch a pool per device and
+# priority, libraries a stream per handle); a long one loaded the context or modules lazily.
+STARTUP_STREAMS = r"^(cuda|hip|cu)StreamCreate(WithFlags|WithPriority)?(_v2)?$"
 STARTUP_ALLOC_MS = 10
 # A kernel's code object is loaded on its first launch (CUDA lazy loading, the default since
 # CUDA 12.2; HIP loads code objects lazily too): a first launch of a kernel that lasts this long
@@ -164,17 +168,18 @@ def startup_calls(activity: Activity) -> tuple[np.ndarray, ...] | None:
     host &= ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
     host &= ev["dur_ns"].is_valid().to_numpy(zero_copy_only=False)
     keep = host & activity.name_codes.matches(STARTUP_CALLS)
-    alloc_rows = np.flatnonzero(host & activity.name_codes.matches(STARTUP_ALLOC))
     source = ev["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
     pid = ev["pid"].fill_null(-1).to_numpy()
     ts = ev["ts_ns"].fill_null(0).to_numpy()
     dur = ev["dur_ns"].fill_null(0).to_numpy()
-    if len(alloc_rows):
-        long = dur[alloc_rows] >= STARTUP_ALLOC_MS * 1_000_000
-        order = alloc_rows[np.lexsort((ts[alloc_rows], pid[alloc_rows], source[alloc_rows]))]
+    for pattern in (STARTUP_ALLOC, STARTUP_STREAMS):  # the first of each process, or long
+        rows = np.flatnonzero(host & activity.name_codes.matches(pattern))
+        if not len(rows):
+            continue
+        order = rows[np.lexsort((ts[rows], pid[rows], source[rows]))]
         first = np.r_[True, (source[order][1:] != source[order][:-1])
                       | (pid[order][1:] != pid[order][:-1])]
-        keep[alloc_rows[long]] = True
+        keep[rows[dur[rows] >= STARTUP_ALLOC_MS * 1_000_000]] = True
         keep[order[first]] = True
     rows = np.union1d(np.flatnonzero(keep), first_launch_loads(activity))
     result = (source[rows], pid[rows], ts[rows], ts[rows] + dur[rows]) if len(rows) else None
