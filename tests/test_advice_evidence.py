@@ -53,6 +53,22 @@ def test_host_computation_is_prepared_ahead_the_way_the_program_gets_inputs(mode
     assert ("DataLoader" in " ".join(f.text for f in (first, *rest))) == (mode == "training")
 
 
+@pytest.mark.parametrize(("processes", "caveat"), [(1, True), (8, False)])
+def test_one_rank_of_a_run_is_told_its_collectives_may_be_waiting(processes, caveat):
+    """A collective ends when the last rank arrives: one rank's trace cannot tell waiting for
+    a straggler from transfer time, so the fix asks for every rank."""
+    facts = Facts(collective_ns={"all-reduce": 50_000_000})
+    program = Program(gpu=True, framework="PyTorch", api="HIP", mode="training",
+                      collectives=True, world_size=8, processes=processes)
+    texts = [f.text for f in fixes_for("communication", program, facts)]
+    assert texts[0].startswith("overlap gradient communication with backward")
+    told = [t for t in texts if t.startswith("analyze every rank's trace together")]
+    assert len(told) == caveat
+    if caveat:
+        reasons = [f.because for f in fixes_for("communication", program, facts)]
+        assert "this trace holds 1 of the run's 8 ranks" in reasons
+
+
 def test_an_aten_op_is_not_forward_by_its_name() -> None:
     """An innermost aten:: op inside a backward range is backward; alone it is host code."""
     assert place_of("aten::mm", ["autograd::engine::evaluate_function: MmBackward0"]) == \

@@ -446,6 +446,19 @@ def collective_kind(name: str) -> str:
 
 
 def _communication(p: Program, f: Facts) -> list[Fix]:
+    fixes = _communication_fixes(p, f)
+    if p.world_size > p.processes:
+        # A collective ends when the last rank arrives: one rank's collective time holds its
+        # wait for the others, which its own trace cannot tell from transfer time.
+        fixes.append(Fix(
+            "analyze every rank's trace together (tracekit analyze r0.json r1.json … -a "
+            "bottleneck -a ranks): a collective ends when the last rank arrives, so part of "
+            "this time may be this rank waiting for a slower one (a straggler), not the "
+            "transfer", f"this trace holds {p.processes} of the run's {p.world_size} ranks"))
+    return fixes
+
+
+def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
     total = sum(f.collective_ns.values())
     kind, ns = max(f.collective_ns.items(), key=lambda kv: kv[1]) if total else ("", 0)
     main = f"{kind} kernels take {_pct(100 * ns / total)} of communication time" if total else ""
