@@ -38,33 +38,35 @@ def _write_varints(out: np.ndarray, pos: np.ndarray, values: np.ndarray,
     if size is None:
         size = varint_size(v)
     shortest, longest = int(size.min()), int(size.max())
+    # Byte k of each value goes to out[k:] at pos: no positions array per byte.
     # The bytes every value has before its last: continuation bit set, nothing to select.
     for k in range(shortest - 1):
-        out[pos + k if k else pos] = (v >> np.uint64(7 * k)).astype(np.uint8) | 0x80
+        byte = (v >> np.uint64(7 * k) if k else v).astype(np.uint8)
+        byte |= 0x80
+        out[k:][pos] = byte
     if shortest == longest:
-        out[pos + (longest - 1)] = (v >> np.uint64(7 * (longest - 1))).astype(np.uint8)
+        out[longest - 1:][pos] = (v >> np.uint64(7 * (longest - 1))).astype(np.uint8)
         return
     k = shortest - 1
-    v = v >> np.uint64(7 * k)
-    pos = pos + k
+    if k:
+        v = v >> np.uint64(7 * k)
     while len(v):
         more = size > k + 1
         byte = v.astype(np.uint8)  # the low byte, as one uint8 pass
         byte &= 0x7F
         byte |= more.view(np.uint8) << 7
-        out[pos] = byte
+        out[k:][pos] = byte
         if not more.all():  # only the values still longer than k + 1 bytes go on
             keep = np.flatnonzero(more)  # indices gather faster than a mask
             v, pos, size = v[keep], pos[keep], size[keep]
         v = v >> np.uint64(7)
-        pos = pos + 1
         k += 1
 
 
 def _write_bytes(out: np.ndarray, pos: np.ndarray, data: bytes) -> None:
     """The same bytes at each position."""
     for k, byte in enumerate(data):
-        out[pos + k if k else pos] = byte
+        out[k:][pos] = byte
 
 
 def _tag(field: int, wire: int) -> bytes:
@@ -284,7 +286,7 @@ class MessageColumns:
                 v = values if at is None else values[at]
                 b = np.ascontiguousarray(v, dtype="<u8").view(np.uint8).reshape(-1, 8)
                 for k in range(8):
-                    out[p + k] = b[:, k]
+                    out[k:][p] = b[:, k]
             elif kind == "len":
                 is_message = isinstance(values, MessageColumns)
                 body = values.sizes() if is_message else values.sizes
