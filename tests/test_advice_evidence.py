@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import tracekit
 from helpers import FIXTURES, shared_path
-from tracekit.plugins.diagnosis.advice import Facts, fixes_for, place_of
+from tracekit.plugins.diagnosis.advice import Facts, fixes_for, optimizer_fix, place_of
 from tracekit.plugins.diagnosis.program import Program
 
 
@@ -67,6 +67,21 @@ def test_one_rank_of_a_run_is_told_its_collectives_may_be_waiting(processes, cav
     if caveat:
         reasons = [f.because for f in fixes_for("communication", program, facts)]
         assert "this trace holds 1 of the run's 8 ranks" in reasons
+
+
+@pytest.mark.parametrize(("where", "fix"), [
+    ("Optimizer.step#AdamW.step", "use a fused or foreach optimizer (e.g. torch.optim.AdamW(..., "
+                                  "fused=True))"),
+    ("Optimizer.step#RMSprop.step", "use a fused or foreach optimizer (e.g. "
+                                    "torch.optim.RMSprop(..., foreach=True))"),
+    ("Optimizer.step#Shampoo.step (199ms, 79% of the gap)",
+     "Shampoo's step updates and inverts its preconditioners: invert them less often"),
+    ("Optimizer.step#Lion.step", "Lion is not one of torch.optim's foreach or fused optimizers"),
+    ("optimizer_step", "use a fused or foreach optimizer (e.g. torch.optim.AdamW(..., "
+                       "fused=True))"),
+])
+def test_the_optimizer_fix_follows_its_class(where, fix):
+    assert optimizer_fix(where).startswith(fix)
 
 
 def test_an_aten_op_is_not_forward_by_its_name() -> None:

@@ -246,6 +246,36 @@ def _vendor_gemm(p: Program, f: Facts, tool: str) -> Fix:
                "not a library kernel")
 
 
+# torch.optim's optimizers with a foreach (multi-tensor) implementation; of them, these also
+# have fused kernels.
+FOREACH_OPTIMIZERS = frozenset({"adadelta", "adafactor", "adagrad", "adam", "adamw", "adamax",
+                                "asgd", "nadam", "radam", "rmsprop", "rprop", "sgd"})
+FUSED_OPTIMIZERS = frozenset({"adam", "adamw", "sgd", "adagrad"})
+# PyTorch names the optimizer's ranges after its class: Optimizer.step#AdamW.step.
+_OPTIMIZER_CLASS = re.compile(r"Optimizer\.(?:step|zero_grad)#(\w+)\.")
+
+
+def optimizer_fix(where: str) -> str:
+    """The fix for host time in an optimizer, by its class where the range names it: a fused
+    or foreach implementation for torch.optim's own; for another optimizer its own knobs
+    (Shampoo inverts preconditioners: less often, or split over the ranks)."""
+    found = _OPTIMIZER_CLASS.search(where)
+    name = found.group(1) if found else None
+    if name is None or name.lower() in FOREACH_OPTIMIZERS:
+        use = (f"torch.optim.{name}(..., "
+               f"{'fused' if name.lower() in FUSED_OPTIMIZERS else 'foreach'}=True)" if name
+               else "torch.optim.AdamW(..., fused=True)")
+        return (f"use a fused or foreach optimizer (e.g. {use}) so the step is a few kernels, "
+                "not one per parameter")
+    if "shampoo" in name.lower():
+        return (f"{name}'s step updates and inverts its preconditioners: invert them less "
+                "often (Distributed Shampoo's precondition_frequency, "
+                "start_preconditioning_step) or split the work over the ranks (its "
+                "distributed_config)")
+    return (f"{name} is not one of torch.optim's foreach or fused optimizers: shorten its host "
+            "work per step (a multi-tensor implementation, its costly updates less often)")
+
+
 def _gap_place(f: Facts) -> tuple[str, str]:
     if not f.gap_places:
         return "", ""
@@ -275,9 +305,7 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         elif place == "data loading":  # the trace shows the loader, whatever the mode
             out.append(Fix(LOADER_FIX, because))
         elif place == "optimizer":
-            out.append(Fix("use a fused or foreach optimizer (e.g. torch.optim.AdamW(..., "
-                           "fused=True)) so the step is a few kernels, not one per parameter",
-                           because))
+            out.append(Fix(optimizer_fix(example), because))
         elif place == "synchronizing call":
             out.append(Fix("remove the host read or synchronize inside the step (.item(), "
                            ".cpu(), torch.cuda.synchronize())", because))
@@ -499,8 +527,8 @@ def _idle_other(p: Program, f: Facts) -> list[Fix]:
                     " of the idle time is not in the trace")]
     out: list[Fix] = []
     if f.queued_place:
-        shorten = ("a fused or foreach optimizer implementation, so that its step launches "
-                   "its kernels sooner" if f.queued_place == "optimizer" and p.pytorch
+        shorten = (optimizer_fix(f.queued_example) + ", so that its step launches its "
+                   "kernels sooner" if f.queued_place == "optimizer" and p.pytorch
                    else "shorten it or move it off the step's critical path")
         out.append(Fix(f"the queued work waits for host work on another thread: {shorten}",
                        f"the largest queued gap: {f.queued_example}"))
