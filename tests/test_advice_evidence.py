@@ -191,4 +191,4 @@ def test_the_kernel_profiler_is_the_platforms() -> None:
     facts = Facts(matmul_conv_pct=0.0, top_kernel="k", top_kernel_pct=100.0)
     for api, tool in (("HIP", "(rocprof-compute)"), ("CUDA", "(Nsight Compute)")):
         (fix,) = fixes_for("compute", Program(gpu=True, framework="PyTorch", api=api), facts)
-        assert fix.text.startswith(f"the GPU is busy: profile the top kernels {tool}")
+        assert fix.text.startswith(f"profile the top kernels {tool} to see what limits them")
