@@ -17,8 +17,9 @@ from tracekit.plugins.diagnosis.kernels import kernel_findings
 SMS = 100  # the planted device: every block is 1 % of it
 
 
-def _trace(tmp_path, kernels, sms=SMS):
-    """A Kineto trace of ``kernels`` (name, blocks, µs) back to back on GPU 0 of ``sms`` SMs."""
+def _trace(tmp_path, kernels, sms=SMS, gap_us=3):
+    """A Kineto trace of ``kernels`` (name, blocks, µs) on GPU 0 of ``sms`` SMs, each
+    ``gap_us`` after the previous one's end (back to back by default)."""
     events, ts = [], 0.0
     for corr, (name, blocks, dur) in enumerate(kernels, 1):
         events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
@@ -28,7 +29,7 @@ def _trace(tmp_path, kernels, sms=SMS):
                        "args": {"device": 0, "stream": 7, "correlation": corr,
                                 "grid": [blocks, 1, 1], "block": [256, 1, 1],
                                 "registers per thread": 32, "shared memory": 0}})
-        ts += dur + 3
+        ts += dur + gap_us
     props = [{"id": 0, "name": "Planted GPU", "computeMajor": 8, "computeMinor": 0,
               "numSms": sms}] if sms else []
     path = tmp_path / "t.json"
@@ -48,7 +49,7 @@ def test_half_the_sms_idle_is_critical(tmp_path):
     assert finding.severity == "critical"
     assert finding.title == ("GPU 0: grid too small to fill the GPU: half runs 50 blocks on "
                              "100 SMs: 50.0% of SMs idle; launches with fewer blocks than SMs "
-                             "take 100.0% of GPU time and waste 50.0% in idle SMs")
+                             "take 100.0% of kernel time and waste 50.0% of it in idle SMs")
     ev = finding.evidence
     assert (ev["blocks"], ev["sms"], ev["idle_sm_pct"], ev["gpu_time_pct"],
             ev["idle_sm_time_ns"], ev["idle_sm_time_pct"]) == (50, 100, 50.0, 100.0,
@@ -67,6 +68,20 @@ def test_severity_follows_the_lost_share(tmp_path, kernels, severity, lost_pct):
     assert [f.severity for f in findings] == ([severity] if severity else [])
     if findings:
         assert findings[0].evidence["idle_sm_time_pct"] == lost_pct
+
+
+@pytest.mark.parametrize(("gap_us", "severity", "span_pct"), [(2_000, "critical", 49.0),
+                                                                (8_000, "warning", 19.6)])
+def test_critical_needs_the_idle_sm_time_to_weigh_on_the_span(tmp_path, gap_us, severity,
+                                                               span_pct):
+    """Two 1 ms launches of 2 blocks on 100 SMs: 98 % of the kernel time is idle SM time
+    (1.96 ms), which is 49 % of a 4 ms span but 19.6 % of a 10 ms one (the GPU idles between
+    them): fuller grids cannot shorten that run by a quarter."""
+    trace = _trace(tmp_path, [("k", 2, 1_000), ("k", 2, 1_000)], gap_us=gap_us)
+    (finding,) = _grid(kernel_findings(trace))
+    ev = finding.evidence
+    assert (finding.severity, ev["idle_sm_time_pct"], ev["idle_sm_span_pct"],
+            ev["idle_sm_time_ns"]) == (severity, 98.0, span_pct, 1_960_000)
 
 
 def test_the_raw_share_does_not_make_it_critical(tmp_path):

@@ -296,7 +296,7 @@ def test_saxpy_grid_too_small(registry):
     [device] = report.tables["devices"].to_pylist()
     assert (device["sms"], device["small_grid_time_pct"]) == (108, 100.0)
     [finding] = report.findings
-    assert finding.severity == "critical"
+    assert finding.severity == "warning"  # the idle SMs cost 7.9 % of the device's span
     assert finding.title.startswith("GPU 0: grid too small to fill the GPU: ")
     assert (finding.evidence["blocks"], finding.evidence["sms"], finding.evidence["launches"],
             finding.evidence["kernel_time_ns"], finding.evidence["gpu_time_pct"]) == (

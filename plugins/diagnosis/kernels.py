@@ -7,7 +7,8 @@ thread, shared memory per block), with the device's SM count (Kineto ``devicePro
 - **grid too small**: fewer blocks than the device has SMs (CUs): the launch runs in one wave
   that leaves ``1 - blocks/SMs`` of the SMs idle, so the SM time it loses is about its time x
   that fraction; the severity follows that lost share of the device's kernel time, not the
-  share the launches take (critical from 25 %, a warning from ``min_share_pct``), so 128
+  share the launches take (critical from 25 % of the kernel time and of the device's span, a
+  warning from ``min_share_pct``), so 128
   blocks on 132 SMs (3 % idle) is no finding; none on a device with under 1 ms of kernel time;
 - **theoretical occupancy** (NVIDIA only): resident warps per SM over the SM's maximum, where
   resident blocks per SM = min of four limits, as NVIDIA's occupancy calculator
@@ -313,8 +314,12 @@ def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
     the kernel time by up to a quarter, 1.33x, one of the largest levers a trace shows), a
     warning from ``min_share_pct`` (the analyzer's floor for any finding), else none. So 128
     blocks on 132 SMs (3 % idle) is no finding even at 100 % of the time, and 2 blocks on 108
-    SMs is critical. No finding either on less than ``GRID_MIN_KERNEL_MS`` of kernel time on
-    the device (a graph capture or warm-up: too little to judge a device by)."""
+    SMs is critical. Critical also needs the lost SM time to be that share of the device's
+    span (first kernel start to last end): where kernels fill a small part of the span (a
+    CPU- or transfer-bound trace) fuller grids cannot shorten the run by a quarter, so it is a
+    warning (the MPI saxpy: 98 % of its kernel time, 7.9 % of its span). No finding either on
+    less than ``GRID_MIN_KERNEL_MS`` of kernel time on the device (a graph capture or warm-up:
+    too little to judge a device by)."""
     sms, small_ns = c.info.sm_count, small_grid_time(c)
     if not sms or not small_ns or c.kernel_time < GRID_MIN_KERNEL_MS * 1_000_000:
         return []
@@ -326,23 +331,25 @@ def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
     lost = percent(lost_ns, c.kernel_time)
     if lost < min_share_pct:
         return []
+    span = int(c.work.end.max() - c.work.start.min()) if len(c.work.start) else 0
+    lost_of_span = percent(lost_ns, span) if span else lost
     share = percent(small_ns, c.kernel_time)
     top = int(small[0])
     name, blocks = t["name"][top].as_py(), t["blocks"][top].as_py()
     unit = "CUs" if c.info.vendor == "amd" else "SMs"
     idle = percent(sms - blocks, sms)
     return [Finding(
-        severity="critical" if lost >= GRID_CRITICAL_PCT else "warning",
+        severity="critical" if min(lost, lost_of_span) >= GRID_CRITICAL_PCT else "warning",
         title=f"{c.work.label}: grid too small to fill the GPU: {short_name(name)} runs "
               f"{blocks} block{'s' if blocks != 1 else ''} on {sms} {unit}: {idle}% of {unit} "
-              f"idle; launches with fewer blocks than {unit} take {share}% of GPU time and "
-              f"waste {lost}% in idle {unit}",
+              f"idle; launches with fewer blocks than {unit} take {share}% of kernel time "
+              f"and waste {lost}% of it in idle {unit}",
         evidence={"kernel": name, "blocks": blocks, "sms": sms, "idle_sm_pct": idle,
                   "threads_per_block": t["threads"][top].as_py(),
                   "launches": t["count"][top].as_py(), "kernel_time_ns": t["time"][top].as_py(),
                   "small_grid_configs": len(small), "small_grid_time_ns": small_ns,
                   "gpu_time_pct": share, "idle_sm_time_ns": round(lost_ns),
-                  "idle_sm_time_pct": lost},
+                  "idle_sm_time_pct": lost, "idle_sm_span_pct": lost_of_span},
         suggestion=f"give each launch at least {sms} blocks (one per {unit[:-1]}, better "
                    "several): "
                    "more, smaller blocks or fewer elements per thread; size a grid-stride "
