@@ -66,7 +66,7 @@ def test_one_rank_of_a_run_is_told_its_collectives_may_be_waiting(processes, cav
     assert len(told) == caveat
     if caveat:
         reasons = [f.because for f in fixes_for("communication", program, facts)]
-        assert "this trace holds 1 of the run's 8 ranks" in reasons
+        assert "the input holds 1 of the run's 8 ranks" in reasons
 
 
 @pytest.mark.parametrize(("where", "fix"), [

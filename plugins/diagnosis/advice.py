@@ -482,8 +482,8 @@ def _communication(p: Program, f: Facts) -> list[Fix]:
         fixes.append(Fix(
             "analyze every rank's trace together (tracekit analyze r0.json r1.json … -a "
             "bottleneck -a ranks): a collective ends when the last rank arrives, so part of "
-            "this time may be this rank waiting for a slower one (a straggler), not the "
-            "transfer", f"this trace holds {p.processes} of the run's {p.world_size} ranks"))
+            "this time may be waiting for a slower rank (a straggler), not the transfer",
+            f"the input holds {p.processes} of the run's {p.world_size} ranks"))
     return fixes
 
 
