@@ -84,6 +84,35 @@ def test_the_optimizer_fix_follows_its_class(where, fix):
     assert optimizer_fix(where).startswith(fix)
 
 
+@pytest.mark.parametrize(("top_pct", "fix"), [
+    (6.6, "no kernel dominates: profile the top five together with Nsight Compute (ncu)"),
+    (40.0, "profile k with Nsight Compute (ncu): achieved occupancy"),
+])
+def test_a_flat_profile_is_not_one_kernel_to_tune(top_pct, fix):
+    facts = Facts(top_kernel="k", top_kernel_pct=top_pct, top5_kernels_pct=28.6)
+    (first, *_) = fixes_for("compute", Program(gpu=True, api="CUDA"), facts)
+    assert first.text.startswith(fix)
+
+
+def test_cloverleaf_top_five_kernels_match_sql() -> None:
+    """CloverLeaf (nsys, A100): 102 kernel names, the top one 6.6 % of kernel time, the top five
+    28.6 % (SQL over the export): a flat profile."""
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    totals = [t for (t,) in db.execute(
+        "select sum(k.end - k.start) from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s "
+        "on k.demangledName = s.id group by s.value order by 1 desc")]
+    db.close()
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    verdict = report.findings[0]
+    top, top5 = (round(100 * sum(totals[:n]) / sum(totals)) for n in (1, 5))
+    assert (top, top5) == (7, 29)
+    assert verdict.suggestion.startswith("no kernel dominates: profile the top five together")
+    assert f"takes {top}% of compute, the top five {top5}%)" in verdict.suggestion
+
+
 def test_an_aten_op_is_not_forward_by_its_name() -> None:
     """An innermost aten:: op inside a backward range is backward; alone it is host code."""
     assert place_of("aten::mm", ["autograd::engine::evaluate_function: MmBackward0"]) == \

@@ -33,6 +33,7 @@ class Facts:
     # compute
     top_kernel: str = ""
     top_kernel_pct: float = 0.0
+    top5_kernels_pct: float = 0.0  # the five kernel names that take most compute, together
     elementwise_pct: float = 0.0
     layout_pct: float = 0.0
     fp32_no_tensor_core_pct: float = 0.0
@@ -121,6 +122,8 @@ LIBRARY_KERNEL = re.compile(
     r"blackwell)_|gemm_?\d+x\d+")
 # A hand-written GEMM is worth replacing when it is the top kernel with this share of compute.
 HANDWRITTEN_GEMM_PCT = 20.0
+# A top kernel under this share of compute: no single kernel to tune first (a flat profile).
+FLAT_TOP_KERNEL_PCT = 15.0
 
 
 def handwritten_gemm(name: str) -> bool:
@@ -219,6 +222,12 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
         if p.plain and f.top_kernel_pct >= HANDWRITTEN_GEMM_PCT and \
                 handwritten_gemm(f.top_kernel):
             out.append(_vendor_gemm(p, f, tool))
+        elif f.top_kernel and f.top_kernel_pct < FLAT_TOP_KERNEL_PCT:
+            # A flat profile: no one kernel is worth tuning alone.
+            out.append(Fix(f"no kernel dominates: profile the top five together with {tool} "
+                           "(one launch of each) for what they share: achieved occupancy, "
+                           "memory vs compute throughput, warp stalls",
+                           f"{top}, the top five {_pct(f.top5_kernels_pct)}"))
         else:
             out.append(Fix(f"profile {f.top_kernel or 'the top kernel'} with {tool}: achieved "
                            "occupancy, memory vs compute throughput, warp stalls",

@@ -538,6 +538,7 @@ class Evidence:
         if len(s["key"]):
             f.top_kernel = short_name(s["key"][0])
             f.top_kernel_pct = percent(s["total"][0], total)
+            f.top5_kernels_pct = percent(float(np.sum(s["total"][:5])), total)
         f.elementwise_pct = share(ELEMENTWISE)
         f.layout_pct = share(LAYOUT)
         f.fp32_no_tensor_core_pct = share(FP32_NO_TENSOR_CORE)
