@@ -113,6 +113,27 @@ def test_cloverleaf_top_five_kernels_match_sql() -> None:
     assert f"takes {top}% of compute, the top five {top5}%)" in verdict.suggestion
 
 
+def test_copies_on_a_gpu_that_shares_the_cpus_memory_are_dropped() -> None:
+    """rocprof v1 shashank_mi300a: an MI300A (an APU: CPU and GPU share one HBM) spends 98.5 %
+    of its GPU time copying 4 GB each way: the first fix is not to copy."""
+    trace = tracekit.read(shared_path("rocprof-v1", "shashank_mi300a", "results.json"))
+    (report,) = tracekit.analyze(trace, "bottleneck")
+    verdict = report.findings[0]
+    assert verdict.evidence["verdict"] == "transfer"
+    assert verdict.suggestion.startswith(
+        "drop the copies: allocate with hipMalloc (the CPU can use it too) or, with XNACK on "
+        "(HSA_XNACK=1), let the kernels use the host's own buffers (AMD Instinct MI300A shares "
+        "one memory with the CPU: each copy (HtoD 4 GB, DtoH 4 GB) moves data within it)")
+    facts = Facts(copy_kinds={"HtoD": 10**9}, shared_memory_gpu="NVIDIA Jetson AGX Orin")
+    (first, *_) = fixes_for("transfer", Program(gpu=True, framework="PyTorch", api="CUDA"),
+                            facts)
+    assert first.text == ("drop the copies: create the tensors on the GPU (device='cuda') and "
+                          "keep them there")
+    (first, *_) = fixes_for("transfer", Program(gpu=True, api="CUDA"), Facts(
+        copy_kinds={"HtoD": 10**9}))
+    assert not first.text.startswith("drop the copies")
+
+
 def test_an_aten_op_is_not_forward_by_its_name() -> None:
     """An innermost aten:: op inside a backward range is backward; alone it is host code."""
     assert place_of("aten::mm", ["autograd::engine::evaluate_function: MmBackward0"]) == \

@@ -40,6 +40,7 @@ class Facts:
     fp64_pct: float = 0.0
     matmul_conv_pct: float = 0.0  # GEMM and convolution kernels, % of compute
     consumer_gpu: str = ""
+    shared_memory_gpu: str = ""  # every GPU shares one physical memory with the CPU (an APU)
     compute_capability: float | None = None  # the lowest of the trace's NVIDIA GPUs
     # host gaps (cpu, launch): what the launching thread was doing, innermost range per gap
     gap_places: dict[str, int] = field(default_factory=dict)  # place -> ns of gap
@@ -420,6 +421,15 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
     host_side = f.copy_kinds.get("HtoD", 0) + f.copy_kinds.get("DtoH", 0)
     kinds = ", ".join(f"{k} {format_bytes(f.copy_kinds[k])}" for k in ("HtoD", "DtoH")
                       if f.copy_kinds.get(k)) or kinds
+    if host_side and f.shared_memory_gpu:
+        how = ("create the tensors on the GPU (device='cuda') and keep them there"
+               if p.pytorch else
+               "allocate with hipMalloc (the CPU can use it too) or, with XNACK on "
+               "(HSA_XNACK=1), let the kernels use the host's own buffers" if p.api == "HIP"
+               else "allocate with cudaMallocManaged (or mapped, pinned host memory) and use "
+               "the same buffers on both sides")
+        out.append(Fix(f"drop the copies: {how}", f"{f.shared_memory_gpu} shares one memory "
+                       f"with the CPU: each copy ({kinds}) moves data within it"))
     if host_side:
         if f.copies_on_compute_stream_pct >= 50:
             how = ".to(device, non_blocking=True) on a side stream" if p.pytorch else \

@@ -373,6 +373,9 @@ MATMUL_CONV = (r"(?i)gemm|matmul|mat_?mul|cutlass|cublas|nvjet|xmma|Cijk_|convol
                r"conv_(fwd|bwd|wrw)|naive_conv|winograd|wgrad|dgrad|fprop|triton_tem_|bmm|_mm_|"
                r"hmma|wmma|mfma")
 # GPUs whose FP64 rate is a half or a third of FP32 (data-center parts); others are 1/32-1/64.
+# GPUs that share one physical memory with the CPU (an APU, a Jetson module, GB10): a
+# host-device copy there moves data from one place of the same memory to another.
+SHARED_MEMORY_GPU = r"MI300A|Jetson|\bOrin\b|Xavier|Tegra|\bThor\b|\bGB10\b"
 FULL_FP64 = r"(?i)A100|A800|H100|H200|H800|H20\b|GH200|B200|B100|GB200|V100|P100|MI\d{3}|Instinct"
 LARGE_COPY = 16 << 20
 # Under a start-up verdict, a steady state shorter than this (ms) gets no cause findings.
@@ -612,6 +615,10 @@ class Evidence:
                     f.gap_ops[name] = f.gap_ops.get(name, 0) + ns
 
     def _transfer_facts(self, f: Facts) -> None:
+        gpus = [n for n in self.trace.devices.column("name").to_pylist() if n] \
+            if "name" in self.trace.devices.column_names else []
+        shared = [n for n in gpus if re.search(SHARED_MEMORY_GPU, n)]
+        f.shared_memory_gpu = shared[0] if shared and len(shared) == len(gpus) else ""
         ev = self.activity.events
         _, rows = self._work(MEMORY)
         if not len(rows):
