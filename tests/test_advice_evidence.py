@@ -134,6 +134,25 @@ def test_copies_on_a_gpu_that_shares_the_cpus_memory_are_dropped() -> None:
     assert not first.text.startswith("drop the copies")
 
 
+@pytest.mark.parametrize(("loader", "first"), [
+    ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+     "give the DataLoader worker processes (it loads in the training process: num_workers=0)"),
+    ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+     "the DataLoader's workers cannot keep up: more workers"),
+    ("enumerate(DataLoader)#__next__", "load data off the launching thread: DataLoader("),
+])
+def test_the_input_fix_follows_the_loader_the_trace_shows(loader, first):
+    """PyTorch names the loader's iterator: single-process (num_workers=0) wants workers;
+    multi-process already has them, so more of them or cheaper samples."""
+    facts = Facts(input_wait_ns=287_000_000, gap_places={"data loading": 287_000_000},
+                  gap_examples={"data loading": f"{loader} (70.8ms, 100% of the gap)"})
+    program = Program(gpu=True, framework="PyTorch", api="CUDA", mode="training")
+    fixes = fixes_for("input", program, facts)
+    assert fixes[0].text.startswith(first)
+    assert loader in fixes[0].because
+    assert len(fixes) == (1 if "Multi" in loader else 2)
+
+
 def test_an_aten_op_is_not_forward_by_its_name() -> None:
     """An innermost aten:: op inside a backward range is backward; alone it is host code."""
     assert place_of("aten::mm", ["autograd::engine::evaluate_function: MmBackward0"]) == \

@@ -375,11 +375,23 @@ def _input(p: Program, f: Facts) -> list[Fix]:
     place, example = _gap_place(f)
     if place == "data loading":
         because += f"; the largest: {example}"
+    cheaper = ("decode and augment on the GPU (DALI, torchvision.transforms.v2 on tensors), "
+               "pre-processed or memory-mapped data")
+    if p.pytorch and "_MultiProcessingDataLoaderIter" in example:
+        # The workers exist and still cannot keep up.
+        return [Fix("the DataLoader's workers cannot keep up: more workers (num_workers up to "
+                    "the free CPU cores), a larger prefetch_factor, persistent_workers=True, "
+                    f"or cheaper samples: {cheaper}", because)]
     if p.pytorch:
-        return [Fix(LOADER_FIX, because),
-                Fix("if workers are already used, make each sample cheaper: decode and augment "
-                    "on the GPU (DALI, torchvision.transforms.v2 on tensors), pre-processed or "
-                    "memory-mapped data", "the loader, not the model, sets the step time")]
+        single = "_SingleProcessDataLoaderIter" in example
+        return [Fix("give the DataLoader worker processes (it loads in the training process: "
+                    "num_workers=0): DataLoader(num_workers>0, pin_memory=True, "
+                    "persistent_workers=True, prefetch_factor)" if single else LOADER_FIX,
+                    because),
+                Fix(f"if the workers cannot keep up either, make each sample cheaper: {cheaper}"
+                    if single else
+                    f"if workers are already used, make each sample cheaper: {cheaper}",
+                    "the loader, not the model, sets the step time")]
     return [Fix("load the next batch while the GPU computes: a loader thread or process "
                 "with a queue, double-buffered pinned staging buffers and asynchronous "
                 "copies", because)]
