@@ -314,7 +314,7 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         if place == "untraced host code":
             pass
         elif place == "data loading":  # the trace shows the loader, whatever the mode
-            out.append(Fix(LOADER_FIX, because))
+            out.append(loader_fixes(example, because)[0])
         elif place == "optimizer":
             out.append(Fix(optimizer_fix(example), because))
         elif place == "synchronizing call":
@@ -369,29 +369,33 @@ def _long_host_work(f: Facts) -> str:
             f"{ops} in them")
 
 
+def loader_fixes(example: str, because: str) -> list[Fix]:
+    """PyTorch's fixes for waiting on the DataLoader, by the iterator its range names
+    (``example``): single-process (``num_workers=0``) wants workers; multi-process has them,
+    so more of them or cheaper samples; neither named, both."""
+    cheaper = ("decode and augment on the GPU (DALI, torchvision.transforms.v2 on tensors), "
+               "pre-processed or memory-mapped data")
+    if "_MultiProcessingDataLoaderIter" in example:
+        return [Fix("the DataLoader's workers cannot keep up: more workers (num_workers up to "
+                    "the free CPU cores), a larger prefetch_factor, persistent_workers=True, "
+                    f"or cheaper samples: {cheaper}", because)]
+    single = "_SingleProcessDataLoaderIter" in example
+    return [Fix("give the DataLoader worker processes (it loads in the training process: "
+                "num_workers=0): DataLoader(num_workers>0, pin_memory=True, "
+                "persistent_workers=True, prefetch_factor)" if single else LOADER_FIX, because),
+            Fix(f"if the workers cannot keep up either, make each sample cheaper: {cheaper}"
+                if single else f"if workers are already used, make each sample cheaper: {cheaper}",
+                "the loader, not the model, sets the step time")]
+
+
 def _input(p: Program, f: Facts) -> list[Fix]:
     because = (f"the GPU waits {format_ns(f.input_wait_ns)} while the launching process runs "
                "data-loading ranges")
     place, example = _gap_place(f)
     if place == "data loading":
         because += f"; the largest: {example}"
-    cheaper = ("decode and augment on the GPU (DALI, torchvision.transforms.v2 on tensors), "
-               "pre-processed or memory-mapped data")
-    if p.pytorch and "_MultiProcessingDataLoaderIter" in example:
-        # The workers exist and still cannot keep up.
-        return [Fix("the DataLoader's workers cannot keep up: more workers (num_workers up to "
-                    "the free CPU cores), a larger prefetch_factor, persistent_workers=True, "
-                    f"or cheaper samples: {cheaper}", because)]
     if p.pytorch:
-        single = "_SingleProcessDataLoaderIter" in example
-        return [Fix("give the DataLoader worker processes (it loads in the training process: "
-                    "num_workers=0): DataLoader(num_workers>0, pin_memory=True, "
-                    "persistent_workers=True, prefetch_factor)" if single else LOADER_FIX,
-                    because),
-                Fix(f"if the workers cannot keep up either, make each sample cheaper: {cheaper}"
-                    if single else
-                    f"if workers are already used, make each sample cheaper: {cheaper}",
-                    "the loader, not the model, sets the step time")]
+        return loader_fixes(example, because)
     return [Fix("load the next batch while the GPU computes: a loader thread or process "
                 "with a queue, double-buffered pinned staging buffers and asynchronous "
                 "copies", because)]
