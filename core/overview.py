@@ -88,7 +88,8 @@ def describe(path: str | Path, *, format: str | None = None,
     if timed.num_rows:
         desc.start_ns = pc.min(timed["ts_ns"]).as_py()
         desc.end_ns = pc.max(pc.add(timed["ts_ns"], pc.fill_null(timed["dur_ns"], 0))).as_py()
-    counts = ev.group_by(["category", "kind"]).aggregate([("name", "count")]).to_pylist()
+    counts = ev.group_by(["category", "kind"], use_threads=False).aggregate(
+        [("name", "count")]).to_pylist()
     desc.categories = sorted((r["category"], r["kind"], r["name_count"]) for r in counts)
     desc.devices = [(d["device"], d["name"]) for d in trace.devices.to_pylist()]
     desc.processes = [(p["pid"], p["name"], p["rank"]) for p in trace.processes.to_pylist()]

@@ -622,8 +622,8 @@ def _device_pids(trace: Trace, ev: pa.Table) -> dict[Any, int]:
     """pid per (source, device): the device index, as Kineto writes it; moved past the host
     pids when several inputs or a clash would merge two devices or a device and a process."""
     pairs = ev.filter(pc.is_valid(ev["device"])).select(["source", "device"])
-    keys = sorted({(r["source"], r["device"]) for r in pairs.group_by(["source", "device"])
-                   .aggregate([]).to_pylist()})
+    keys = sorted({(r["source"], r["device"]) for r in pairs.group_by(
+        ["source", "device"], use_threads=False).aggregate([]).to_pylist()})
     host = set(pc.unique(ev["pid"]).drop_null().to_pylist())
     sources = {s for s, _ in keys}
     if len(sources) <= 1 and not host & {d for _, d in keys}:

@@ -475,7 +475,7 @@ class _ByName:
 def _by_name(rows: pa.Table, self_ns: np.ndarray) -> _ByName:
     """Group ``rows`` (name, dur_ns) and their self times by name, column-wise."""
     grouped = pa.table({"name": rows["name"].cast(pa.string()), "self": self_ns,
-                        "dur": rows["dur_ns"]}).group_by("name").aggregate(
+                        "dur": rows["dur_ns"]}).group_by("name", use_threads=False).aggregate(
         [("self", "sum"), ("dur", "sum"), ("self", "count")]).to_pydict()
     names = grouped["name"]
     ranked = sorted(zip(names, grouped["self_sum"], strict=True), key=lambda kv: (-kv[1], kv[0]))
@@ -485,7 +485,8 @@ def _by_name(rows: pa.Table, self_ns: np.ndarray) -> _ByName:
 
 def _threads(rows: pa.Table) -> int:
     """How many (pid, tid) threads ``rows`` fall on."""
-    return rows.select(["pid", "tid"]).group_by(["pid", "tid"]).aggregate([]).num_rows
+    return rows.select(["pid", "tid"]).group_by(["pid", "tid"],
+                                                use_threads=False).aggregate([]).num_rows
 
 
 def op_self_times(ops: pa.Table) -> np.ndarray:

@@ -268,3 +268,32 @@ def test_plugins_import_only_the_public_api():
         "tracekit.toolkit (export what is missing there, with a docstring)"
     assert clean == [], "these now import only public names: remove them from " \
         "PRIVATE_IMPORTS_PENDING"
+
+
+def threaded_group_bys(source: str) -> list[int]:
+    """Lines of ``.group_by(...)`` calls without ``use_threads=False``: Arrow's threaded
+    grouping gives its groups in no stable order, so whatever follows that order (the first
+    name a rule finds, a table's rows) could change from run to run."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr == "group_by"
+                  and not any(k.arg == "use_threads" and isinstance(k.value, ast.Constant)
+                              and k.value.value is False for k in node.keywords))
+
+
+def test_the_group_by_check_finds_what_it_must():
+    code = ("a = t.group_by('x').aggregate([])\n"
+            "b = t.group_by(['x', 'y'], use_threads=False).aggregate([])\n"
+            "c = t.group_by('x', use_threads=True)\n"
+            "d = _group_by(rows)\n")
+    assert threaded_group_bys(code) == [1, 3]
+
+
+@pytest.mark.slow  # parses every module: about a second
+def test_every_group_by_is_deterministic():
+    """merged_4rank's 'framework' evidence flipped between aten::item and aten::view from
+    run to run while program.py grouped names with threads."""
+    found = [f"{path.relative_to(ROOT)}:{line}"
+             for folder in ("core", "plugins") for path in sorted((ROOT / folder).rglob("*.py"))
+             for line in threaded_group_bys(path.read_text())]
+    assert found == []

@@ -458,7 +458,7 @@ class Evidence:
             "memory": memory, "bytes": ev["bytes"].take(take).fill_null(0),
             "time": ev["dur_ns"].take(take).fill_null(0)})
         table = table.append_column("sized", ev["bytes"].take(take).is_valid())
-        grouped = table.group_by(["kind", "memory"]).aggregate(
+        grouped = table.group_by(["kind", "memory"], use_threads=False).aggregate(
             [("bytes", "count"), ("bytes", "sum"), ("time", "sum"), ("sized", "any")])
         grouped = grouped.rename_columns(["kind", "memory", "count", "bytes", "time", "sized"])
         return grouped.sort_by([("time", "descending"), ("kind", "ascending")])

@@ -87,7 +87,8 @@ def _per_name(trace: Trace, category: str, a: str, b: str) -> pa.Table:
     grouped = pa.table({"source": rows["source"].cast(pa.string()),
                         "name": rows["name"].cast(pa.string()),
                         "dur": rows["dur_ns"].fill_null(0)}) \
-        .group_by(["source", "name"]).aggregate([("dur", "sum"), ("dur", "count")])
+        .group_by(["source", "name"], use_threads=False) \
+        .aggregate([("dur", "sum"), ("dur", "count")])
     sides = []
     for s, tag in ((a, "a"), (b, "b")):
         side = grouped.filter(pc.equal(grouped["source"], s))

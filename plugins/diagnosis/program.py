@@ -116,7 +116,10 @@ def _distinct(trace: Trace) -> dict[str, list[str]]:
     ev = trace.events
     if not ev.num_rows:
         return {}
-    pairs = ev.select(["category", "name"]).group_by(["category", "name"]).aggregate([])
+    # Single-threaded: in order of first appearance, so that the first name a rule finds
+    # (the evidence) is the same from run to run.
+    pairs = ev.select(["category", "name"]).group_by(["category", "name"],
+                                                     use_threads=False).aggregate([])
     cats = pairs["category"].cast(pa.string()).to_pylist()
     names = pairs["name"].cast(pa.string()).to_pylist()
     out: dict[str, list[str]] = {}
@@ -220,7 +223,7 @@ def _gpu_processes(trace: Trace) -> int:
     rows = ev.select(["source", "pid"]).filter(is_api)  # not every column's rows
     if not rows.num_rows:
         return 1
-    pairs = rows.group_by(["source", "pid"]).aggregate([])
+    pairs = rows.group_by(["source", "pid"], use_threads=False).aggregate([])
     return max(1, int(np.count_nonzero(pairs["pid"].is_valid().to_numpy(
         zero_copy_only=False))))
 

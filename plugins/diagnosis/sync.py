@@ -77,7 +77,7 @@ def wall_time(trace: Trace) -> int:
         return 0
     end = pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))
     spans = pa.table({"source": ev["source"].cast(pa.string()), "ts": ev["ts_ns"], "end": end}) \
-        .group_by("source").aggregate([("ts", "min"), ("end", "max")])
+        .group_by("source", use_threads=False).aggregate([("ts", "min"), ("end", "max")])
     return int(pc.sum(pc.subtract(spans["end_max"], spans["ts_min"])).as_py() or 0)
 
 

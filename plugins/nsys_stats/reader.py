@@ -258,7 +258,8 @@ class _Ranges:
         out.note("ranges", "warning: End is not Start + Duration (dur_ns is Duration)",
                  mismatch)
         pid, tid = self.ints("PID"), self.ints("TID")
-        pairs = pa.table({"pid": pid, "tid": tid}).group_by(["pid", "tid"]).aggregate([])
+        pairs = pa.table({"pid": pid, "tid": tid}).group_by(
+            ["pid", "tid"], use_threads=False).aggregate([])
         self._pairs = sorted(zip(pairs["pid"].to_pylist(), pairs["tid"].to_pylist(),
                                  strict=True))
         level = self.ints("Lvl")

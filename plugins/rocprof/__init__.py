@@ -344,8 +344,9 @@ def _fill_launching_pids(converted: list[tuple[CsvFile, dict[str, Any]]]) -> Non
         pairs = pa.table({
             "corr": pa.concat_arrays([pa.array(c["correlation"], pa.int64()) for c in api]),
             "pid": pa.concat_arrays([pa.array(c["pid"], pa.int64()) for c in api])}) \
-            .drop_null().group_by(["corr", "pid"]).aggregate([])
-        owners = pairs.group_by("corr").aggregate([("pid", "count"), ("pid", "min")])
+            .drop_null().group_by(["corr", "pid"], use_threads=False).aggregate([])
+        owners = pairs.group_by("corr", use_threads=False).aggregate(
+            [("pid", "count"), ("pid", "min")])
         one = owners.filter(pc.equal(owners["pid_count"], 1))
     for f, c in converted:
         if f.kind not in ("v3_kernel", "v3_memcpy"):
@@ -426,8 +427,8 @@ def _attach_counters(converted: list[tuple[CsvFile, dict[str, Any]]],
         # One kernel row per counter dispatch and the reverse: the first in file order.
         key = pc.add(pc.multiply(pairs["part"], 1 << 40), pairs["krow"])
         pairs = pairs.append_column("key", key)
-        per_counter = pairs.group_by("crow").aggregate([("key", "min")])
-        per_kernel = per_counter.group_by("key_min").aggregate([("crow", "min")])
+        per_counter = pairs.group_by("crow", use_threads=False).aggregate([("key", "min")])
+        per_kernel = per_counter.group_by("key_min", use_threads=False).aggregate([("crow", "min")])
         keys = per_kernel["key_min"].to_numpy()
         crows = per_kernel["crow_min"].to_numpy()
         for i, (_, k) in enumerate(kernels):

@@ -24,7 +24,7 @@ def add_side_tables(parts: list[dict[str, Any]], out: TraceBuilder) -> None:
         if pid is not None and tid is not None and len(c["category"]) and \
                 str(c["category"][0]).startswith(("api", "host")):
             pairs = pa.table({"p": pa.array(pid), "t": pa.array(tid)}).group_by(
-                ["p", "t"]).aggregate([])
+                ["p", "t"], use_threads=False).aggregate([])
             threads.update((p, t) for p, t in zip(pairs["p"].to_pylist(),
                                                   pairs["t"].to_pylist(), strict=True)
                            if p is not None and t is not None)
