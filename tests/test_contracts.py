@@ -271,12 +271,14 @@ def test_plugins_import_only_the_public_api():
 
 
 def threaded_group_bys(source: str) -> list[int]:
-    """Lines of ``.group_by(...)`` calls without ``use_threads=False``: Arrow's threaded
-    grouping gives its groups in no stable order, so whatever follows that order (the first
-    name a rule finds, a table's rows) could change from run to run."""
+    """Lines of ``.group_by(...)`` calls, and of table joins (``.join(..., join_type=...)``),
+    without ``use_threads=False``: Arrow's threaded grouping and joining give their rows in no
+    stable order, so whatever follows that order (the first name a rule finds, a table's rows)
+    could change from run to run."""
     return sorted(node.lineno for node in ast.walk(ast.parse(source))
                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr == "group_by"
+                  and (node.func.attr == "group_by" or (node.func.attr == "join" and any(
+                      k.arg == "join_type" for k in node.keywords)))
                   and not any(k.arg == "use_threads" and isinstance(k.value, ast.Constant)
                               and k.value.value is False for k in node.keywords))
 
@@ -285,8 +287,10 @@ def test_the_group_by_check_finds_what_it_must():
     code = ("a = t.group_by('x').aggregate([])\n"
             "b = t.group_by(['x', 'y'], use_threads=False).aggregate([])\n"
             "c = t.group_by('x', use_threads=True)\n"
-            "d = _group_by(rows)\n")
-    assert threaded_group_bys(code) == [1, 3]
+            "d = _group_by(rows)\n"
+            "e = a.join(b, 'k', join_type='inner')\n"
+            "f = ','.join(names)\n")
+    assert threaded_group_bys(code) == [1, 3, 5]
 
 
 @pytest.mark.slow  # parses every module: about a second

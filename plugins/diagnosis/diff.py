@@ -94,7 +94,7 @@ def _per_name(trace: Trace, category: str, a: str, b: str) -> pa.Table:
         side = grouped.filter(pc.equal(grouped["source"], s))
         sides.append(pa.table({"name": side["name"], f"count_{tag}": side["dur_count"],
                                f"time_{tag}": side["dur_sum"]}))
-    joined = sides[0].join(sides[1], "name", join_type="full outer")
+    joined = sides[0].join(sides[1], "name", join_type="full outer", use_threads=False)
     count_a = joined["count_a"].fill_null(0).to_numpy()
     count_b = joined["count_b"].fill_null(0).to_numpy()
     time_a = joined["time_a"].fill_null(0).to_numpy()

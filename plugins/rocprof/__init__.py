@@ -418,7 +418,7 @@ def _attach_counters(converted: list[tuple[CsvFile, dict[str, Any]]],
                          "cpid": pa.array(c["pid"], pa.int64()), "dispatch": c["_dispatch"],
                          "ccorr": pa.array(c["correlation"], pa.int64()),
                          "cname": pa.array(c["name"], pa.string())})
-        pairs = ktab.join(ctab, keys="dispatch", join_type="inner")
+        pairs = ktab.join(ctab, keys="dispatch", join_type="inner", use_threads=False)
         names_agree = pc.fill_null(pc.equal(pairs["kname"], pairs["cname"]), True)
         same = pc.or_(pc.equal(pairs["kpid"], pairs["cpid"]),
                       pc.and_(pc.is_null(pairs["kpid"]),

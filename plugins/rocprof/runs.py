@@ -363,7 +363,8 @@ def drop_repeats(parts: list[tuple[Any, dict[str, Any]]], out: TraceBuilder) -> 
             for earlier, table in seen:
                 if table.schema.names != keys.schema.names:
                     continue
-                hit = rows.join(table, keys=keys.column_names, join_type="left semi")["_row"]
+                hit = rows.join(table, keys=keys.column_names, join_type="left semi",
+                                use_threads=False)["_row"]
                 hit_rows = hit.to_numpy()
                 if len(hit_rows) and not repeated[hit_rows].all():
                     first_seen = first_seen or earlier
