@@ -119,6 +119,11 @@ class DeviceWork:
     row: np.ndarray
     api: np.ndarray  # index into Activity.calls, -1 where no launching call is known
 
+    @property
+    def span(self) -> int:
+        """First work start to last work end (ns); 0 without work."""
+        return int(self.end.max() - self.start.min()) if len(self.start) else 0
+
 
 @dataclass
 class HostCalls:

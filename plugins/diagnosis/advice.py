@@ -379,13 +379,15 @@ def loader_fixes(example: str, because: str) -> list[Fix]:
         return [Fix("the DataLoader's workers cannot keep up: more workers (num_workers up to "
                     "the free CPU cores), a larger prefetch_factor, persistent_workers=True, "
                     f"or cheaper samples: {cheaper}", because)]
-    single = "_SingleProcessDataLoaderIter" in example
-    return [Fix("give the DataLoader worker processes (it loads in the training process: "
-                "num_workers=0): DataLoader(num_workers>0, pin_memory=True, "
-                "persistent_workers=True, prefetch_factor)" if single else LOADER_FIX, because),
-            Fix(f"if the workers cannot keep up either, make each sample cheaper: {cheaper}"
-                if single else f"if workers are already used, make each sample cheaper: {cheaper}",
-                "the loader, not the model, sets the step time")]
+    if "_SingleProcessDataLoaderIter" in example:
+        first = ("give the DataLoader worker processes (it loads in the training process: "
+                 "num_workers=0): DataLoader(num_workers>0, pin_memory=True, "
+                 "persistent_workers=True, prefetch_factor)")
+        then = "if the workers cannot keep up either"
+    else:
+        first, then = LOADER_FIX, "if workers are already used"
+    return [Fix(first, because), Fix(f"{then}, make each sample cheaper: {cheaper}",
+                                     "the loader, not the model, sets the step time")]
 
 
 def _input(p: Program, f: Facts) -> list[Fix]:

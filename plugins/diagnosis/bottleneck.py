@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -547,9 +548,6 @@ class Evidence:
         f.fp32_no_tensor_core_pct = share(FP32_NO_TENSOR_CORE)
         f.fp64_pct = share(FP64)
         f.matmul_conv_pct = share(MATMUL_CONV)
-        gpus = [n for n in self.trace.devices.column("name").to_pylist() if n] \
-            if "name" in self.trace.devices.column_names else []
-        consumer = [n for n in gpus if not re.search(FULL_FP64, n)]
         if "compute_capability" in self.trace.devices.column_names:
             ccs = []
             for cc in self.trace.devices.column("compute_capability").to_pylist():
@@ -558,7 +556,7 @@ class Evidence:
                 except (TypeError, ValueError):
                     continue
             f.compute_capability = min(ccs) if ccs else None
-        f.consumer_gpu = consumer[0] if consumer and len(consumer) == len(gpus) else ""
+        f.consumer_gpu = self._every_gpu(lambda name: not re.search(FULL_FP64, name))
 
     def _communication_facts(self, f: Facts) -> None:
         names, rows = self._work(COMMUNICATION)
@@ -614,11 +612,15 @@ class Evidence:
                 for name, ns in host_ops_during(self.trace, g, i).items():
                     f.gap_ops[name] = f.gap_ops.get(name, 0) + ns
 
+    def _every_gpu(self, test: Callable[[str], Any]) -> str:
+        """The first GPU's name when every named GPU of the trace passes ``test``, else ''."""
+        devices = self.trace.devices
+        gpus = [n for n in devices.column("name").to_pylist() if n] \
+            if "name" in devices.column_names else []
+        return gpus[0] if gpus and all(test(n) for n in gpus) else ""
+
     def _transfer_facts(self, f: Facts) -> None:
-        gpus = [n for n in self.trace.devices.column("name").to_pylist() if n] \
-            if "name" in self.trace.devices.column_names else []
-        shared = [n for n in gpus if re.search(SHARED_MEMORY_GPU, n)]
-        f.shared_memory_gpu = shared[0] if shared and len(shared) == len(gpus) else ""
+        f.shared_memory_gpu = self._every_gpu(lambda name: re.search(SHARED_MEMORY_GPU, name))
         ev = self.activity.events
         _, rows = self._work(MEMORY)
         if not len(rows):

@@ -331,8 +331,7 @@ def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
     lost = percent(lost_ns, c.kernel_time)
     if lost < min_share_pct:
         return []
-    span = int(c.work.end.max() - c.work.start.min()) if len(c.work.start) else 0
-    lost_of_span = percent(lost_ns, span) if span else lost
+    lost_of_span = percent(lost_ns, c.work.span) if c.work.span else lost
     share = percent(small_ns, c.kernel_time)
     top = int(small[0])
     name, blocks = t["name"][top].as_py(), t["blocks"][top].as_py()

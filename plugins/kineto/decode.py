@@ -366,10 +366,8 @@ def _ids(values: list[Any]) -> pa.Array:
         raise Unfit from None  # beyond int64: the forgiving path names it by its text
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass
-    # A few names ("Spans", "") among integers: code the values by the distinct, numbered
-    # as they first appear (one pass; a missing key takes the next number).
-    distinct: defaultdict[Any, int] = defaultdict(count().__next__)
-    codes = np.fromiter(map(distinct.__getitem__, values), dtype=np.int32, count=len(values))
+    # A few names ("Spans", "") among integers (a missing key is one distinct value more).
+    codes, distinct = _first_seen(values, len(values))
     texts = []
     for v in distinct:
         if type(v) is int and not INT64[0] <= v <= INT64[1]:
@@ -515,11 +513,17 @@ def _instant_keys(decoded: list[_InstantArgs]) -> dict[str, pa.Array]:
     return out
 
 
+def _first_seen(values: Iterable[Any], n: int) -> tuple[np.ndarray, dict[Any, int]]:
+    """Codes of ``n`` values numbered as they first appear, and the code of each distinct
+    value (in that order): one dict lookup per value, in one pass."""
+    distinct: defaultdict[Any, int] = defaultdict(count().__next__)
+    return np.fromiter(map(distinct.__getitem__, values), dtype=np.int32, count=n), distinct
+
+
 def _dictionary(values: Iterable[str | None], n: int) -> pa.DictionaryArray:
     """``n`` strings coded as ``dictionary_encode`` codes them (in order of first appearance,
     nulls null), by one dict lookup each: only the distinct ones become Arrow strings."""
-    distinct: defaultdict[str | None, int] = defaultdict(count().__next__)
-    codes = np.fromiter(map(distinct.__getitem__, values), dtype=np.int32, count=n)
+    codes, distinct = _first_seen(values, n)
     words = list(distinct)
     null = distinct.get(None)
     if null is None:
