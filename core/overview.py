@@ -173,7 +173,8 @@ def read_notice_lines(trace: Trace) -> list[str]:
     out = []
     for (source, kind, outcome), n in sorted(trace.log.notices().items()):
         if outcome.startswith("warning"):
-            out.append(f"warning: {source}: {kind}: {outcome.removeprefix('warning: ')}")
+            what = "" if kind == source else f"{kind}: "  # a file read alone names itself
+            out.append(f"warning: {source}: {what}{outcome.removeprefix('warning: ')}")
         else:
             out.append(f"warning: {source}: {n:,} {counted(kind)} {outcome}")
     return out

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from tracekit.report import percent
 
 STAT_COLUMNS = ("count", "total", "mean", "median", "min", "max", "stddev")
@@ -43,17 +46,25 @@ def plural(n: int, noun: str) -> str:
 
 
 def grouped_stats(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray,
-                  ) -> dict[str, np.ndarray | list[str]]:
+                  occurrences: pa.Array | pa.ChunkedArray | None = None,
+                  ) -> dict[str, Any]:
     """Per distinct key: count, total, mean, exact median, min, max, sample stddev.
 
     ``stddev`` is the sample standard deviation (ddof=1), as ``nsys stats`` reports; it is 0
     for a single value. Rows with a null value are ignored. Groups come out ordered by total,
     largest first.
+
+    ``occurrences`` (the model's ``count`` column; null means 1) says how many occurrences
+    each row stands for: a stats file's row totals its calls. A group holding such a row has
+    an exact count, total and mean, but no median, min, max or stddev (None: not known).
     """
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
+    weight = None
+    if occurrences is not None and occurrences.null_count < len(occurrences):
+        weight = pc.fill_null(occurrences, 1).to_numpy(zero_copy_only=False).astype(np.int64)
     if not pa.types.is_dictionary(keys.type):
         keys = keys.cast(pa.string()).dictionary_encode()
     valid = values.is_valid().to_numpy(zero_copy_only=False) & \
@@ -71,6 +82,8 @@ def grouped_stats(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.Chunke
         return {"key": [], **{c: np.array([], dtype=np.int64) for c in STAT_COLUMNS}}
     order = np.lexsort((v, code))
     code_s, v_s = code[order], v[order]
+    if weight is not None:
+        weight = weight[valid][order]
     starts = np.flatnonzero(np.r_[True, code_s[1:] != code_s[:-1]])
     counts = np.diff(np.r_[starts, len(v_s)])
     totals = np.add.reduceat(v_s, starts)
@@ -82,11 +95,26 @@ def grouped_stats(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.Chunke
     dev = v_s - np.repeat(mean, counts)
     ss = np.add.reduceat(dev * dev, starts)
     stddev = np.where(counts > 1, np.sqrt(ss / np.maximum(counts - 1, 1)), 0.0)
-    result = {
+    result: dict[str, Any] = {
         "key": [names[c] for c in code_s[starts].tolist()],
         "count": counts, "total": totals, "mean": mean, "median": median,
         "min": v_s[starts], "max": np.maximum.reduceat(v_s, starts), "stddev": stddev,
     }
+    if weight is not None and bool((weight != 1).any()):
+        result.update(_with_aggregates(result, weight, starts))
     rank = np.argsort(-totals, kind="stable")
     return {k: ([col[i] for i in rank] if isinstance(col, list) else col[rank])
             for k, col in result.items()}
+
+
+def _with_aggregates(result: dict[str, Any], weight: np.ndarray, starts: np.ndarray,
+                     ) -> dict[str, Any]:
+    """The count and mean of groups whose rows stand for ``weight`` occurrences each, and
+    None for the order statistics of the groups an aggregate row leaves unknown."""
+    counts = np.add.reduceat(weight, starts)
+    aggregate = np.maximum.reduceat((weight != 1).astype(np.int8), starts).astype(bool)
+    unknown = {k: [None if a else x for a, x in zip(aggregate.tolist(), result[k].tolist(),
+                                                    strict=True)]
+               for k in ("median", "min", "max", "stddev")}
+    mean = np.divide(result["total"], counts, out=np.zeros(len(counts)), where=counts > 0)
+    return {"count": counts, "mean": mean, **unknown}

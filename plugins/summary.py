@@ -7,10 +7,13 @@ table's total (not of wall time), mean, median, min, max and sample standard dev
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
@@ -51,22 +54,34 @@ class SummaryAnalyzer(tracekit.Analyzer):
     def analyze(self, trace: Trace) -> Report:
         events = trace.events.filter(equals(trace.events["kind"], "slice"))
         report = Report(analyzer=self.name, title="Summary")
+        tabled = untimed_tabled = aggregates = 0
         for table, title, cats, column, unit in _TABLES:
             rows = events.filter(is_in(events["category"], cats))
             keys = _memop_names(rows) if table.startswith("memops") else rows["name"]
-            result = self._table(keys, rows[column], unit)
+            result = self._table(keys, rows[column], rows["count"], unit)
+            if column == "dur_ns":
+                result = _stated_spread(result, keys, rows)
             if self.options.limit:
                 result = result.slice(0, self.options.limit)
             report.tables[table] = result
             report.table_titles[table] = title
-        untimed = pc.sum(pc.is_null(trace.events["ts_ns"])).as_py() or 0
+            if table != "memops_size":  # the same rows as memops_time
+                tabled += rows.num_rows
+                untimed_tabled += rows["ts_ns"].null_count
+                aggregates += int(pc.sum(pc.greater(rows["count"], 1)).as_py() or 0)
+        untimed = trace.events["ts_ns"].null_count - untimed_tabled
         if untimed:
             report.notes.append(f"{untimed:,} untimed aggregate rows are not in these tables")
+        if aggregates:
+            report.notes.append(
+                f"{aggregates:,} rows are totals of several calls (a stats file): their count, "
+                "total and mean are exact; the median is not known, nor min, max and stddev "
+                "where the file does not state them (-)")
         return report
 
     @staticmethod
-    def _table(keys: Any, values: Any, unit: str) -> pa.Table:
-        s = grouped_stats(keys, values)
+    def _table(keys: Any, values: Any, occurrences: Any, unit: str) -> pa.Table:
+        s = grouped_stats(keys, values, occurrences)
         total = float(np.sum(s["total"])) if len(s["total"]) else 0.0
         pct = (np.asarray(s["total"], dtype=float) * 100 / total) if total else \
             np.zeros(len(s["total"]))
@@ -76,6 +91,49 @@ class SummaryAnalyzer(tracekit.Analyzer):
             ("mean", "float", unit, s["mean"]), ("median", "float", unit, s["median"]),
             ("min", "int", unit, s["min"]), ("max", "int", unit, s["max"]),
             ("stddev", "float", unit, s["stddev"]), ("name", "str", None, s["key"])])
+
+
+def _stated_spread(result: pa.Table, keys: Any, rows: pa.Table) -> pa.Table:
+    """Fill min, max and stddev of a name that one aggregate row totals from what its stats
+    file states (rocprofv3's MinNs, MaxNs, StdDev, kept in the row's args)."""
+    aggregate = pc.greater(rows["count"], 1)
+    if not pc.any(aggregate).as_py():
+        return result
+    names = pc.cast(keys, pa.string()).to_pylist()
+    rows_of = Counter(names)
+    stated: dict[str, dict[str, Any]] = {}
+    for name, args in zip(pc.filter(keys, aggregate).cast(pa.string()).to_pylist(),
+                          rows["args"].filter(aggregate).to_pylist(), strict=True):
+        try:
+            fields = orjson.loads(args) if args and rows_of[name] == 1 else {}
+        except orjson.JSONDecodeError:
+            fields = {}
+        if isinstance(fields, dict):
+            stated[name] = {k.lower(): v for k, v in fields.items()}
+    columns = {c: result[c].to_pylist() for c in ("min", "max", "stddev")}
+    for i, name in enumerate(result["name"].to_pylist()):
+        spread = stated.get(name, {})
+        for column, key, cast in (("min", "minns", int), ("max", "maxns", int),
+                                  ("stddev", "stddev", float)):
+            value = _number(spread.get(key))
+            if columns[column][i] is None and value is not None:
+                columns[column][i] = cast(value)
+    for column, values in columns.items():
+        at = result.schema.get_field_index(column)
+        field_ = result.schema.field(at)
+        result = result.set_column(at, field_, pa.array(values, field_.type))
+    return result
+
+
+def _number(value: Any) -> float | None:
+    """A stats file's number, written as a number or as text (rocprof's CSV cells)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _memop_names(rows: pa.Table) -> pa.Array:

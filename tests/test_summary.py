@@ -59,3 +59,59 @@ def test_grouped_stats_merges_duplicate_dictionary_entries():
     assert s["key"] == ["b", "a"]
     assert s["count"].tolist() == [1, 2] and s["total"].tolist() == [10, 4]
     assert s["median"].tolist() == [10.0, 2.0]
+
+
+def test_grouped_stats_weighs_aggregate_rows_by_their_occurrences():
+    import pyarrow as pa
+    from tracekit.stats import grouped_stats
+
+    # "a": one call of 5 and an aggregate of 3 calls totalling 30; "b": calls of 2 and 4.
+    s = grouped_stats(pa.array(["a", "a", "b", "b"]), pa.array([5, 30, 2, 4]),
+                      pa.array([None, 3, 1, None], pa.int64()))
+    assert s["key"] == ["a", "b"]
+    assert s["count"].tolist() == [4, 2] and s["total"].tolist() == [35, 6]
+    assert s["mean"].tolist() == [8.75, 3.0]
+    assert [s[c][0] for c in ("median", "min", "max", "stddev")] == [None] * 4
+    assert (s["median"][1], s["min"][1], s["max"][1]) == (3.0, 2, 4)
+
+
+def _stats_csv(path):
+    import csv
+
+    with open(path, newline="") as f:
+        return {row["Name"]: row for row in csv.DictReader(f)}
+
+
+@pytest.mark.parametrize(("rel", "states_spread"), [
+    ("rocprof-v1/kokkos_2021_gfx906/results.hip_stats.csv", False),
+    ("rocprof-v3/rocprofiler-sdk-docs/hip_api_stats.csv", True),
+])
+def test_stats_file_rows_count_their_calls(rel, states_spread, registry):
+    """A stats file's row totals its Calls: the summary counts them, says the mean of the
+    file, and fills min, max and stddev only where the file states them."""
+    path = shared_path(*rel.split("/"))
+    want = _stats_csv(path)
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "summary",
+                                registry=registry)
+    rows = {r["name"]: r for r in report.tables["api"].to_pylist()}
+    assert set(rows) == set(want)
+    for name, row in rows.items():
+        calls, total = int(want[name]["Calls"]), int(want[name]["TotalDurationNs"])
+        assert (row["count"], row["total"]) == (calls, total)
+        assert row["mean"] == pytest.approx(float(want[name]["AverageNs"]), abs=1.0)
+        if calls == 1:
+            assert (row["median"], row["min"], row["max"], row["stddev"]) == (
+                total, total, total, 0.0)
+            continue
+        assert row["median"] is None
+        if states_spread:
+            assert (row["min"], row["max"]) == (int(want[name]["MinNs"]),
+                                                int(want[name]["MaxNs"]))
+            assert row["stddev"] == pytest.approx(float(want[name]["StdDev"]))
+        else:
+            assert (row["min"], row["max"], row["stddev"]) == (None, None, None)
+    several = sum(1 for r in want.values() if int(r["Calls"]) > 1)
+    assert report.notes == [
+        f"{several} rows are totals of several calls (a stats file): their count, total and "
+        "mean are exact; the median is not known, nor min, max and stddev where the file does "
+        "not state them (-)"]
