@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,14 @@ from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.nsys import extra as E
 from tracekit.plugins.nsys import samples as samples_mod
 from tracekit.plugins.nsys import tables as T
-from tracekit.plugins.nsys.db import ExportDatabase, col, decode_pid, decode_tid, fill_names
+from tracekit.plugins.nsys.db import (
+    ExportDatabase,
+    MissingColumn,
+    col,
+    decode_pid,
+    decode_tid,
+    fill_names,
+)
 from tracekit.toolkit import SQLITE_MAGIC, int_or_none, table_names, text_or_none
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -125,6 +133,26 @@ class NsysReader(tracekit.Reader):
             out.note(table, outcome, rows)
             done.add(table)
 
+        def optional(table: str, read: Callable[[], None], serving: str = "") -> None:
+            """Read an optional table; one that lacks a column it cannot do without is
+            skipped, its rows (and those of the table ``serving`` it) counted with the reason,
+            and the rest of the export read."""
+            try:
+                read()
+            except MissingColumn as missing:
+                if missing.table != table:
+                    raise
+                why = f"column {missing.column} is missing"
+                out.note(table, f"skipped: {why}", db.count(table))
+                done.add(table)
+                if serving in db.tables and serving not in done:
+                    out.note(serving, f"skipped: {table} skipped ({why})", db.count(serving))
+                    done.add(serving)
+
+        def extra(table: str, convert: Callable[[ExportDatabase], dict[str, Any]]) -> None:
+            columns = convert(db)
+            add(table, columns, len(columns["ts_ns"]))
+
         # One phase for the whole export: a percentage (and so a time left) by the rows
         # read of the tables read, their sizes known up front.
         progress = out.progress
@@ -147,13 +175,9 @@ class NsysReader(tracekit.Reader):
                   (E.GRAPH_TRACE, E.graph_trace), (E.GPU_METRICS, E.gpu_metrics))
         for table, convert in extras:
             if table in db.tables and db.count(table):
-                columns = convert(db)
-                add(table, columns, len(columns["ts_ns"]))
+                optional(table, lambda table=table, convert=convert: extra(table, convert))
         if E.SCHED in db.tables and db.count(E.SCHED):
-            columns, unpaired = E.scheduling(db)
-            add(E.SCHED, columns, 2 * len(columns["ts_ns"]),
-                "events (a sched-in and its sched-out per slice)")
-            out.note(E.SCHED, "skipped: a sched-in or sched-out without its pair", unpaired)
+            optional(E.SCHED, lambda: self._sched(db, add, out))
         if T.RUNTIME in db.tables:
             rows = carriers = 0
             for columns, left_out in T.runtime(db):
@@ -163,53 +187,77 @@ class NsysReader(tracekit.Reader):
             out.note(T.RUNTIME, "events", rows)
             out.note(T.RUNTIME, "not needed: backtrace row repeating an API call", carriers)
         if T.MEMORY_USAGE in db.tables and db.count(T.MEMORY_USAGE):
-            instants, counters = T.memory_usage(db)
-            add(T.MEMORY_USAGE, instants, len(instants["ts_ns"]))
-            out.add_events(counters)
-            out.note("derived from " + T.MEMORY_USAGE, "counter rows (memory allocated)",
-                     len(counters["ts_ns"]))
+            optional(T.MEMORY_USAGE, lambda: self._memory_usage(db, add, out))
+        stack_base = frame_base = 0
         if samples_mod.SAMPLES in db.tables:
-            columns, tree = samples_mod.samples(db)
-            add(samples_mod.SAMPLES, columns, len(columns["ts_ns"]))
-            out.add_table("stacks", tree.stacks)
-            out.add_table("frames", tree.frames)
-            stack_base, frame_base = tree.stacks.num_rows, tree.frames.num_rows
-            if samples_mod.CALLCHAINS in db.tables:
-                out.note(samples_mod.CALLCHAINS, "call stacks of the samples",
-                         db.count(samples_mod.CALLCHAINS) - tree.skipped)
-                done.add(samples_mod.CALLCHAINS)
-        else:
-            stack_base = frame_base = 0
+            read: list[Any] = []
+            optional(samples_mod.SAMPLES, lambda: read.append(samples_mod.samples(db)))
+            if read:
+                columns, tree = read[0]
+                add(samples_mod.SAMPLES, columns, len(columns["ts_ns"]))
+                out.add_table("stacks", tree.stacks)
+                out.add_table("frames", tree.frames)
+                stack_base, frame_base = tree.stacks.num_rows, tree.frames.num_rows
+                if samples_mod.CALLCHAINS in db.tables:
+                    out.note(samples_mod.CALLCHAINS, "call stacks of the samples",
+                             db.count(samples_mod.CALLCHAINS) - tree.skipped)
+                    done.add(samples_mod.CALLCHAINS)
         if T.OSRT in db.tables:
-            osrt_tree = None
-            if samples_mod.OSRT_CALLCHAINS in db.tables:
-                osrt_tree = samples_mod.chain_tree(db, samples_mod.OSRT_CALLCHAINS,
-                                                   stack_base, frame_base)
-                out.add_table("stacks", osrt_tree.stacks)
-                out.add_table("frames", osrt_tree.frames)
-                out.note(samples_mod.OSRT_CALLCHAINS, "call stacks of the OS runtime calls",
-                         db.count(samples_mod.OSRT_CALLCHAINS) - osrt_tree.skipped)
-                done.add(samples_mod.OSRT_CALLCHAINS)
-            rows = 0
-            for columns in T.osrt(db, osrt_tree):
-                rows += len(columns["ts_ns"])
-                add(T.OSRT, columns, 0)
-            out.note(T.OSRT, "events", rows)
+            optional(T.OSRT, lambda: self._osrt(db, add, out, done, stack_base, frame_base),
+                     serving=samples_mod.OSRT_CALLCHAINS)
         if T.NVTX in db.tables:
-            counts: Counter[str] = Counter()
-            other: Counter[int] = Counter()
-            for columns, part in T.nvtx(db):
-                add(T.NVTX, columns, 0)
-                other.update(part.pop("other"))
-                counts.update(part)
-            out.note(T.NVTX, "events", counts["ranges"] + counts["marks"])
-            out.note(T.NVTX, "skipped: range without an end", counts["unterminated"])
-            labels = {33: "categories", 75: "domain names", 39: "thread names"}
-            for event_type, n in other.items():
-                what = labels.get(event_type)
-                out.note(T.NVTX, f"{what} (kept in args ids)" if what else
-                         f"skipped: eventType {event_type} not read yet", n)
+            optional(T.NVTX, lambda: self._nvtx(db, add, out))
         return done, pids
+
+    @staticmethod
+    def _sched(db: ExportDatabase, add: Callable[..., None], out: TraceBuilder) -> None:
+        columns, unpaired = E.scheduling(db)
+        add(E.SCHED, columns, 2 * len(columns["ts_ns"]),
+            "events (a sched-in and its sched-out per slice)")
+        out.note(E.SCHED, "skipped: a sched-in or sched-out without its pair", unpaired)
+
+    @staticmethod
+    def _memory_usage(db: ExportDatabase, add: Callable[..., None], out: TraceBuilder) -> None:
+        instants, counters = T.memory_usage(db)
+        add(T.MEMORY_USAGE, instants, len(instants["ts_ns"]))
+        out.add_events(counters)
+        out.note("derived from " + T.MEMORY_USAGE, "counter rows (memory allocated)",
+                 len(counters["ts_ns"]))
+
+    @staticmethod
+    def _osrt(db: ExportDatabase, add: Callable[..., None], out: TraceBuilder, done: set[str],
+              stack_base: int, frame_base: int) -> None:
+        db.require(T.OSRT, *T.OSRT_NEEDS)  # before its call stacks are added
+        osrt_tree = None
+        if samples_mod.OSRT_CALLCHAINS in db.tables:
+            osrt_tree = samples_mod.chain_tree(db, samples_mod.OSRT_CALLCHAINS,
+                                               stack_base, frame_base)
+            out.add_table("stacks", osrt_tree.stacks)
+            out.add_table("frames", osrt_tree.frames)
+            out.note(samples_mod.OSRT_CALLCHAINS, "call stacks of the OS runtime calls",
+                     db.count(samples_mod.OSRT_CALLCHAINS) - osrt_tree.skipped)
+            done.add(samples_mod.OSRT_CALLCHAINS)
+        rows = 0
+        for columns in T.osrt(db, osrt_tree):
+            rows += len(columns["ts_ns"])
+            add(T.OSRT, columns, 0)
+        out.note(T.OSRT, "events", rows)
+
+    @staticmethod
+    def _nvtx(db: ExportDatabase, add: Callable[..., None], out: TraceBuilder) -> None:
+        counts: Counter[str] = Counter()
+        other: Counter[int] = Counter()
+        for columns, part in T.nvtx(db):
+            add(T.NVTX, columns, 0)
+            other.update(part.pop("other"))
+            counts.update(part)
+        out.note(T.NVTX, "events", counts["ranges"] + counts["marks"])
+        out.note(T.NVTX, "skipped: range without an end", counts["unterminated"])
+        labels = {33: "categories", 75: "domain names", 39: "thread names"}
+        for event_type, n in other.items():
+            what = labels.get(event_type)
+            out.note(T.NVTX, f"{what} (kept in args ids)" if what else
+                     f"skipped: eventType {event_type} not read yet", n)
 
     def _side_tables(self, db: ExportDatabase, out: TraceBuilder, pids: set[int]) -> None:
         # Descriptive rows with a value of the wrong type are ignored with a warning: the

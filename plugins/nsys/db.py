@@ -18,6 +18,16 @@ from tracekit.toolkit import sqlite_column as col
 UNKNOWN_NAME = "[unknown]"
 
 
+class MissingColumn(TraceReadError):
+    """``table`` lacks ``column``, which the reader cannot do without. Fails the read for the
+    core tables; the reader skips an optional table that raises it, counted."""
+
+    def __init__(self, table: str, column: str, path: Path) -> None:
+        super().__init__(f"column {column} is missing (not an nsys export this reader knows, "
+                         "or a damaged one)", path=path, location=f"table {table}")
+        self.table, self.column = table, column
+
+
 class ExportDatabase(SqliteInput):
     """One Nsight Systems export, opened read-only, with its string table.
 
@@ -54,13 +64,11 @@ class ExportDatabase(SqliteInput):
             self.notes[(table, outcome)] += count
 
     def require(self, table: str, *columns: str) -> None:
-        """A clear error when ``table`` lacks a column the reader cannot do without."""
+        """MissingColumn when ``table`` lacks a column the reader cannot do without."""
         have = set(self.columns(table))
         for name in columns:
             if name not in have:
-                raise TraceReadError(f"column {name} is missing (not an nsys export this "
-                                     "reader knows, or a damaged one)", path=self.path,
-                                     location=f"table {table}")
+                raise MissingColumn(table, name, self.path)
 
     @cached_property
     def strings(self) -> pa.Table:

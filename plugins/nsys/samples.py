@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from tracekit.plugins.nsys.db import (
     UNKNOWN_NAME,
     ExportDatabase,
+    MissingColumn,
     col,
     decode_pid,
     decode_tid,
@@ -89,8 +90,14 @@ def chain_tree(db: ExportDatabase, table: str, stack_base: int = 0,
     ``stackDepth`` 0 is the leaf (the function executing); the root is the deepest entry.
     Equal paths from the root share stack ids, so a million rows share their frames.
     """
+    lost = 0  # the rows of a table without a column it needs: skipped, counted
     if table in db.tables:
-        db.require(table, "id", "symbol", "module", "stackDepth")
+        try:
+            db.require(table, "id", "symbol", "module", "stackDepth")
+        except MissingColumn as missing:
+            lost = db.count(table)
+            db.note(table, f"skipped: column {missing.column} is missing", lost)
+    if table in db.tables and not lost:
         chain = db.arrow(f"SELECT id, symbol, module, stackDepth FROM {table}")
     else:
         chain = db.arrow("SELECT 0 AS id, 0 AS symbol, 0 AS module, 0 AS stackDepth WHERE 0")
@@ -145,11 +152,12 @@ def chain_tree(db: ExportDatabase, table: str, stack_base: int = 0,
     # Each chain's stack is the one of its leaf (its last row, root first).
     leaf_rows = np.r_[starts[1:] - 1, len(ids_o) - 1] if len(starts) else starts
     return ChainTree(ids_o[starts], stack_of_row[leaf_rows], frame_o[leaf_rows], stacks,
-                     frames, skipped)
+                     frames, skipped + lost)
 
 
 def samples(db: ExportDatabase) -> tuple[dict, ChainTree]:
     """Return (event columns, the samples' call-chain tree)."""
+    db.require(SAMPLES, "start")
     ev = db.arrow(f"SELECT * FROM {SAMPLES} ORDER BY id")
     tree = chain_tree(db, CALLCHAINS)
     sample_id = col(ev, "id").fill_null(-1).to_numpy(zero_copy_only=False)

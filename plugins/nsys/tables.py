@@ -29,6 +29,7 @@ SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
 OSRT = "OSRT_API"
+OSRT_NEEDS = ("start", "end", "nameId")
 
 # nsys's own numbering, for exports without ENUM tables (2021): not CUPTI's (formats.md 1.6).
 NSYS_MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
@@ -241,7 +242,7 @@ def osrt(db: ExportDatabase, tree: Any = None) -> Iterator[Columns]:
     call that has a callchainId gets its stack."""
     wanted = ["start", "end", "globalTid", "nameId", "returnValue", "nestingLevel",
               "callchainId"]
-    db.require(OSRT, "start", "end", "nameId")
+    db.require(OSRT, *OSRT_NEEDS)
     present = [c for c in wanted if c in db.columns(OSRT)]
     for t in db.batches(f"SELECT {', '.join(present)} FROM {OSRT}"):
         yield _osrt(db, t, tree)

@@ -1,0 +1,121 @@
+"""nsys exports of versions and setups the real fixtures lack, made from copies of them as the
+documented nsys versions shape them: optional tables without a column, the runtime table
+before eventClass, exports with --ts-normalize / --ts-shift, cuBLAS and cuDNN ranges."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import tracekit
+from helpers import shared_path
+from test_nsys import category_counts, damaged, read_error, sql
+
+CLOVERLEAF = "pipit_cloverleaf_nsys2024.5.1_a100.sqlite"
+MEMFUSION = "memfusion_nsys2023.1.2_rtx3090_tensorrt.sqlite"
+SAXPY = "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite"
+SMALL = "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+
+
+def rebuilt_without(table: str, column: str) -> list[str]:
+    """SQL that drops ``column`` from ``table`` (as an older or newer nsys writes it)."""
+    return [f'ALTER TABLE "{table}" DROP COLUMN "{column}"']
+
+
+def log(trace) -> dict[tuple[str, str], int]:
+    return {(kind, outcome): n for (_, kind, outcome), n in trace.log.outcomes.items()}
+
+
+# -- 1. an optional table without a column it needs is skipped, counted ------------------------
+
+def test_optional_tables_without_a_needed_column_are_skipped_and_counted(tmp_path, registry):
+    real = shared_path("nsys-sqlite", CLOVERLEAF)
+    sched = sql(real, "SELECT count(*) FROM SCHED_EVENTS")[0][0]
+    diagnostics = sql(real, "SELECT count(*) FROM DIAGNOSTIC_EVENT")[0][0]
+    assert (sched, diagnostics) == (1254, 19)
+    path = damaged(tmp_path, *rebuilt_without("SCHED_EVENTS", "isSchedIn"),
+                   "ALTER TABLE DIAGNOSTIC_EVENT RENAME COLUMN timestamp TO ts",
+                   # GPU metrics as an export with another layout might hold them
+                   "CREATE TABLE GPU_METRICS (timestamp INT, metricId INT, value INT)",
+                   "INSERT INTO GPU_METRICS VALUES (1000, 5, 80), (2000, 5, 20), (1000, 7, 3)",
+                   base=CLOVERLEAF)
+    trace = tracekit.read(path, registry=registry)
+    before = tracekit.read(real, registry=registry)
+    got, want = log(trace), log(before)
+    skipped = {("SCHED_EVENTS", "skipped: column isSchedIn is missing"): 1254,
+               ("DIAGNOSTIC_EVENT", "skipped: column timestamp is missing"): 19,
+               ("GPU_METRICS", "skipped: column typeId is missing"): 3}
+    assert {k: v for k, v in got.items() if k not in want} == skipped
+    assert {k: v for k, v in want.items() if k not in got} == {
+        ("SCHED_EVENTS", "events (a sched-in and its sched-out per slice)"): 1254,
+        ("DIAGNOSTIC_EVENT", "events"): 19}
+    # Everything else is read as before: only the two tables' events are missing.
+    lost = category_counts(before) - category_counts(trace)
+    assert lost == Counter({"host.sched": 627, "host.instant": 19})
+    assert category_counts(trace)["gpu.kernel"] == 1312
+
+
+def test_the_command_converts_and_says_what_it_skipped(tmp_path):
+    path = damaged(tmp_path, "CREATE TABLE GPU_METRICS (timestamp INT, metricId INT, "
+                             "value INT)", "INSERT INTO GPU_METRICS VALUES (1000, 5, 80)")
+    out = tmp_path / "x.pftrace"
+    done = subprocess.run([sys.executable, "-m", "tracekit", "convert", str(path), "-o",
+                           str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0
+    assert "warning: damaged.sqlite: 1 GPU_METRICS records skipped: column typeId is missing" \
+        in done.stderr.splitlines()
+    assert "Traceback" not in done.stderr
+    info = subprocess.run([sys.executable, "-m", "tracekit", "info", str(path)],
+                          capture_output=True, text=True)
+    assert info.returncode == 0
+    [line] = [x for x in info.stdout.splitlines() if "GPU_METRICS" in x]
+    assert line.split() == ["GPU_METRICS", "1", "skipped:", "column", "typeId", "is", "missing"]
+
+
+def test_call_chains_without_a_column_leave_samples_without_stacks(tmp_path, registry):
+    real = shared_path("nsys-sqlite", SMALL)
+    [(samples, chains)] = sql(real, "SELECT (SELECT count(*) FROM COMPOSITE_EVENTS), "
+                                    "(SELECT count(*) FROM SAMPLING_CALLCHAINS)")
+    path = damaged(tmp_path, *rebuilt_without("SAMPLING_CALLCHAINS", "stackDepth"),
+                   loosen=["SAMPLING_CALLCHAINS"])
+    trace = tracekit.read(path, registry=registry)
+    got = log(trace)
+    assert got[("SAMPLING_CALLCHAINS", "skipped: column stackDepth is missing")] == chains > 0
+    assert ("SAMPLING_CALLCHAINS", "call stacks of the samples") not in got
+    assert got[("COMPOSITE_EVENTS", "events")] == samples > 0
+    cpu = trace.events.filter(pc.equal(trace.events["category"], "cpu.sample"))
+    assert set(cpu["name"].cast(pa.string()).to_pylist()) == {"[no call stack]"}
+    assert cpu["stack_id"].null_count == samples
+
+
+def test_os_runtime_and_nvtx_without_a_column_are_skipped(tmp_path, registry):
+    real = shared_path("nsys-sqlite", CLOVERLEAF)
+    [(calls, chains)] = sql(real, "SELECT (SELECT count(*) FROM OSRT_API), "
+                                  "(SELECT count(*) FROM OSRT_CALLCHAINS)")
+    path = damaged(tmp_path, *rebuilt_without("OSRT_API", "nameId"), base=CLOVERLEAF)
+    trace = tracekit.read(path, registry=registry)
+    got = log(trace)
+    assert got[("OSRT_API", "skipped: column nameId is missing")] == calls == 1831
+    # Its call chains were not read either: they only serve the calls.
+    assert got[("OSRT_CALLCHAINS", "skipped: OSRT_API skipped (column nameId is missing)")] \
+        == chains == 8930
+    assert category_counts(trace)["host.os"] == 0
+    nvtx = sql(shared_path("nsys-sqlite", SAXPY), "SELECT count(*) FROM NVTX_EVENTS")[0][0]
+    path = damaged(tmp_path, *rebuilt_without("NVTX_EVENTS", "eventType"), base=SAXPY)
+    got = log(tracekit.read(path, registry=registry))
+    assert got[("NVTX_EVENTS", "skipped: column eventType is missing")] == nvtx == 24
+
+
+def test_core_tables_without_a_needed_column_still_fail(tmp_path, registry):
+    for table, column in (("CUPTI_ACTIVITY_KIND_KERNEL", "end"), (RUNTIME, "nameId"),
+                          ("CUPTI_ACTIVITY_KIND_MEMCPY", "start")):
+        path = damaged(tmp_path, *rebuilt_without(table, column))
+        assert str(read_error(path, registry)) == (
+            f"{path}: table {table}: column {column} is missing (not an nsys export this "
+            "reader knows, or a damaged one)")
+
