@@ -221,12 +221,20 @@ def is_kernel(module: str | None, address: int | None = None) -> bool:
 
 
 def event_base(event: str) -> str:
-    """``cycles:ppp`` -> ``cycles``, ``cpu_core/cycles/u`` -> ``cycles``."""
+    """The event a perf event spec names, without modifiers or terms (perf-list(1)):
+    ``cycles:ppp`` -> ``cycles``; ``cpu_core/cycles/u`` and ``cpu/cycles,period=9/`` ->
+    ``cycles`` (a PMU and its event); ``cpu-clock/period=1000000/`` -> ``cpu-clock`` (an
+    event and its terms); ``cpu/event=0x3c,name=loops/`` -> ``loops``."""
     base = event.split(":", 1)[0]
-    if "/" in base:
-        parts = [p for p in base.split("/") if p]
-        base = parts[1] if len(parts) > 1 else parts[0]
-    return base
+    parts = [p for p in base.split("/") if p]
+    if len(parts) < 2:
+        return parts[0] if parts else base
+    terms = parts[1].split(",")
+    named = [t for t in terms if t and "=" not in t]
+    if named:  # pmu/event/: the event
+        return named[0]
+    label = [t.split("=", 1)[1] for t in terms if t.startswith("name=")]
+    return label[0] if label else parts[0]  # event/terms/: the event itself
 
 
 def time_event(events: list[str]) -> str | None:

@@ -204,3 +204,33 @@ def test_a_backward_op_makes_the_trace_training(tmp_path):
     assert small.evidence["mode"] == "training"
     assert small.evidence["mode_from"] == "AddmmBackward0"
     assert "inference_mode" not in small.suggestion
+
+
+# --- event specs with terms -----------------------------------------------------------------
+
+@pytest.mark.parametrize(("spec", "base"), [
+    ("cycles:ppp", "cycles"), ("cpu_core/cycles/u", "cycles"),
+    ("cpu/cycles,period=9/", "cycles"), ("cpu-clock/period=1000000/", "cpu-clock"),
+    ("page-faults/period=10/", "page-faults"), ("cpu/event=0x3c,name=loops/", "loops"),
+    ("armv8_pmuv3_0/cpu_cycles/", "cpu_cycles"), ("task-clock", "task-clock"),
+])
+def test_event_base_reads_perf_event_specs(spec, base):
+    from tracekit.toolkit import event_base
+
+    assert event_base(spec) == base
+
+
+def test_time_event_with_terms_ranks_cpu_time(tmp_path):
+    """``perf record -e cpu-clock/period=1000000/ -e page-faults/period=10/``: the profile
+    is ranked by the cpu-clock samples, in ns, not by page faults."""
+    text = "".join(f"app 1/1 {1 + i / 1000:.6f}:    1000000 cpu-clock/period=1000000/:\n"
+                   f"\t 1 {'hot' if i % 4 else 'cold'} (/app)\n\t 2 main (/app)\n\n"
+                   for i in range(8))
+    text += "".join(f"app 1/1 {1 + i / 1000:.6f}:         10 page-faults/period=10/:\n"
+                    f"\t 1 faulty (/app)\n\t 2 main (/app)\n\n" for i in range(20))
+    path = tmp_path / "terms.perf"
+    path.write_text(text)
+    evidence = cpu_report(path).findings[0].evidence
+    assert (evidence["event"], evidence["weight_unit"], evidence["samples"]) == (
+        "cpu-clock/period=1000000/", "ns of CPU time", 8)
+    assert (evidence["top_function"], evidence["top_function_pct"]) == ("hot", 75.0)
