@@ -721,3 +721,20 @@ def test_a_v1_folder_of_totals_reads_its_results_json(folder, events, skipped):
     noted = {kind: n for (_, kind, outcome), n in trace.log.outcomes.items()
              if outcome.startswith("skipped:") and kind in skipped}
     assert noted == skipped
+
+
+def test_pc_sampling_file_in_a_run_folder_is_counted_as_pc_samples(tmp_path, registry):
+    """rocprofv3's PC sampling CSV (Sample_Timestamp, Exec_Mask, Dispatch_Id, Instruction
+    ...) is not read yet; in a run's folder its rows are counted as PC samples, not as a
+    file that is not rocprof's."""
+    shutil.copy(shared_path("rocprof-v3", "rocprofiler-sdk-docs", "kernel_trace_2024-08.csv"),
+                tmp_path / "run_kernel_trace.csv")
+    (tmp_path / "run_pc_sampling_host_trap.csv").write_text(
+        '"Sample_Timestamp","Exec_Mask","Dispatch_Id","Instruction","Instruction_Comment",'
+        '"Correlation_Id"\n'
+        '1000001000,18446744073709551615,1,"s_waitcnt vmcnt(0)","k.cpp:10",1\n'
+        '1000002000,18446744073709551615,1,"v_add_f32 v0, v1, v2","k.cpp:11",1\n')
+    trace = tracekit.read(tmp_path, registry=registry)
+    outcomes = {(k, o): n for (_, k, o), n in trace.log.outcomes.items()
+                if k == "run_pc_sampling_host_trap.csv"}
+    assert outcomes == {("run_pc_sampling_host_trap.csv", "skipped: PC samples, not read yet"): 2}

@@ -102,8 +102,7 @@ class RocprofCsvReader(tracekit.Reader):
             # timeline, and the totals would add nothing to it.
             self._read_v1_json(Source(timeline), out)
             for path in input_files(source):
-                with path.open("rb") as fh:
-                    rows = max(0, sum(1 for _ in fh) - 1)
+                rows = _rows(path)
                 out.note(path.name, "skipped: aggregate totals of the run results.json "
                          "records" if _kind_of_file(path) == "stats" else "skipped: untimed "
                          "rows (a counter run; read the file on its own for its counters)",
@@ -119,12 +118,19 @@ class RocprofCsvReader(tracekit.Reader):
         for path in paths:
             f = read_csv(path)
             if f is None:
+                unread = _unread_output(path)
                 if path == source.path:
+                    if unread:
+                        raise TraceReadError(f"rocprofv3 {unread}: not read by tracekit yet",
+                                             path=path)
                     lacking = missing_columns(_header_of_file(path))
                     raise TraceReadError("not a rocprof CSV header" + (
                         f" (no {lacking} column)" if lacking else ""), path=path,
                         location="line 1")
-                out.note(f"{path.name}", "skipped: not a rocprof CSV", 1)
+                if unread:
+                    out.note(path.name, f"skipped: {unread}, not read yet", _rows(path))
+                else:
+                    out.note(f"{path.name}", "skipped: not a rocprof CSV", 1)
                 continue
             files.append(f)
             if not f.table.num_rows:
@@ -296,6 +302,23 @@ def _is_timeline(path: Path) -> bool:
 def _header_of_file(path: Path) -> list[str]:
     with open(path, "rb") as fh:
         return header_of(fh.read(8192).decode("utf-8", "replace"))
+
+
+# rocprofv3 outputs tracekit knows but does not read, by the columns of their header.
+_UNREAD_OUTPUTS = (("PC samples", {"sample_timestamp", "instruction"}),
+                   ("PC samples", {"sample_timestamp", "exec_mask"}))
+
+
+def _unread_output(path: Path) -> str | None:
+    """What a rocprofv3 CSV tracekit does not read holds, by its header (None: not one)."""
+    header = {h.lower() for h in _header_of_file(path)}
+    return next((what for what, columns in _UNREAD_OUTPUTS if columns <= header), None)
+
+
+def _rows(path: Path) -> int:
+    """The records of a CSV file (its lines after the header)."""
+    with path.open("rb") as fh:
+        return max(0, sum(1 for _ in fh) - 1)
 
 
 def _kind_of_file(path: Path) -> str | None:
