@@ -119,3 +119,51 @@ def test_core_tables_without_a_needed_column_still_fail(tmp_path, registry):
             f"{path}: table {table}: column {column} is missing (not an nsys export this "
             "reader knows, or a damaged one)")
 
+
+
+# -- 2. the runtime table before eventClass: driver calls told by name -------------------------
+
+OLD_RUNTIME = [  # CUPTI_ACTIVITY_KIND_RUNTIME as nsys ~2019.3 (CUDA 10.1) wrote it
+    f"CREATE TABLE old AS SELECT start, end, globalTid, correlationId, nameId, returnValue "
+    f"FROM {RUNTIME} WHERE eventClass IS NOT 67",
+    f"DROP TABLE {RUNTIME}", f"ALTER TABLE old RENAME TO {RUNTIME}"]
+
+
+def api_calls(trace) -> Counter:
+    api = trace.events.filter(pc.starts_with(trace.events["category"].cast(pa.string()), "api."))
+    return Counter(zip(api["category"].cast(pa.string()).to_pylist(),
+                       api["name"].cast(pa.string()).to_pylist(), strict=True))
+
+
+def test_runtime_without_event_class_tells_driver_calls_by_name(tmp_path, registry):
+    real = shared_path("nsys-sqlite", MEMFUSION)
+    assert sql(real, f"SELECT eventClass, count(*) FROM {RUNTIME} GROUP BY 1") == \
+        [(0, 141), (1, 5527)]
+    path = damaged(tmp_path, *OLD_RUNTIME, base=MEMFUSION)
+    trace = tracekit.read(path, registry=registry)
+    calls = api_calls(trace)
+    assert sum(calls.values()) == 5668
+    assert sum(n for (cat, _), n in calls.items() if cat == "api.driver") == 5527
+    # The same calls, names and categories as the export that has eventClass.
+    assert calls == api_calls(tracekit.read(real, registry=registry))
+    assert {(name, n) for (cat, name), n in calls.items() if cat == "api.driver"} == {
+        ("cuModuleUnload", 5490), ("cuLaunchKernelEx", 22), ("cuMemUnmap", 7),
+        ("cuMemRelease", 7), ("cuMemAddressFree", 1)}
+
+
+def test_driver_names_are_cu_and_a_capital(tmp_path, registry):
+    names = ["cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cudaMalloc", "cublasSgemm_v2",
+             "cudnnConvolutionForward", "__cudaRegisterFatBinary", "cuInit"]
+    new = " UNION ".join(f"SELECT '{n}' AS x" for n in names)
+    path = damaged(tmp_path, *OLD_RUNTIME, f"DELETE FROM {RUNTIME}",
+                   f"INSERT INTO StringIds (value) SELECT x FROM ({new}) WHERE x NOT IN "
+                   "(SELECT value FROM StringIds)",
+                   *(f"INSERT INTO {RUNTIME} VALUES ({10 * i}, {10 * i + 5}, {1 << 24 | 7}, "
+                     f"{i}, (SELECT id FROM StringIds WHERE value = '{n}'), 0)"
+                     for i, n in enumerate(names)))
+    trace = tracekit.read(path, registry=registry)
+    assert sorted(api_calls(trace)) == sorted([
+        ("api.driver", "cuLaunchKernel"), ("api.driver", "cuMemcpyHtoDAsync"),
+        ("api.runtime", "cudaMalloc"), ("api.runtime", "cublasSgemm"),
+        ("api.runtime", "cudnnConvolutionForward"), ("api.runtime", "__cudaRegisterFatBinary"),
+        ("api.driver", "cuInit")])

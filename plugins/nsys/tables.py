@@ -47,6 +47,7 @@ RUNTIME_CLASS, DRIVER_CLASS, BACKTRACE_CLASS = 0, 1, 67
 NVTX_RANGES = (59, 60, 70, 71)
 NVTX_MARK = 34
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+DRIVER_NAME = "^cu[A-Z]"  # CUDA driver API names, for runtime tables without eventClass
 
 Columns = dict[str, Any]
 
@@ -162,6 +163,8 @@ def runtime(db: ExportDatabase) -> Iterator[tuple[Columns, int]]:
 
     Rows of the backtrace event class repeat an API call that has its own row (same thread
     and correlation id); they are left out and their number returned with each batch.
+    Exports without ``eventClass`` (nsys 2019-2020) tell driver calls by name: ``cu`` and a
+    capital (cuLaunchKernel, cuMemAlloc_v2), which cudaMalloc, cublasSgemm ... are not.
     """
     db.require(RUNTIME, "start", "end", "nameId")
     stripped = None  # the StringIds names without _v2 ..., the same for every batch
@@ -183,7 +186,11 @@ def _runtime(t: pa.Table, names: pa.DictionaryArray,
         t, names = t.filter(keep), names.filter(keep)
         event_class = col(t, "eventClass")
     n = t.num_rows
-    is_driver = pc.fill_null(pc.equal(event_class, DRIVER_CLASS), False)
+    if "eventClass" in t.column_names:
+        is_driver = pc.fill_null(pc.equal(event_class, DRIVER_CLASS), False)
+    else:
+        driver_name = pc.fill_null(pc.match_substring_regex(stripped, DRIVER_NAME), False)
+        is_driver = pc.fill_null(pc.take(driver_name, names.indices), False)
     category = pa.DictionaryArray.from_arrays(pc.cast(is_driver, pa.int32()),
                                               ["api.runtime", "api.driver"])
     gtid = col(t, "globalTid")
