@@ -501,6 +501,24 @@ def test_named_tracks_become_synthetic_processes_and_threads(tmp_path, registry)
                        "kept)"] == 1
 
 
+def test_a_process_named_only_by_its_descriptor(tmp_path, registry):
+    """A process whose events all lie on its threads' tracks (no parent_uuid, as the SDK
+    writes threads) still takes its name and rank from its own ProcessDescriptor."""
+    b = TraceProtoBuilder()
+    _describe(b, 10, pid=100, process="python")
+    _describe(b, 11, pid=100, tid=101, process="worker")
+    _describe(b, 20, pid=200, process="trainer (rank 3)")
+    _describe(b, 21, pid=200, tid=200)
+    _intern(b, 1, names=["op"])
+    _event(b, 1, 10, INSTANT, 11, name_iid=1)
+    _event(b, 1, 20, INSTANT, 21, name_iid=1)
+    trace = tracekit.read(_save(b, tmp_path), registry=registry)
+    processes = {r["pid"]: (r["name"], r["rank"]) for r in trace.processes.to_pylist()}
+    assert processes == {100: ("python", None), 200: ("trainer", 3)}
+    assert {(r["pid"], r["tid"]): r["name"] for r in trace.threads.to_pylist()} == {
+        (100, 101): "worker", (200, 200): None}
+
+
 def test_sniffing(tmp_path):
     b = TraceProtoBuilder()
     _describe(b, 11, pid=1, tid=1)

@@ -129,6 +129,11 @@ class TrackMap:
 
     def fill(self, out: TraceBuilder) -> None:
         """Add the processes, threads and devices met while resolving to ``out``."""
+        # A process whose rows all lie on its threads' tracks is named by its own
+        # descriptor, which no row resolved through.
+        for d in list(self.tracks.values()):
+            if d.is_process and d.pid in self._processes:
+                self._process(d.pid, d.name)
         for pid, (name, rank) in sorted(self._processes.items()):
             out.add_process(pid, name=name or self.process_names.get(pid), rank=rank)
         for pid, name in sorted(self.process_names.items()):
