@@ -969,3 +969,120 @@ def test_batches_hold_at_most_batch_rows(registry):
                           options=["batch_rows=100"])
     sizes = [len(c) for c in trace.events["kind"].chunks]
     assert sum(sizes) == 346 and max(sizes) == 100 and len(sizes) >= 4
+
+
+# --- fields on the header line: -F +addr, +misc, --deltatime ----------------------------------
+
+FIELD_HEADER = re.compile(r"^\s*(?P<comm>\S+)\s+(?:(?P<pid>\d+)/)?(?P<tid>\d+)\s+"
+                          r"(?:(?P<misc>[KU])\s+)?(?P<s>\d+)\.(?P<f>\d+):\s+\d+\s+\S+:\s+"
+                          r"(?P<addr>[0-9a-f]+)(?P<rest>.*)$")
+
+
+def _field_samples(text: str) -> list[dict]:
+    """The samples of ``-F +addr[,+misc]`` text, cut as a plain reading does: records
+    between blank lines; the leaf is the first frame line, or without a callchain the last
+    ``hex sym (dso)`` on the header line (after the address and its symbol)."""
+    out, records = [], []
+    for line in text.splitlines():
+        if line.startswith("\t"):
+            records[-1].append(line)
+        elif line.strip():
+            records.append([line])
+    for lines in records:
+        m = FIELD_HEADER.match(lines[0])
+        assert m, lines[0]
+        if len(lines) > 1:
+            leaf = re.match(r"^\s*[0-9a-f]+ (\S+?) \(", lines[1]).group(1)
+        else:
+            leaf = re.findall(r"\s[0-9a-f]+ (\S+?) \(", m["rest"])[-1]
+        out.append({"name": re.sub(r"\+0x[0-9a-f]+$", "", leaf), "tid": int(m["tid"]),
+                    "pid": int(m["pid"]) if m["pid"] else synthetic_pid(m["comm"]),
+                    "ts_ns": int(m["s"]) * 10**9 + int(m["f"].ljust(9, "0")),
+                    "misc": m["misc"], "addr": "0x" + m["addr"]})
+    return out
+
+
+def _read_both_ways(path: Path, registry, monkeypatch, how: str) -> tracekit.Trace:
+    """``path`` read column-wise (every record it can take) or by the line parser alone."""
+    if how == "lines":
+        monkeypatch.setattr(PerfScriptReader, "_parse", _by_lines)
+    else:
+        monkeypatch.setattr(perf_blocks, "MIN_RUN", 1)
+        monkeypatch.setattr(perf_blocks, "BLOCK_BYTES", 4096)
+    return tracekit.read(path, registry=registry)
+
+
+@pytest.mark.parametrize("how", ["columns", "lines"])
+@pytest.mark.parametrize("name", ["burn_addr.perf", "burn_flat_addr_misc.perf",
+                                  "burn_faults_addr.perf", "burn_faults_flat_addr.perf",
+                                  "burn_misc.perf"])
+def test_addr_and_misc_fields_are_read_as_fields(name, how, registry, monkeypatch):
+    """-F +addr: the sample address (and for page faults its symbol) is not the function;
+    -F +misc: the K/U flag is not part of the comm, and the pid is perf's."""
+    text = (RECORDED / name).read_text()
+    want = _field_samples(text) if "addr" in name else None
+    trace = _read_both_ways(RECORDED / name, registry, monkeypatch, how)
+    rows = trace.events.to_pylist()
+    assert {r["kind"] for r in rows} == {"sample"}
+    got = []
+    for r in rows:
+        args = json.loads(r["args"])
+        got.append({"name": r["name"], "tid": r["tid"], "pid": r["pid"], "ts_ns": r["ts_ns"],
+                    "misc": args.get("misc"), "addr": args.get("addr")})
+    if want is None:  # burn_misc: a callchain, no address
+        heads = [line for line in text.splitlines() if TIMESTAMP.search(line)]
+        assert len(rows) == len(heads) == 71
+        assert [g["misc"] for g in got] == [h.split()[2] for h in heads]
+        assert {g["pid"] for g in got} == {int(heads[0].split()[1].split("/")[0])}
+        assert {r["name"] for r in rows} <= {"inner", "handle_softirqs"}
+        return
+    assert got == want
+    assert len(rows) == {"burn_addr.perf": 71, "burn_flat_addr_misc.perf": 55}.get(name, 30)
+    assert not any(" " in r["name"] for r in rows)
+    names = {r["name"] for r in trace.table("frames").to_pylist()}
+    assert "inner" in names or "dl_main" in names
+
+
+def _times(text: str, kind: str) -> list[tuple[bool, int]]:
+    """(is a sample, seconds.frac in ns) of each timed line, in file order."""
+    out = []
+    for line in text.splitlines():
+        m = TIMESTAMP.search(line)
+        if m and not line.startswith("\t"):
+            out.append(("PERF_RECORD_" not in line, int(m.group(1)) * 10**9
+                        + int(m.group(2).ljust(9, "0"))))
+    return out
+
+
+@pytest.mark.parametrize("how", ["columns", "lines"])
+def test_deltatime_is_rebuilt_into_times(how, registry, monkeypatch):
+    """perf script --deltatime prints each line's time as the time since the line before it
+    (one previous time for the whole stream, side-band lines included): with --ns the sum
+    of the deltas is exactly the time since the first line, as the absolute times say."""
+    absolute = _times((RECORDED / "forks_abs_ns.perf").read_text(), "abs")
+    origin = absolute[0][1] if absolute[0][1] else absolute[1][1]  # perf-exec's time 0
+    want = [t - origin for sample, t in absolute if sample]
+    clock, summed = 0, []
+    for sample, t in _times((RECORDED / "forks_delta_ns.perf").read_text(), "delta"):
+        clock += t
+        if sample:
+            summed.append(clock)
+    assert summed == want and len(want) == 19
+    trace = _read_both_ways(RECORDED / "forks_delta_ns.perf", registry, monkeypatch, how)
+    assert trace.events["ts_ns"].to_pylist() == want
+    notes = {k[2]: v for k, v in trace.log.outcomes.items()}
+    assert notes["times rebuilt from perf script --deltatime: the deltas added up, from 0 "
+                 "at the first line"] == 19
+    assert not any(k.startswith("warning") for k in notes)
+    # In microseconds each delta is cut: the sum is early, by less than 1 us per line.
+    trace = _read_both_ways(RECORDED / "forks_delta.perf", registry, monkeypatch, how)
+    deltas = [t for _, t in _times((RECORDED / "forks_delta.perf").read_text(), "delta")]
+    got = trace.events["ts_ns"].to_pylist()
+    assert got == [sum(deltas[:i + 1]) for i in range(len(deltas))]
+    true = [t - want[0] for t in want]
+    assert all(0 <= a - b < 1000 * len(deltas) for a, b in zip(true, got, strict=True))
+    assert any("--deltatime without --ns" in k[2] for k in trace.log.outcomes)
+    # Absolute times that start with a side-band line at 0 are not deltas.
+    trace = _read_both_ways(RECORDED / "forks_abs_ns.perf", registry, monkeypatch, how)
+    assert trace.events["ts_ns"].to_pylist() == [t for s, t in absolute if s]
+    assert not any("deltatime" in k[2] for k in trace.log.outcomes)

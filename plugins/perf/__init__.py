@@ -85,6 +85,15 @@ class PerfScriptReader(tracekit.Reader):
             out.metadata["synthetic_pids"] = dict(parser.synthetic_pids)
         out.metadata["tool_version"] = out.metadata.get("perf_version")  # from the header
         self._account(parser.counts, out)
+        if parser.time_mode == "delta":
+            rows = counts.samples + counts.tracepoints
+            out.note("samples", "times rebuilt from perf script --deltatime: the deltas "
+                     "added up, from 0 at the first line", rows)
+            if parser.delta_decimals < 9:
+                out.note("samples", "warning: perf script --deltatime without --ns: each "
+                         "delta is cut to the microsecond, so times read early, by up to "
+                         f"{parser.delta_lines} us at the end; re-run perf script with --ns "
+                         "or without --deltatime", rows)
 
     def _parse(self, source: Source, parser: PerfScriptParser, out: TraceBuilder) -> None:
         """Stream the text through ``parser`` in one pass, block by block, handing rows to

@@ -295,6 +295,7 @@ class BlockParser:
         size = len(data)
         newlines = np.flatnonzero(data == 10)
         self.line_no += len(newlines)
+        counted = len(newlines)
         if not len(newlines) or newlines[-1] != size - 1:  # the last line has no newline
             newlines = np.append(newlines, size)
         line_start = np.zeros(len(newlines), np.int64)
@@ -336,6 +337,17 @@ class BlockParser:
         regular = np.array([not text or text in cache or _frame_lines_only(text)
                             for text in texts], bool)
         ok &= regular[codes]
+        if p.time_mode is None and len(fixing := np.flatnonzero(ok)) and fixing[0] + 1 < n:
+            # The first timed line tells whether the text may be --deltatime output: the
+            # line parser reads up to the first record the column-wise path could take,
+            # then the rest of the block is read knowing.
+            k = int(fixing[0]) + 1
+            self._feed_text(data[:head_start[k]], first_line)
+            self.line_no -= counted - int(first[k])
+            self._feed_records(data[head_start[k]:], first_line + int(first[k]), False)
+            return
+        if p.time_mode in (None, "maybe"):
+            ok[:] = False  # --deltatime or not: the line parser follows every timed line
         if not p._timed:
             # Until a timed sample fixes the layout the line parser decides, up to and
             # including the first record the column-wise path could take.
@@ -434,6 +446,11 @@ class BlockParser:
                                       ""))
         args = pc.binary_join_element_wise(*parts, "}", "")
 
+        ts_ns = h.ts_ns[rows]
+        if p.time_mode == "delta":  # --deltatime: add up the deltas (see parser._line_time)
+            ts_ns = p._clock + np.cumsum(ts_ns)
+            p._clock = int(ts_ns[-1])
+            p.delta_lines += m
         p.counts.samples += m
         p._seen_sample = True
         zeros = pa.array(np.zeros(m, np.int32))
@@ -441,7 +458,7 @@ class BlockParser:
             "kind": pa.DictionaryArray.from_arrays(zeros, pa.array(["sample"])),
             "category": pa.DictionaryArray.from_arrays(zeros, pa.array(["cpu.sample"])),
             "name": name,
-            "ts_ns": pa.array(h.ts_ns[rows]),
+            "ts_ns": pa.array(ts_ns),
             "pid": pa.array(pid),
             "tid": pa.array(tid),
             "value": pa.array(np.where(period >= 0, period, 1).astype(np.float64)),

@@ -32,6 +32,17 @@ REST = re.compile(r"^(?:(?P<period>\d+)(?:\s+|$))?(?:(?P<event>[A-Za-z_]\S*?):(?
 NOT_A_PERIOD = re.compile(r"^(?P<bad>\S+)\s+[A-Za-z_]\S*:(?:\s|$)")
 FRAME = re.compile(r"^\s*(?P<addr>[0-9a-fA-F]+)\s+(?P<body>.*\S)\s*$")
 CPU = re.compile(r"^\[(\d+)\]$")
+# ``-F +misc``: the sample's cpumode flags (K kernel, U user, H hypervisor, G and g guest
+# kernel and user), printed between the cpu and the time, padded to 6.
+MISC = re.compile(r"^[KUHGg]{1,5}$")
+# ``-F +addr``: a hex number perf right-aligns to 16 after the event; without a callchain
+# the ip frame follows it, itself right-aligned (two spaces or more, or 16 hex digits).
+HEX = re.compile(r"^[0-9a-fA-F]+$")
+ADDR_THEN_FRAME = re.compile(r"^(?P<addr>[0-9a-fA-F]+)(?P<frame>(?:\s{2,}[0-9a-fA-F]{1,15}|"
+                             r"\s[0-9a-fA-F]{16})\s.*)$")
+# The same after an address perf resolved to a symbol (page faults): ``addr sym (dso)``.
+ADDR_SYM_THEN_FRAME = re.compile(r"^(?P<addr>[0-9a-fA-F]+)\s.*?\)(?P<frame>(?:\s{2,}"
+                                 r"[0-9a-fA-F]{1,15}|\s[0-9a-fA-F]{16})\s.*\))$")
 IDS = re.compile(r"^(-?\d+)(?:/(-?\d+))?$")
 OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
 NO_STACK = "[no call stack]"
@@ -59,6 +70,7 @@ class Header:
     # Without a timestamp and without ids or event name, a line is a header only when frame
     # lines follow it (``perf script -F comm,ip,sym``): on its own it could be any text.
     weak: bool = False
+    misc: str | None = None  # -F +misc flags
 
     @property
     def anonymous(self) -> bool:
@@ -105,6 +117,9 @@ def parse_header(line: str) -> Header | Malformed | None:
             period = _number(pre.pop(), 0, U64_MAX)
             if period is None:
                 return Malformed("period out of range")
+    misc = None
+    if len(pre) >= 2 and MISC.match(pre[-1]) and (CPU.match(pre[-2]) or IDS.match(pre[-2])):
+        misc = pre.pop()
     cpu = None
     if pre and (c := CPU.match(pre[-1])):
         cpu = _number(c.group(1), 0, PID_MAX)
@@ -123,7 +138,7 @@ def parse_header(line: str) -> Header | Malformed | None:
     weak = ts_ns is None and not (comm and tid is not None and event)
     if ts_ns is None and not pre and tid is None and not event:
         return None
-    return Header(comm, pid, tid, cpu, ts_ns, period, event, tail, weak)
+    return Header(comm, pid, tid, cpu, ts_ns, period, event, tail, weak, misc)
 
 
 def _rest(rest: str) -> tuple[int | None, str | None, str] | Malformed:
@@ -261,6 +276,16 @@ class PerfScriptParser:
         self._leading_anonymous = 0
         self._leading_line = 0
         self._flushed = False
+        # --deltatime: None until the first timestamp; "maybe" while it may be deltas (rows
+        # are held, and each timed line's (row, delta) kept in _extra), then "delta" (times
+        # rebuilt by adding the deltas) or "absolute".
+        self.time_mode: str | None = None
+        self._extra: list[tuple[int, int]] = []
+        self._clock = 0
+        self.delta_lines = 0  # deltas added up
+        self.delta_decimals = 9
+        self._last_raw: int | None = None
+        self._pairs = self._down = 0
 
     def feed(self, lines: Iterable[str], first_line_no: int = 1) -> None:
         """Parse ``lines`` (numbered from ``first_line_no``)."""
@@ -297,6 +322,7 @@ class PerfScriptParser:
     def _header(self, line: str, no: int, indented: bool = False) -> None:
         self._end_sample()
         self._skipping = False
+        clock = self._line_time(line) if self.time_mode != "absolute" else None
         if "PERF_RECORD_" in line:
             self.counts.side_band += 1
             return
@@ -308,6 +334,11 @@ class PerfScriptParser:
             header = None  # a stray frame line, or text in a file of timed samples
         if isinstance(header, Header) and header.ts_ns is None and self._timed:
             header = Malformed("no timestamp, unlike the samples before it")
+        if isinstance(header, Header) and header.ts_ns is not None and clock is not None:
+            if clock > INT64_MAX:
+                header = Malformed("timestamp out of range")
+            else:
+                header.ts_ns = clock  # --deltatime: the sum of the deltas so far
         if isinstance(header, Malformed):
             count = self.counts.malformed.setdefault(header, [0, no])
             count[0] += 1
@@ -317,10 +348,6 @@ class PerfScriptParser:
             self._unparsed(no, line)
             return
         self._start(header, no, line)
-        tail_frame = parse_frame(header.tail) if header.tail else None
-        if tail_frame is not None:  # a sample without callchain: its ip on the same line
-            self._tail_frame = tail_frame
-            header.tail = ""
 
     def _start(self, header: Header, no: int, line: str) -> None:
         self._current = header
@@ -338,6 +365,7 @@ class PerfScriptParser:
         self.counts.untimed -= n
         self.counts.no_process -= n
         self.counts.malformed["frames without a sample header line"] = [n, self._leading_line]
+        self._extra = [(max(at - n, 0), value) for at, value in self._extra]
         self._leading_anonymous = 0
 
     def _unparsed(self, no: int, line: str, count: int = 1) -> None:
@@ -348,6 +376,69 @@ class PerfScriptParser:
     def finish(self) -> None:
         """End the last sample (files need not end with a blank line)."""
         self._end_sample()
+        if self.time_mode == "maybe":
+            self._decide_time(None, final=True)
+
+    def _line_time(self, line: str) -> int | None:
+        """Follow the timestamps of ``perf script --deltatime`` (each line's time is the
+        time since the line before it, whatever its kind, over the whole stream: perf keeps
+        one previous time): the first timestamp decides whether the text may be such
+        (``0.000000``, as --reltime prints too) and, once it is known to be, every timed
+        line adds its delta to the clock, whose value this returns."""
+        m = TIME.search(line)
+        if m is None or len(m["sec"]) > 12:
+            return None
+        value = int(m["sec"]) * 1_000_000_000 + int(m["frac"].ljust(9, "0"))
+        if self.time_mode is None:
+            self.time_mode = "maybe" if value == 0 else "absolute"
+            self.delta_decimals = len(m["frac"])
+        if self.time_mode == "maybe":  # a line's delta; rows are added when decided
+            self._extra.append((self._held_rows(), value))
+            return None
+        self.delta_lines += 1
+        self._clock += value
+        return self._clock
+
+    def _held_rows(self) -> int:
+        return sum(len(b["kind"]) for b in self.batches) + len(self.columns)
+
+    def _decide_time(self, ts_ns: int | None, final: bool = False) -> None:
+        """While the text may be --deltatime output, rows are held (and all of it goes
+        through the line parser); each new row's time ``ts_ns`` decides: deltas go up and
+        down, times (absolute or --reltime) only up. Rebuild the held rows' times when they
+        are deltas: each row's time is the sum of the deltas of every timed line up to its
+        own, in file order."""
+        if ts_ns is not None:
+            if self._last_raw is not None:
+                self._pairs += 1
+                self._down += ts_ns < self._last_raw
+            self._last_raw = ts_ns
+        if self._down >= 3 and self._down * 10 >= self._pairs:
+            extra: dict[int, int] = {}
+            for at, value in self._extra:
+                extra[at] = extra.get(at, 0) + value
+            held = [*self.batches, self.columns.as_dict()]
+            rebuilt, clock, i = [], 0, 0
+            for b in held:
+                times = []
+                for t in (b["ts_ns"].to_pylist() if hasattr(b["ts_ns"], "to_pylist")
+                          else b["ts_ns"]):
+                    clock += extra.get(i, 0)
+                    times.append(None if t is None else clock)
+                    i += 1
+                rebuilt.append(times)
+            clock += sum(v for at, v in extra.items() if at >= i)
+            if clock <= INT64_MAX:
+                for b, times in zip(self.batches, rebuilt, strict=False):
+                    b["ts_ns"] = times
+                self.columns.ts_ns = rebuilt[-1]
+                self.time_mode, self._clock = "delta", clock
+                self.delta_lines = len(self._extra)
+                self._extra = []
+                return
+        if final or self._pairs >= 2000 or self._down >= 3:
+            self.time_mode = "absolute"
+            self._extra = []
 
     def synthetic_pid(self, comm: str) -> int:
         """The stable synthetic pid of the process of ``comm`` (see SYNTHETIC_PID_BASE)."""
@@ -365,7 +456,7 @@ class PerfScriptParser:
         if h is None:
             return
         self._current = None
-        if h.weak and self._tail_frame is None and not (
+        if h.weak and not (h.tail and parse_frame(h.tail)) and not (
                 self._lines and parse_frame(self._lines[0])):
             # Not a header after all (no frame follows): count its lines as unrecognised.
             self._unparsed(*self._current_line, count=1 + len(self._lines))
@@ -373,6 +464,7 @@ class PerfScriptParser:
             return
         self._seen_sample = True
         c = self.columns
+        addr = self._read_tail(h)
         stack, leaf = self._stack()
         args: dict[str, Any] = {}
         if h.event is not None:
@@ -391,6 +483,10 @@ class PerfScriptParser:
             args["comm"] = h.comm
         if h.cpu is not None:
             args["cpu"] = h.cpu
+        if h.misc is not None:
+            args["misc"] = h.misc
+        if addr is not None:
+            args["addr"] = "0x" + addr.lower()
         if h.tail:  # a tracepoint: its payload
             c.kind.append("instant")
             c.category.append("host.instant")
@@ -416,6 +512,39 @@ class PerfScriptParser:
             if not self._leading_anonymous:
                 self._leading_line = self._current_line[0]
             self._leading_anonymous += 1
+        if self.time_mode == "maybe":
+            self._decide_time(h.ts_ns)
+
+    def _read_tail(self, h: Header) -> str | None:
+        """Read what follows the event on the header line of the sample ``h`` as perf prints
+        it: the ip frame of a sample without callchain (``ip sym+off (dso)``), after
+        ``-F +addr`` the sample address before it (``addr[ sym+off (dso)]``, then the ip
+        frame or the callchain lines), or else a tracepoint's payload (left in ``h.tail``).
+        Keep the one-line frame for ``_stack`` and return the address, if any."""
+        tail = h.tail
+        if not tail:
+            return None
+        framed = bool(self._lines) and parse_frame(self._lines[0]) is not None
+        addr = None
+        if HEX.match(tail):  # an address alone: its callchain follows
+            if not framed:
+                return None
+            addr, tail = tail, ""
+        elif m := ADDR_THEN_FRAME.match(tail):
+            addr, tail = m["addr"], m["frame"]
+        elif framed and (frame := parse_frame(tail)) is not None and frame[1] is not None:
+            # perf prints the ip on the header line only without a callchain: this is the
+            # address, with the symbol it falls in.
+            addr, tail = tail.split(None, 1)[0], ""
+        elif (m := ADDR_SYM_THEN_FRAME.match(tail)) and parse_frame(m["frame"]):
+            addr, tail = m["addr"], m["frame"]
+        if tail:
+            frame = parse_frame(tail)
+            if frame is None:
+                return None  # a tracepoint's payload
+            self._tail_frame = frame
+        h.tail = ""
+        return addr
 
     def _stack(self) -> tuple[int | None, str | None]:
         """The call-site id and leaf name of the current sample's frames."""
@@ -451,6 +580,8 @@ class PerfScriptParser:
 
     def take_batches(self, min_rows: int = 0) -> list[dict[str, Any]]:
         """The rows ready to leave, the line parser's own once at least ``min_rows``."""
+        if self.time_mode == "maybe":
+            return []  # held until the times are known to be deltas or not
         if len(self.columns) and len(self.columns) >= min_rows:
             self.batches.append(self.take_columns().as_dict())
         out, self.batches = self.batches, []
