@@ -65,6 +65,11 @@ def starts_with(column: Column, prefix: str) -> pa.ChunkedArray:
     return _per_entry(column, lambda strings: pc.starts_with(strings.cast(pa.string()), prefix))
 
 
+#: Host ranges that load input data (PyTorch's DataLoader iterator, its fetch and collate,
+#: a Dataset's ``__getitem__``): a regular expression over names, for ``matches``.
+DATA_LOADING_RANGE = r"(?i)dataloader|_next_data|collate|\bdataset\b"
+
+
 def matches(column: Column, pattern: str) -> pa.ChunkedArray:
     """Per row: does the value contain a match of the regular expression ``pattern`` (RE2
     syntax, as ``pyarrow.compute.match_substring_regex``)? (False for nulls).

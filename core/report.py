@@ -281,10 +281,16 @@ def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
     return "\n".join(lines)
 
 
+_ID_KEYS = frozenset({"pid", "tid", "device", "stream", "rank"})
+
+
 def format_evidence(key: str, v: Any) -> str:
     """An evidence value by the unit its key names: ``*_ns`` as a duration, ``*bytes`` as a
-    size, ``*_pct`` as a percentage; anything else as it is."""
+    size, ``*_pct`` as a percentage, an id (``pid``, ``tid``, ``device``, ``stream``,
+    ``rank``, ``*_id``) as its digits; anything else as it is."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if key in _ID_KEYS or key.endswith("_id"):
+            return str(v)
         if key.endswith("_ns"):
             return format_ns(v)
         if key.endswith("bytes"):

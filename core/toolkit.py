@@ -17,7 +17,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracekit import fields, intervals, json_objects
-from tracekit.columns import any_true, arg_strings, equals, is_in, matches, starts_with
+from tracekit.columns import (
+    DATA_LOADING_RANGE,
+    any_true,
+    arg_strings,
+    equals,
+    is_in,
+    matches,
+    starts_with,
+)
 from tracekit.defaults import default_analyzers, trace_kind
 from tracekit.factorize import factorize
 from tracekit.gcpause import gc_paused
@@ -110,7 +118,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Column filters", "Per-row masks on event columns; dictionary columns (``kind``, "
      "``category``, ``name``, ``source``) are tested once per distinct value, never cast "
      "to strings row by row.", ["equals", "is_in", "starts_with", "matches", "any_true",
-                                  "arg_strings"]),
+                                  "arg_strings", "DATA_LOADING_RANGE"]),
     ("Typed columns in writers", "``fields`` is a namespace: the rule by which every writer "
      "keeps the typed columns its format has no field for (``Writer.native_columns``), and "
      "``fields.restore`` for readers of what a writer carried in args. ``check_writer`` in "
@@ -170,6 +178,8 @@ CONSTANTS: dict[str, str] = {
     "TABLE_NAMES": "The tables of the event model, in order (``Trace.table(name)``).",
     "ALIGN_CHOICES": "What a writer's ``align`` option takes: empty (times as recorded) or "
     "``collectives`` (``align_collectives``); ``check_align`` refuses anything else.",
+    "DATA_LOADING_RANGE": "The regular expression (for ``matches``) of host ranges that load "
+    "input data: PyTorch's DataLoader iterator, its fetch and collate, a Dataset.",
     "COLLECTIVE_KERNEL": "The regular expression (searched in kernel names, any case) of "
     "collective libraries' kernels and kernels named as collectives.",
 }
@@ -178,6 +188,7 @@ __all__ = [
     "ALIGN_CHOICES",
     "COLLECTIVE_KERNEL",
     "CONSTANTS",
+    "DATA_LOADING_RANGE",
     "FEW_SAMPLES",
     "HEAD_SIZE",
     "NO_PROGRESS",

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
 from tracekit.toolkit import (
+    DATA_LOADING_RANGE,
     FEW_SAMPLES,
     StackTree,
     aggregate_rows,
@@ -48,6 +49,7 @@ from tracekit.toolkit import (
     time_event,
     weight_unit,
 )
+from tracekit.toolkit import intervals as iv
 
 # Trivial standard-library functions an optimized build inlines: self time in them is the
 # signature of an unoptimized (debug) build.
@@ -76,6 +78,9 @@ OPENMP_WAIT = re.compile(r"__kmp_(wait|barrier|fork_barrier|join_barrier|yield|h
 # Training: autograd's backward pass or an optimizer step (as diagnosis/program.py's rule).
 TRAINING = re.compile(r"autograd::engine|Backward\d*$|^Optimizer\.(step|zero_grad)|"
                       r"^## backward ##$|reducer::|\.backward$|^torch\.optim\.")
+# A loop that spends this share of the traced span loading input is input-bound: TensorFlow's
+# input-pipeline analyzer's "highly input-bound" line, the diagnosis' INPUT_BOUND_PCT.
+INPUT_BOUND_PCT = 20.0
 SMALL_OP_NS = 20_000  # top-level ops averaging less: per-op dispatch overhead dominates
 MATMUL_OPS = re.compile(r"aten::(addmm|mm|bmm|matmul|linear|conv\w*|_convolution|baddbmm"
                         r"|mkldnn_\w+|einsum)$")
@@ -374,8 +379,12 @@ class CpuAnalyzer(tracekit.Analyzer):
             title += f"; top op {ranked[0][0]} {evidence['top_op_pct']}%"
         report.findings.append(Finding("info", title, evidence))
         durations = ops["dur_ns"].to_numpy(zero_copy_only=False)[top_level]
+        training = _training(ev)
+        loading = _data_loading(ev, span)
+        if loading is not None and loading.pct >= INPUT_BOUND_PCT:
+            report.findings.append(loading.finding(training))
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
-                                            _training(ev)))
+                                            training, loading))
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
 
@@ -534,8 +543,73 @@ def _training(events: pa.Table) -> str | None:
     return None if hit < 0 else str(host[hit].as_py())
 
 
+@dataclass
+class _Loading:
+    """The thread that spent the most time in data-loading ranges (``DATA_LOADING_RANGE``):
+    that time (the union of its ranges), its share of the traced span, and the loader."""
+
+    ns: int
+    pct: float
+    tid: int | None
+    loader: str  # the longest data-loading range's name: the DataLoader iterator, if any
+
+    def finding(self, training: str | None) -> Finding:
+        """Input-bound: the fix follows the iterator the ranges name (PyTorch's
+        ``_SingleProcessDataLoaderIter``: ``num_workers=0``; ``_MultiProcessing…``: workers
+        that cannot keep up)."""
+        cheaper = "pre-processed, cached or memory-mapped data, cheaper transforms"
+        if "_SingleProcessDataLoaderIter" in self.loader:
+            fix = ("Give the DataLoader worker processes: with num_workers=0 it loads each "
+                   "batch in the main process, between steps. DataLoader(num_workers>0, "
+                   "persistent_workers=True, prefetch_factor) loads the next batches while "
+                   "the model computes; leave the model's intra-op threads their cores "
+                   f"(torch.set_num_threads). If workers cannot keep up either: {cheaper}.")
+        elif "_MultiProcessingDataLoaderIter" in self.loader:
+            fix = ("The DataLoader's workers cannot keep up: more workers (the cores the "
+                   "model's threads leave free), a larger prefetch_factor, "
+                   f"persistent_workers=True, or cheaper samples: {cheaper}.")
+        else:
+            fix = ("Load the next batch while the model computes (DataLoader workers, or a "
+                   f"loader thread with a queue), or make each sample cheaper: {cheaper}.")
+        loop = "training loop" if training else "loop"
+        return Finding(
+            "warning", f"Input-bound: the {loop} spends {self.pct}% of the traced span "
+            f"loading data ({format_ns(self.ns)})",
+            {"data_loading_ns": self.ns, "data_loading_pct_of_span": self.pct,
+             "tid": self.tid, "loader": short_name(self.loader, 80)}, fix)
+
+
+def _data_loading(events: pa.Table, span: int) -> _Loading | None:
+    """Time in data-loading host ranges on the thread that has the most of it (ranges
+    nest: their union per thread), or None where no range loads data."""
+    rows = events.filter(pc.and_(matches(events["name"], DATA_LOADING_RANGE),
+                                 pc.and_(pc.starts_with(events["category"].cast(pa.string()),
+                                                        "host."),
+                                         pc.is_valid(events["dur_ns"]))))
+    rows = rows.filter(pc.is_valid(rows["ts_ns"]))
+    if not rows.num_rows or span <= 0:
+        return None
+    start = rows["ts_ns"].to_numpy(zero_copy_only=False)
+    end = start + rows["dur_ns"].to_numpy(zero_copy_only=False)
+    pid = rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    tid = rows["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    best: tuple[int, int, int] | None = None
+    for p, t in sorted(set(zip(pid.tolist(), tid.tolist(), strict=True))):
+        mine = (pid == p) & (tid == t)
+        loaded = iv.total(iv.union(start[mine], end[mine]))
+        if best is None or loaded > best[0]:
+            best = (loaded, p, t)
+    assert best is not None
+    loaded, p, t = best
+    mine = (pid == p) & (tid == t)
+    longest = int(np.argmax(np.where(mine, end - start, -1)))
+    return _Loading(ns=int(loaded), pct=percent(loaded, span), tid=None if t < 0 else t,
+                    loader=str(rows["name"][longest].as_py()))
+
+
 def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: float,
-                 span: int, threads: int, training: str | None) -> list[Finding]:
+                 span: int, threads: int, training: str | None,
+                 loading: _Loading | None = None) -> list[Finding]:
     """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
     (``top_level``: ops no other op on their thread encloses, the calls the program made).
 
@@ -567,12 +641,17 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
             "CPU GEMM speed is the lever: use torch.set_num_threads() up to the physical "
             "cores, bfloat16 autocast on CPUs with AVX512-BF16/AMX, channels_last for convs."))
     if span and threads == 1 and total / span < 0.5:
+        evidence: dict[str, Any] = {"op_time_pct_of_span": percent(total, span)}
+        fix = ("The rest is Python, data loading or waiting outside any op: profile the "
+               "Python side (py-spy, perf with -X perf).")
+        if loading is not None and loading.pct >= INPUT_BOUND_PCT:
+            evidence["data_loading_pct_of_span"] = loading.pct
+            fix = (f"Data loading takes {loading.pct}% of the span (the input-bound finding); "
+                   "for the rest, Python or waiting outside any op, profile the Python side "
+                   "(py-spy, perf with -X perf).")
         out.append(Finding(
-            "warning", f"Ops cover {percent(total, span)}% of the traced span",
-            {"op_time_pct_of_span": percent(total, span)},
-            "The rest is Python, data loading or waiting outside any op: profile the "
-            "Python side (py-spy, perf with -X perf), or move data loading to DataLoader "
-            "workers."))
+            "warning", f"Ops cover {percent(total, span)}% of the traced span", evidence,
+            fix))
     return out
 
 

@@ -13,7 +13,7 @@ import pytest
 from helpers import FIXTURES, shared_path
 from test_hotspots import cpu_report, perf_samples
 from tracekit.plugins.cpu_profile import MIN_RANK_SAMPLES, SERIAL_LEVER_PCT
-from tracekit.report import percent
+from tracekit.report import format_ns, percent, render_text
 
 
 def _titled(report, start):
@@ -234,3 +234,64 @@ def test_time_event_with_terms_ranks_cpu_time(tmp_path):
     assert (evidence["event"], evidence["weight_unit"], evidence["samples"]) == (
         "cpu-clock/period=1000000/", "ns of CPU time", 8)
     assert (evidence["top_function"], evidence["top_function_pct"]) == ("hot", 75.0)
+
+
+# --- PyTorch host ops: input-bound ------------------------------------------------------------
+
+def _loading_share(path):
+    """Independently: the union of the DataLoader ranges on the thread that has the most of
+    them, its tid, and the traced span (every timed event but metadata and flows), in ns."""
+    from decimal import Decimal
+
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") not in ("M", "s", "f")]
+    ns = [(int(Decimal(str(e["ts"])) * 1000), int(Decimal(str(e.get("dur", 0))) * 1000), e)
+          for e in events if "ts" in e]
+    span = max(t + d for t, d, _ in ns) - min(t for t, _, _ in ns)
+    per_thread: dict[int, list[tuple[int, int]]] = {}
+    for t, d, e in ns:
+        if "DataLoader" in e.get("name", "") and e.get("ph") == "X":
+            per_thread.setdefault(e["tid"], []).append((t, t + d))
+    best = (0, None)
+    for tid, spans in per_thread.items():
+        covered, end = 0, None
+        for lo, hi in sorted(spans):
+            if end is None or lo > end:
+                covered, end = covered + hi - lo, hi
+            elif hi > end:
+                covered, end = covered + hi - end, hi
+        best = max(best, (covered, tid))
+    return best[0], best[1], span
+
+
+@pytest.mark.parametrize(("workers", "fix"), [
+    (0, "Give the DataLoader worker processes: with num_workers=0"),
+    (2, "The DataLoader's workers cannot keep up"),
+])
+def test_input_bound_cpu_training_gets_the_fix_of_its_loader(workers, fix):
+    """Recorded here (fixtures/torch-cpu/record_loader_cpu.py): 10 ms a sample, loaded in the
+    training process or by two workers that cannot keep up."""
+    path = FIXTURES / "torch-cpu" / f"loader_workers{workers}.pt.trace.json.gz"
+    loading_ns, tid, span = _loading_share(path)
+    report = cpu_report(path)
+    [finding] = _titled(report, "Input-bound")
+    pct = percent(loading_ns, span)
+    assert pct >= 20
+    assert finding.title == (f"Input-bound: the training loop spends {pct}% of the traced "
+                             f"span loading data ({format_ns(loading_ns)})")
+    assert finding.evidence == {
+        "data_loading_ns": loading_ns, "data_loading_pct_of_span": pct, "tid": tid,
+        "loader": ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" if workers == 0
+                   else "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")}
+    assert finding.suggestion.startswith(fix)
+    [cover] = _titled(report, "Ops cover")
+    assert cover.suggestion.startswith(f"Data loading takes {pct}% of the span")
+    assert f"tid: {tid}," in render_text([report], width=200)  # an id, not a quantity
+
+
+def test_no_loader_advice_without_a_loader():
+    """A training loop with no DataLoader range: no input-bound finding, and nothing tells it
+    to move data loading to DataLoader workers."""
+    report = cpu_report(FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz")
+    assert not _titled(report, "Input-bound")
+    assert not any("DataLoader" in (f.suggestion or "") for f in report.findings)

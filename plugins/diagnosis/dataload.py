@@ -18,11 +18,9 @@ from tracekit import Trace
 from tracekit.plugins.diagnosis.activity import Activity
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import HOST_CONTEXT, Gaps
+from tracekit.toolkit import DATA_LOADING_RANGE
 from tracekit.toolkit import intervals as iv
 
-#: Host ranges that load input: PyTorch's ``enumerate(DataLoader)#…Iter.__next__`` and its
-#: ``_next_data``/``collate`` frames, or a range a program names after its data set/loader.
-DATA_LOADING = r"(?i)dataloader|_next_data|collate|\bdataset\b"
 #: The GPU waiting for data loading at least this % of the steady state is input-bound.
 INPUT_BOUND_PCT = 20.0
 
@@ -32,7 +30,7 @@ def data_loading_wait(trace: Trace, activity: Activity, per_device: list[Gaps]) 
     the processes that launch the device's work ran a data-loading range."""
     ev = trace.events
     rows = np.flatnonzero(activity.category.is_in(HOST_CONTEXT)
-                          & activity.name_codes.matches(DATA_LOADING))
+                          & activity.name_codes.matches(DATA_LOADING_RANGE))
     if not len(rows):
         return 0
     take = pa.array(rows)
