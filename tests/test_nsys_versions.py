@@ -167,3 +167,93 @@ def test_driver_names_are_cu_and_a_capital(tmp_path, registry):
         ("api.runtime", "cudaMalloc"), ("api.runtime", "cublasSgemm"),
         ("api.runtime", "cudnnConvolutionForward"), ("api.runtime", "__cudaRegisterFatBinary"),
         ("api.driver", "cuInit")])
+
+
+# -- 3. exports made with --ts-normalize / --ts-shift ------------------------------------------
+
+SESSION_CLOCK = "nsys session ns (0 at session start)"
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+
+
+def source_meta(trace) -> dict:
+    [meta] = trace.metadata["sources"].values()
+    return meta
+
+
+def flags(table: str, normalize: str, shift: str, moved: int = 0) -> list[str]:
+    """SQL that records the export flags in ``table`` and moves the kernels by ``moved`` ns,
+    as nsys export applies them to every timestamp."""
+    return [f"UPDATE {table} SET value = '{normalize}' WHERE name = 'EXPORT_PARAM_TIME_NORMALIZE'",
+            f"UPDATE {table} SET value = '{shift}' WHERE name = 'EXPORT_PARAM_TIME_SHIFT'",
+            f"UPDATE {KERNEL} SET start = start + {moved}, end = end + {moved}"]
+
+
+def test_the_fixtures_record_neither_flag_and_keep_the_session_clock(registry):
+    for name in (MEMFUSION, CLOVERLEAF, SMALL, "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite"):
+        path = shared_path("nsys-sqlite", name)
+        table = "EXPORT_META_DATA" if name == MEMFUSION else "META_DATA_EXPORT"
+        rows = dict(sql(path, f"SELECT name, value FROM {table} WHERE name LIKE '%TIME_%'"))
+        assert {k: rows[k] for k in ("EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_PARAM_TIME_SHIFT",
+                                     "EXPORT_CONFIG_TIME_SHIFT")} == {
+            "EXPORT_PARAM_TIME_NORMALIZE": "false", "EXPORT_PARAM_TIME_SHIFT": "0",
+            "EXPORT_CONFIG_TIME_SHIFT": "0"}
+        meta = source_meta(tracekit.read(path, registry=registry))
+        epoch = sql(path, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0]
+        assert (meta["clock"], meta["session_start_utc_epoch_ns"]) == (SESSION_CLOCK, epoch)
+        assert not {"session_start_ns", "export_ts_normalize", "export_ts_shift_ns"} & set(meta)
+
+
+def kernel_starts(trace) -> list[int]:
+    kernels = trace.events.filter(pc.equal(trace.events["category"], "gpu.kernel"))
+    return sorted(kernels["ts_ns"].to_pylist())
+
+
+def test_ts_normalize_gives_the_utc_clock_and_no_epoch_to_add(tmp_path, registry):
+    real = shared_path("nsys-sqlite", SMALL)
+    epoch = sql(real, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0]
+    assert epoch == 1769308002162486533
+    starts = [r[0] for r in sql(real, f"SELECT start FROM {KERNEL} ORDER BY start")]
+    path = damaged(tmp_path, *flags("META_DATA_EXPORT", "true", "0", moved=epoch))
+    trace = tracekit.read(path, registry=registry)
+    meta = source_meta(trace)
+    assert meta["clock"] == "UTC ns since the Unix epoch (nsys export --ts-normalize)"
+    assert meta["session_start_ns"] == epoch and meta["export_ts_normalize"] is True
+    assert "session_start_utc_epoch_ns" not in meta and "export_ts_shift_ns" not in meta
+    assert kernel_starts(trace) == [s + epoch for s in starts]
+    # With a shift as well, both apply.
+    path = damaged(tmp_path, *flags("META_DATA_EXPORT", "true", "-5000", moved=epoch - 5000))
+    meta = source_meta(tracekit.read(path, registry=registry))
+    assert meta["clock"] == ("UTC ns since the Unix epoch, shifted by -5000 ns (nsys export "
+                             "--ts-normalize --ts-shift -5000)")
+    assert (meta["session_start_ns"], meta["export_ts_shift_ns"]) == (epoch - 5000, -5000)
+    assert "session_start_utc_epoch_ns" not in meta
+
+
+def test_ts_shift_alone_moves_the_session_start(tmp_path, registry):
+    real = shared_path("nsys-sqlite", MEMFUSION)
+    epoch = sql(real, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0]
+    path = damaged(tmp_path, *flags("EXPORT_META_DATA", "false", "1000000000",
+                                    moved=1_000_000_000), base=MEMFUSION)
+    meta = source_meta(tracekit.read(path, registry=registry))
+    assert meta["clock"] == ("nsys session ns shifted by 1000000000 ns (session start at "
+                             "1000000000; nsys export --ts-shift 1000000000)")
+    assert (meta["session_start_ns"], meta["export_ts_shift_ns"]) == (1_000_000_000,) * 2
+    assert meta["session_start_utc_epoch_ns"] == epoch == 1690709432747674811
+    assert "export_ts_normalize" not in meta
+
+
+def test_export_flags_not_understood_are_warnings(tmp_path, registry):
+    path = damaged(tmp_path, *flags("META_DATA_EXPORT", "maybe", "12abc"),
+                   "UPDATE META_DATA_EXPORT SET value = '7' "
+                   "WHERE name = 'EXPORT_CONFIG_TIME_SHIFT'")
+    trace = tracekit.read(path, registry=registry)
+    meta = source_meta(trace)
+    assert meta["clock"] == SESSION_CLOCK and "session_start_utc_epoch_ns" in meta
+    assert {k: v for k, v in log(trace).items() if k[0] == "export flags"} == {
+        ("export flags", "warning: EXPORT_PARAM_TIME_NORMALIZE 'maybe' not understood (true "
+                         "or false); timestamps taken as on the session clock"): 1,
+        ("export flags", "warning: EXPORT_PARAM_TIME_SHIFT '12abc' is not an integer (ns); "
+                         "taken as 0"): 1,
+        ("export flags", "warning: EXPORT_CONFIG_TIME_SHIFT differs from "
+                         "EXPORT_PARAM_TIME_SHIFT and is not read (what it shifts is not "
+                         "documented)"): 1}

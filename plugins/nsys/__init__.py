@@ -322,6 +322,7 @@ class NsysReader(tracekit.Reader):
 
     def _metadata(self, db: ExportDatabase, out: TraceBuilder) -> None:
         meta: dict[str, Any] = {"format": "nsys-sqlite", "tool": "Nsight Systems"}
+        values: dict[str | None, str | None] = {}
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if {"name", "value"} <= set(db.columns(table)):
                 values = {text_or_none(k): text_or_none(v)
@@ -347,9 +348,7 @@ class NsysReader(tracekit.Reader):
                 epoch = None
                 out.note("TARGET_INFO_SESSION_START_TIME", "warning: utcEpochNs is not a time "
                          "in ns since 1970 (an integer >= 0); session start left out", 1)
-        meta["clock"] = "nsys session ns (0 at session start)"
-        if epoch is not None:
-            meta["session_start_utc_epoch_ns"] = epoch
+        meta.update(_clock(values, epoch, out))
         if {"name", "value"} <= set(db.columns("TARGET_INFO_SYSTEM_ENV")):
             rows = db.scalar_rows("SELECT value FROM TARGET_INFO_SYSTEM_ENV "
                                   "WHERE name = 'Hostname'")
@@ -357,6 +356,53 @@ class NsysReader(tracekit.Reader):
             if hostname:
                 meta["hostname"] = hostname
         out.metadata.update({k: v for k, v in meta.items() if v is not None})
+
+
+def _clock(values: dict[str | None, str | None], epoch: int | None,
+           out: TraceBuilder) -> dict[str, Any]:
+    """The clock of the timestamps, from the export's own record of ``nsys export
+    --ts-normalize`` (to UTC ns since the Unix epoch) and ``--ts-shift N`` (N ns added), both
+    applied to every timestamp; ``epoch`` is the session start's UTC (utcEpochNs)."""
+    normalize_text = values.get("EXPORT_PARAM_TIME_NORMALIZE")
+    normalize = (normalize_text or "false").strip().lower()
+    if normalize not in ("true", "false"):
+        out.note("export flags", f"warning: EXPORT_PARAM_TIME_NORMALIZE {normalize_text!r} not "
+                 "understood (true or false); timestamps taken as on the session clock", 1)
+    shift = _shift(values, "EXPORT_PARAM_TIME_SHIFT", out)
+    if _shift(values, "EXPORT_CONFIG_TIME_SHIFT", out) not in (0, shift):
+        out.note("export flags", "warning: EXPORT_CONFIG_TIME_SHIFT differs from "
+                 "EXPORT_PARAM_TIME_SHIFT and is not read (what it shifts is not documented)", 1)
+    if normalize == "true":
+        flags = "--ts-normalize" + (f" --ts-shift {shift}" if shift else "")
+        meta: dict[str, Any] = {
+            "clock": "UTC ns since the Unix epoch" + (f", shifted by {shift} ns" if shift else "")
+                     + f" (nsys export {flags})", "export_ts_normalize": True}
+        if epoch is not None:
+            meta["session_start_ns"] = epoch + shift
+    elif shift:
+        meta = {"clock": f"nsys session ns shifted by {shift} ns (session start at {shift}; "
+                         f"nsys export --ts-shift {shift})", "session_start_ns": shift,
+                "session_start_utc_epoch_ns": epoch}
+    else:
+        meta = {"clock": "nsys session ns (0 at session start)",
+                "session_start_utc_epoch_ns": epoch}
+    if shift:
+        meta["export_ts_shift_ns"] = shift
+    return meta
+
+
+def _shift(values: dict[str | None, str | None], name: str, out: TraceBuilder) -> int:
+    """The ns of a time-shift row (0 when absent); a warning and 0 when not an integer."""
+    text = (values.get(name) or "").strip()
+    try:
+        shift = int(text) if text else 0
+    except ValueError:
+        shift = None
+    if shift is None or abs(shift) >= 2**62:
+        out.note("export flags", f"warning: {name} {text!r} is not an integer (ns); taken "
+                 "as 0", 1)
+        return 0
+    return shift
 
 
 def _export_report(report: Path, directory: Path) -> Path:
