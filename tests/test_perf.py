@@ -1086,3 +1086,53 @@ def test_deltatime_is_rebuilt_into_times(how, registry, monkeypatch):
     trace = _read_both_ways(RECORDED / "forks_abs_ns.perf", registry, monkeypatch, how)
     assert trace.events["ts_ns"].to_pylist() == [t for s, t in absolute if s]
     assert not any("deltatime" in k[2] for k in trace.log.outcomes)
+
+
+@pytest.mark.parametrize("how", ["columns", "lines"])
+@pytest.mark.parametrize("name", ["burn_mem_fields.perf", "burn_mem_fields_flat.perf"])
+def test_fields_before_the_ip_are_kept_apart_from_the_function(name, how, registry,
+                                                                monkeypatch):
+    """-F +weight,+data_src (perf mem's fields) print numbers and ``|OP …|BLK  N/A`` between
+    the event and the ip: the function stays the frame's symbol, the fields are kept."""
+    text = (RECORDED / name).read_text()
+    heads, leaves, lines = [], [], text.splitlines()
+    for i, line in enumerate(lines):
+        if TIMESTAMP.search(line):
+            heads.append(line)
+            below = lines[i + 1] if i + 1 < len(lines) else ""
+            frame = below if below.startswith("\t") else line.rsplit("  ", 1)[1]
+            leaves.append(re.match(r"^\s*[0-9a-f]+ (\S+?)\+0x", frame).group(1))
+    trace = _read_both_ways(RECORDED / name, registry, monkeypatch, how)
+    rows = trace.events.to_pylist()
+    assert len(rows) == len(heads) == 60
+    assert [r["name"] for r in rows] == leaves
+    assert all("|OP N/A|" in json.loads(r["args"])["fields"] for r in rows)
+    assert [r["ts_ns"] for r in rows] == [
+        int(m.group(1)) * 10**9 + int(m.group(2)) * 1000
+        for m in map(TIMESTAMP.search, heads)]
+    notes = {k[2]: v for k, v in trace.log.outcomes.items()}
+    assert notes["fields besides the ip (-F +data_src, +weight, ...): kept as text in "
+                 "args.fields"] == 60
+
+
+@pytest.mark.parametrize("how", ["columns", "lines"])
+def test_branch_stacks_are_counted_not_read_as_tracepoints(how, tmp_path, registry,
+                                                           monkeypatch):
+    """-F brstack (LBR hardware, which the recording machine lacks: the lines as perf
+    prints them) puts from/to/flags entries after the event, after the ip frame if any."""
+    entries = "  0x401136/0x401120/P/-/-/0  0x401150/0x401130/M/-/-/3 "
+    text = "".join(f"a.out  4321/4321  [002] 1000.00{i}000:     100003 cycles:u: {entries}\n"
+                   for i in range(3))
+    text += ("a.out  4321/4321  [002] 1000.004000:     100003 cycles:u:  "
+             f"          401136 main+0x16 (/tmp/a.out){entries}\n")
+    path = tmp_path / "br.perf"
+    path.write_text(text)
+    trace = _read_both_ways(path, registry, monkeypatch, how)
+    rows = trace.events.to_pylist()
+    assert [(r["kind"], r["name"], r["ts_ns"]) for r in rows] == [
+        ("sample", "[no call stack]", 1000_000_000_000),
+        ("sample", "[no call stack]", 1000_001_000_000),
+        ("sample", "[no call stack]", 1000_002_000_000),
+        ("sample", "main", 1000_004_000_000)]
+    notes = {k[2]: v for k, v in trace.log.outcomes.items()}
+    assert notes["branch stacks (-F brstack) not represented: 8 entries skipped"] == 4

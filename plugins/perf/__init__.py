@@ -139,6 +139,10 @@ class PerfScriptReader(tracekit.Reader):
         out.note("per-frame detail lines", "skipped: srcline or other detail of a frame",
                  counts.detail_lines)
         out.note("unrecognized lines", "skipped: not a perf script line", counts.unparsed)
+        out.note("samples", "branch stacks (-F brstack) not represented: "
+                 f"{counts.branch_entries} entries skipped", counts.branch_samples)
+        out.note("samples", "fields besides the ip (-F +data_src, +weight, ...): kept as "
+                 "text in args.fields", counts.field_samples)
         if counts.untimed and counts.untimed == counts.samples + counts.tracepoints:
             out.note("samples", "warning: perf script without timestamps: re-run perf script "
                      "with -F +time to place samples on a timeline", counts.untimed)

@@ -35,14 +35,17 @@ CPU = re.compile(r"^\[(\d+)\]$")
 # ``-F +misc``: the sample's cpumode flags (K kernel, U user, H hypervisor, G and g guest
 # kernel and user), printed between the cpu and the time, padded to 6.
 MISC = re.compile(r"^[KUHGg]{1,5}$")
-# ``-F +addr``: a hex number perf right-aligns to 16 after the event; without a callchain
-# the ip frame follows it, itself right-aligned (two spaces or more, or 16 hex digits).
+# ``-F +addr``: a hex number perf right-aligns to 16 after the event (for page faults
+# followed by the symbol and dso it falls in); without a callchain the ip frame follows it,
+# itself right-aligned (two spaces or more, or 16 hex digits), as after other fields.
 HEX = re.compile(r"^[0-9a-fA-F]+$")
-ADDR_THEN_FRAME = re.compile(r"^(?P<addr>[0-9a-fA-F]+)(?P<frame>(?:\s{2,}[0-9a-fA-F]{1,15}|"
-                             r"\s[0-9a-fA-F]{16})\s.*)$")
-# The same after an address perf resolved to a symbol (page faults): ``addr sym (dso)``.
-ADDR_SYM_THEN_FRAME = re.compile(r"^(?P<addr>[0-9a-fA-F]+)\s.*?\)(?P<frame>(?:\s{2,}"
-                                 r"[0-9a-fA-F]{1,15}|\s[0-9a-fA-F]{16})\s.*\))$")
+RIGHT_ALIGNED = re.compile(r"(?:\s{2,}[0-9a-fA-F]{1,15}|\s[0-9a-fA-F]{16})\s(?=\S)")
+# Numbers, and perf's decoded data source (``-F +data_src``: ``hex |OP LOAD|LVL …|BLK  N/A``),
+# on the header line of a sample with a callchain.
+SAMPLE_FIELDS = re.compile(r"^[0-9a-fA-F]+(?:\s+[0-9a-fA-F]+)*(?:\s+\|OP .*)?$")
+# ``-F brstack``: ``from/to/mispredicted/in_tx/abort/cycles`` entries (addresses, or symbols
+# with brstacksym), some perf versions adding a branch type.
+BRANCH = re.compile(r"^\S+/\S+/[PM-]/[X-]/[A-]/\d+(?:/\S*)?$")
 IDS = re.compile(r"^(-?\d+)(?:/(-?\d+))?$")
 OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
 NO_STACK = "[no call stack]"
@@ -195,6 +198,16 @@ def parse_frame(line: str) -> tuple[str, str | None] | None:
     return OFFSET.sub("", body), dso
 
 
+def _ip_frame_at(tail: str) -> int | None:
+    """Where the ip frame starts at the end of ``tail``, after other fields perf printed
+    before it (``+data_src``, ``+weight``): the last right-aligned address whose rest reads
+    as a frame with its dso; None when there is none after something else."""
+    for m in reversed(list(RIGHT_ALIGNED.finditer(tail))):
+        if m.start() and (frame := parse_frame(tail[m.start():])) and frame[1] is not None:
+            return m.start()
+    return None
+
+
 def _looks_like_header(line: str) -> bool:
     """A padded header line (right-aligned comm) rather than a frame: it has ``time: ``."""
     return (": " in line or line.endswith(":")) and TIME.search(line) is not None
@@ -234,6 +247,9 @@ class Counts:
     detail_lines: int = 0
     unparsed: int = 0
     first_unparsed: tuple[int, str] | None = None
+    branch_samples: int = 0  # -F brstack: samples with branch entries (not represented)
+    branch_entries: int = 0
+    field_samples: int = 0  # samples with other fields before the ip (kept as text)
     untimed: int = 0  # rows without a timestamp
     no_pid: int = 0  # rows given a synthetic pid: no pid printed
     no_process: int = 0  # rows with no pid and no comm: no process at all
@@ -464,7 +480,7 @@ class PerfScriptParser:
             return
         self._seen_sample = True
         c = self.columns
-        addr = self._read_tail(h)
+        addr, fields = self._read_tail(h)
         stack, leaf = self._stack()
         args: dict[str, Any] = {}
         if h.event is not None:
@@ -487,6 +503,8 @@ class PerfScriptParser:
             args["misc"] = h.misc
         if addr is not None:
             args["addr"] = "0x" + addr.lower()
+        if fields is not None:
+            args["fields"] = fields
         if h.tail:  # a tracepoint: its payload
             c.kind.append("instant")
             c.category.append("host.instant")
@@ -515,36 +533,58 @@ class PerfScriptParser:
         if self.time_mode == "maybe":
             self._decide_time(h.ts_ns)
 
-    def _read_tail(self, h: Header) -> str | None:
+    def _read_tail(self, h: Header) -> tuple[str | None, str | None]:
         """Read what follows the event on the header line of the sample ``h`` as perf prints
         it: the ip frame of a sample without callchain (``ip sym+off (dso)``), after
         ``-F +addr`` the sample address before it (``addr[ sym+off (dso)]``, then the ip
-        frame or the callchain lines), or else a tracepoint's payload (left in ``h.tail``).
-        Keep the one-line frame for ``_stack`` and return the address, if any."""
+        frame or the callchain lines), other fields before the ip (``+data_src``,
+        ``+weight``: kept as text), branch entries (``brstack``: counted), or else a
+        tracepoint's payload (left in ``h.tail``). Keep the one-line frame for ``_stack``
+        and return (address, other fields)."""
         tail = h.tail
         if not tail:
-            return None
+            return None, None
+        words = tail.split()
+        branches = 0
+        while branches < len(words) and BRANCH.match(words[-1 - branches]):
+            branches += 1
+        if branches:  # -F brstack: from/to/flags entries, after the ip frame if any
+            self.counts.branch_samples += 1
+            self.counts.branch_entries += branches
+            tail = " ".join(words[:-branches]) if branches < len(words) else ""
+            if not tail:
+                h.tail = ""
+                return None, None
         framed = bool(self._lines) and parse_frame(self._lines[0]) is not None
-        addr = None
-        if HEX.match(tail):  # an address alone: its callchain follows
-            if not framed:
-                return None
-            addr, tail = tail, ""
-        elif m := ADDR_THEN_FRAME.match(tail):
-            addr, tail = m["addr"], m["frame"]
-        elif framed and (frame := parse_frame(tail)) is not None and frame[1] is not None:
-            # perf prints the ip on the header line only without a callchain: this is the
-            # address, with the symbol it falls in.
-            addr, tail = tail.split(None, 1)[0], ""
-        elif (m := ADDR_SYM_THEN_FRAME.match(tail)) and parse_frame(m["frame"]):
-            addr, tail = m["addr"], m["frame"]
+        addr = fields = None
+        if framed:
+            # perf prints the ip on the header line only without a callchain: what is there
+            # is an address (alone, or with the symbol it falls in, for page faults), or
+            # other fields (+data_src, +weight).
+            if HEX.match(tail) or ((frame := parse_frame(tail)) is not None
+                                   and frame[1] is not None):
+                addr, tail = tail.split(None, 1)[0], ""
+            elif SAMPLE_FIELDS.match(tail):
+                fields, tail = tail, ""
+        elif (cut := _ip_frame_at(tail)) is not None:
+            # The ip frame, right-aligned after the fields before it.
+            before, tail = tail[:cut].strip(), tail[cut:]
+            if HEX.match(before) or ((frame := parse_frame(before)) is not None
+                                     and frame[1] is not None):
+                addr = before.split(None, 1)[0]
+            else:
+                fields = before
+        elif HEX.match(tail):  # an address alone, and no ip printed
+            return None, None
         if tail:
             frame = parse_frame(tail)
             if frame is None:
-                return None  # a tracepoint's payload
+                return None, None  # a tracepoint's payload
             self._tail_frame = frame
         h.tail = ""
-        return addr
+        if fields is not None:
+            self.counts.field_samples += 1
+        return addr, fields
 
     def _stack(self) -> tuple[int | None, str | None]:
         """The call-site id and leaf name of the current sample's frames."""
