@@ -68,6 +68,11 @@ def starts_with(column: Column, prefix: str) -> pa.ChunkedArray:
 #: Host ranges that load input data (PyTorch's DataLoader iterator, its fetch and collate,
 #: a Dataset's ``__getitem__``): a regular expression over names, for ``matches``.
 DATA_LOADING_RANGE = r"(?i)dataloader|_next_data|collate|\bdataset\b"
+#: Host ranges of a collective: PyTorch's ``record_param_comms``, ``c10d::`` ops and the
+#: process groups' own ranges (``nccl:all_reduce``, ``gloo:all_reduce``, ``mpi:``, ``ucc:``,
+#: ``xccl:``); device work launched inside one is communication.
+COLLECTIVE_RANGE = (r"^record_param_comms$|^c10d::|^(nccl|gloo|mpi|ucc|xccl):"
+                    r"|^c10d_functional::|^_c10d_functional::")
 
 
 def matches(column: Column, pattern: str) -> pa.ChunkedArray:

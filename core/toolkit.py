@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit import fields, intervals, json_objects
 from tracekit.columns import (
+    COLLECTIVE_RANGE,
     DATA_LOADING_RANGE,
     any_true,
     arg_strings,
@@ -118,7 +119,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Column filters", "Per-row masks on event columns; dictionary columns (``kind``, "
      "``category``, ``name``, ``source``) are tested once per distinct value, never cast "
      "to strings row by row.", ["equals", "is_in", "starts_with", "matches", "any_true",
-                                  "arg_strings", "DATA_LOADING_RANGE"]),
+                                  "arg_strings", "DATA_LOADING_RANGE", "COLLECTIVE_RANGE"]),
     ("Typed columns in writers", "``fields`` is a namespace: the rule by which every writer "
      "keeps the typed columns its format has no field for (``Writer.native_columns``), and "
      "``fields.restore`` for readers of what a writer carried in args. ``check_writer`` in "
@@ -178,6 +179,9 @@ CONSTANTS: dict[str, str] = {
     "TABLE_NAMES": "The tables of the event model, in order (``Trace.table(name)``).",
     "ALIGN_CHOICES": "What a writer's ``align`` option takes: empty (times as recorded) or "
     "``collectives`` (``align_collectives``); ``check_align`` refuses anything else.",
+    "COLLECTIVE_RANGE": "The regular expression (for ``matches``) of host ranges of a "
+    "collective: ``record_param_comms``, ``c10d::`` ops, ``nccl:``/``gloo:``/``mpi:``/``ucc:``/"
+    "``xccl:`` process-group ranges.",
     "DATA_LOADING_RANGE": "The regular expression (for ``matches``) of host ranges that load "
     "input data: PyTorch's DataLoader iterator, its fetch and collate, a Dataset.",
     "COLLECTIVE_KERNEL": "The regular expression (searched in kernel names, any case) of "
@@ -187,6 +191,7 @@ CONSTANTS: dict[str, str] = {
 __all__ = [
     "ALIGN_CHOICES",
     "COLLECTIVE_KERNEL",
+    "COLLECTIVE_RANGE",
     "CONSTANTS",
     "DATA_LOADING_RANGE",
     "FEW_SAMPLES",

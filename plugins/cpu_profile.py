@@ -24,8 +24,10 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
 from tracekit.toolkit import (
+    COLLECTIVE_RANGE,
     DATA_LOADING_RANGE,
     FEW_SAMPLES,
+    SYNTHETIC_ID_MAX,
     StackTree,
     aggregate_rows,
     demangle,
@@ -45,6 +47,7 @@ from tracekit.toolkit import (
     share_margin,
     share_margins,
     short_name,
+    starts_with,
     thread_names,
     time_event,
     weight_unit,
@@ -81,6 +84,8 @@ TRAINING = re.compile(r"autograd::engine|Backward\d*$|^Optimizer\.(step|zero_gra
 # A loop that spends this share of the traced span loading input is input-bound: TensorFlow's
 # input-pipeline analyzer's "highly input-bound" line, the diagnosis' INPUT_BOUND_PCT.
 INPUT_BOUND_PCT = 20.0
+# A loop that spends this share of its span in collectives is told how to take them off it.
+COMMUNICATION_PCT = 20.0
 SMALL_OP_NS = 20_000  # top-level ops averaging less: per-op dispatch overhead dominates
 MATMUL_OPS = re.compile(r"aten::(addmm|mm|bmm|matmul|linear|conv\w*|_convolution|baddbmm"
                         r"|mkldnn_\w+|einsum)$")
@@ -380,9 +385,12 @@ class CpuAnalyzer(tracekit.Analyzer):
         report.findings.append(Finding("info", title, evidence))
         durations = ops["dur_ns"].to_numpy(zero_copy_only=False)[top_level]
         training = _training(ev)
-        loading = _data_loading(ev, span)
+        loading = _range_share(ev, span, DATA_LOADING_RANGE)
         if loading is not None and loading.pct >= INPUT_BOUND_PCT:
-            report.findings.append(loading.finding(training))
+            report.findings.append(loading.loading_finding(training))
+        comm = _range_share(ev, span, COLLECTIVE_RANGE)
+        if comm is not None and comm.pct >= COMMUNICATION_PCT:
+            report.findings.append(comm.communication_finding(training, _ranks_missing(trace)))
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
                                             training, loading))
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
@@ -544,27 +552,31 @@ def _training(events: pa.Table) -> str | None:
 
 
 @dataclass
-class _Loading:
-    """The thread that spent the most time in data-loading ranges (``DATA_LOADING_RANGE``):
-    that time (the union of its ranges), its share of the traced span, and the loader."""
+class _Share:
+    """The process that spent the most time in host ranges of one kind (data loading,
+    collectives): that time (the union of its ranges, over its threads), its share of the
+    traced span, the longest range's name, how many ranges of that name the process ran and
+    the first one's duration."""
 
     ns: int
     pct: float
-    tid: int | None
-    loader: str  # the longest data-loading range's name: the DataLoader iterator, if any
+    pid: int | None
+    name: str
+    calls: int
+    first_ns: int
 
-    def finding(self, training: str | None) -> Finding:
+    def loading_finding(self, training: str | None) -> Finding:
         """Input-bound: the fix follows the iterator the ranges name (PyTorch's
         ``_SingleProcessDataLoaderIter``: ``num_workers=0``; ``_MultiProcessing…``: workers
         that cannot keep up)."""
         cheaper = "pre-processed, cached or memory-mapped data, cheaper transforms"
-        if "_SingleProcessDataLoaderIter" in self.loader:
+        if "_SingleProcessDataLoaderIter" in self.name:
             fix = ("Give the DataLoader worker processes: with num_workers=0 it loads each "
                    "batch in the main process, between steps. DataLoader(num_workers>0, "
                    "persistent_workers=True, prefetch_factor) loads the next batches while "
                    "the model computes; leave the model's intra-op threads their cores "
                    f"(torch.set_num_threads). If workers cannot keep up either: {cheaper}.")
-        elif "_MultiProcessingDataLoaderIter" in self.loader:
+        elif "_MultiProcessingDataLoaderIter" in self.name:
             fix = ("The DataLoader's workers cannot keep up: more workers (the cores the "
                    "model's threads leave free), a larger prefetch_factor, "
                    f"persistent_workers=True, or cheaper samples: {cheaper}.")
@@ -576,13 +588,43 @@ class _Loading:
             "warning", f"Input-bound: the {loop} spends {self.pct}% of the traced span "
             f"loading data ({format_ns(self.ns)})",
             {"data_loading_ns": self.ns, "data_loading_pct_of_span": self.pct,
-             "tid": self.tid, "loader": short_name(self.loader, 80)}, fix)
+             "pid": self.pid, "loader": short_name(self.name, 80)}, fix)
+
+    def communication_finding(self, training: str | None, missing: str | None) -> Finding:
+        """Collectives on the loop's path. A first call that is half of all their time is
+        the ranks arriving at different times (start-up skew), not the transfer; a trace
+        holding fewer ranks than the run's world size cannot tell waiting from sending."""
+        if training:
+            fix = ("Overlap gradient communication with backward: DistributedDataParallel "
+                   "all-reduces gradient buckets while backward runs (bucket_cap_mb); fewer, "
+                   "larger collectives (one all-reduce of a flattened buffer, not one per "
+                   "parameter).")
+        else:
+            fix = ("Collectives sit on each step's path: fewer, larger collectives, or fewer "
+                   "processes sharing a model this size.")
+        if self.first_ns * 2 >= self.ns:
+            fix = (f"The first {self.name} alone takes {format_ns(self.first_ns)} of "
+                   f"{format_ns(self.ns)}: the ranks reached their first collective at "
+                   "different times (start-up skew), not the transfer; judge the steady state "
+                   "by the later steps. " + fix)
+        if missing:
+            fix += (" A collective ends when the last rank arrives: analyze every rank's trace "
+                    f"together (tracekit analyze r0.json r1.json …) to tell waiting for a "
+                    f"slower rank from sending ({missing}).")
+        loop = "training loop" if training else "loop"
+        return Finding(
+            "warning", f"Communication: the {loop} spends {self.pct}% of the traced span in "
+            f"collectives ({format_ns(self.ns)}; {self.calls:,} × {short_name(self.name)})",
+            {"communication_ns": self.ns, "communication_pct_of_span": self.pct,
+             "pid": self.pid, "collective": short_name(self.name, 80), "calls": self.calls,
+             "first_call_ns": self.first_ns}, fix)
 
 
-def _data_loading(events: pa.Table, span: int) -> _Loading | None:
-    """Time in data-loading host ranges on the thread that has the most of it (ranges
-    nest: their union per thread), or None where no range loads data."""
-    rows = events.filter(pc.and_(matches(events["name"], DATA_LOADING_RANGE),
+def _range_share(events: pa.Table, span: int, pattern: str) -> _Share | None:
+    """Time in host ranges whose name matches ``pattern`` in the process that has the most
+    of it (ranges nest, and a process may run them on several threads: their union per
+    process), or None where no range matches."""
+    rows = events.filter(pc.and_(matches(events["name"], pattern),
                                  pc.and_(pc.starts_with(events["category"].cast(pa.string()),
                                                         "host."),
                                          pc.is_valid(events["dur_ns"]))))
@@ -591,25 +633,47 @@ def _data_loading(events: pa.Table, span: int) -> _Loading | None:
         return None
     start = rows["ts_ns"].to_numpy(zero_copy_only=False)
     end = start + rows["dur_ns"].to_numpy(zero_copy_only=False)
-    pid = rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
-    tid = rows["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
-    best: tuple[int, int, int] | None = None
-    for p, t in sorted(set(zip(pid.tolist(), tid.tolist(), strict=True))):
-        mine = (pid == p) & (tid == t)
+    process = list(zip(rows["source"].cast(pa.string()).to_pylist(),
+                       rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False).tolist(),
+                       strict=True))
+    keys = np.array([hash(t) for t in process])
+    best: tuple[int, int] | None = None
+    for key in dict.fromkeys(keys.tolist()):  # processes in order of first appearance
+        mine = keys == key
         loaded = iv.total(iv.union(start[mine], end[mine]))
         if best is None or loaded > best[0]:
-            best = (loaded, p, t)
+            best = (loaded, key)
     assert best is not None
-    loaded, p, t = best
-    mine = (pid == p) & (tid == t)
+    loaded, key = best
+    mine = keys == key
     longest = int(np.argmax(np.where(mine, end - start, -1)))
-    return _Loading(ns=int(loaded), pct=percent(loaded, span), tid=None if t < 0 else t,
-                    loader=str(rows["name"][longest].as_py()))
+    names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
+    same = np.flatnonzero(mine & (names == names[longest]))
+    first = same[np.argmin(start[same])]
+    pid = process[longest][1]
+    return _Share(ns=int(loaded), pct=percent(loaded, span), pid=None if pid < 0 else pid,
+                  name=str(names[longest]), calls=len(same), first_ns=int(end[first] -
+                                                                          start[first]))
+
+
+def _ranks_missing(trace: Trace) -> str | None:
+    """"the input holds N of the run's M ranks" where the traces name a larger world size
+    (Kineto ``distributedInfo``) than the processes they hold; else None."""
+    world = max([int(m["distributed"].get("world_size") or 1)
+                 for m in trace.metadata.get("sources", {}).values()
+                 if isinstance(m, dict) and isinstance(m.get("distributed"), dict)
+                 and isinstance(m["distributed"].get("world_size"), int)] or [1])
+    ops = trace.events.filter(starts_with(trace.events["category"], "host.")).select(
+        ["source", "pid"])
+    held = len({(source, pid) for source, pid in zip(
+        ops["source"].cast(pa.string()).to_pylist(), ops["pid"].to_pylist(), strict=True)
+        if pid is not None and pid > SYNTHETIC_ID_MAX})
+    return f"the input holds {held} of the run's {world} ranks" if world > held else None
 
 
 def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: float,
                  span: int, threads: int, training: str | None,
-                 loading: _Loading | None = None) -> list[Finding]:
+                 loading: _Share | None = None) -> list[Finding]:
     """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
     (``top_level``: ops no other op on their thread encloses, the calls the program made).
 

@@ -10,6 +10,7 @@ import json
 from collections import Counter
 
 import pytest
+import tracekit
 from helpers import FIXTURES, shared_path
 from test_hotspots import cpu_report, perf_samples
 from tracekit.plugins.cpu_profile import MIN_RANK_SAMPLES, SERIAL_LEVER_PCT
@@ -238,9 +239,10 @@ def test_time_event_with_terms_ranks_cpu_time(tmp_path):
 
 # --- PyTorch host ops: input-bound ------------------------------------------------------------
 
-def _loading_share(path):
-    """Independently: the union of the DataLoader ranges on the thread that has the most of
-    them, its tid, and the traced span (every timed event but metadata and flows), in ns."""
+def _range_share(path, test):
+    """Independently: the union of the ranges whose name passes ``test`` in the process that
+    has the most of them (over its threads), its pid, the traced span (every timed event but
+    metadata and flows), and that process's ranges (start, duration, name), in ns."""
     from decimal import Decimal
 
     with gzip.open(path) as f:
@@ -248,20 +250,20 @@ def _loading_share(path):
     ns = [(int(Decimal(str(e["ts"])) * 1000), int(Decimal(str(e.get("dur", 0))) * 1000), e)
           for e in events if "ts" in e]
     span = max(t + d for t, d, _ in ns) - min(t for t, _, _ in ns)
-    per_thread: dict[int, list[tuple[int, int]]] = {}
+    per_process: dict[int, list[tuple[int, int]]] = {}
     for t, d, e in ns:
-        if "DataLoader" in e.get("name", "") and e.get("ph") == "X":
-            per_thread.setdefault(e["tid"], []).append((t, t + d))
+        if e.get("ph") == "X" and test(e.get("name", "")):
+            per_process.setdefault(e["pid"], []).append((t, d, e["name"]))
     best = (0, None)
-    for tid, spans in per_thread.items():
+    for pid, ranges in per_process.items():
         covered, end = 0, None
-        for lo, hi in sorted(spans):
+        for lo, hi in sorted((t, t + d) for t, d, _ in ranges):
             if end is None or lo > end:
                 covered, end = covered + hi - lo, hi
             elif hi > end:
                 covered, end = covered + hi - end, hi
-        best = max(best, (covered, tid))
-    return best[0], best[1], span
+        best = max(best, (covered, pid))
+    return best[0], best[1], span, sorted(per_process.get(best[1], []))
 
 
 @pytest.mark.parametrize(("workers", "fix"), [
@@ -272,7 +274,7 @@ def test_input_bound_cpu_training_gets_the_fix_of_its_loader(workers, fix):
     """Recorded here (fixtures/torch-cpu/record_loader_cpu.py): 10 ms a sample, loaded in the
     training process or by two workers that cannot keep up."""
     path = FIXTURES / "torch-cpu" / f"loader_workers{workers}.pt.trace.json.gz"
-    loading_ns, tid, span = _loading_share(path)
+    loading_ns, pid, span, _ = _range_share(path, lambda name: "DataLoader" in name)
     report = cpu_report(path)
     [finding] = _titled(report, "Input-bound")
     pct = percent(loading_ns, span)
@@ -280,13 +282,13 @@ def test_input_bound_cpu_training_gets_the_fix_of_its_loader(workers, fix):
     assert finding.title == (f"Input-bound: the training loop spends {pct}% of the traced "
                              f"span loading data ({format_ns(loading_ns)})")
     assert finding.evidence == {
-        "data_loading_ns": loading_ns, "data_loading_pct_of_span": pct, "tid": tid,
+        "data_loading_ns": loading_ns, "data_loading_pct_of_span": pct, "pid": pid,
         "loader": ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" if workers == 0
                    else "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")}
     assert finding.suggestion.startswith(fix)
     [cover] = _titled(report, "Ops cover")
     assert cover.suggestion.startswith(f"Data loading takes {pct}% of the span")
-    assert f"tid: {tid}," in render_text([report], width=200)  # an id, not a quantity
+    assert f"pid: {pid}," in render_text([report], width=200)  # an id, not a quantity
 
 
 def test_no_loader_advice_without_a_loader():
@@ -295,3 +297,39 @@ def test_no_loader_advice_without_a_loader():
     report = cpu_report(FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz")
     assert not _titled(report, "Input-bound")
     assert not any("DataLoader" in (f.suggestion or "") for f in report.findings)
+
+
+# --- PyTorch host ops: collectives ------------------------------------------------------------
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_collectives_on_a_cpu_training_loop(rank):
+    """Recorded here (fixtures/torch-cpu/record_gloo_cpu.py): two gloo ranks all-reduce each
+    gradient by hand; rank 0's first all-reduce waits for rank 1 to start."""
+    path = FIXTURES / "torch-cpu" / f"gloo_rank{rank}.pt.trace.json.gz"
+    comm_ns, pid, span, ranges = _range_share(path, lambda name: (
+        name == "record_param_comms" or name.startswith(("c10d::", "gloo:"))))
+    longest = max(ranges, key=lambda r: r[1])[2]
+    assert longest == "gloo:all_reduce"
+    ranges = [r for r in ranges if r[2] == longest]
+    first_ns = ranges[0][1]
+    report = cpu_report(path)
+    [finding] = _titled(report, "Communication")
+    pct = percent(comm_ns, span)
+    assert finding.title == (f"Communication: the training loop spends {pct}% of the traced "
+                             f"span in collectives ({format_ns(comm_ns)}; {len(ranges)} × "
+                             "gloo:all_reduce)")
+    assert finding.evidence == {
+        "communication_ns": comm_ns, "communication_pct_of_span": pct, "pid": pid,
+        "collective": "gloo:all_reduce", "calls": len(ranges), "first_call_ns": first_ns}
+    skew = finding.suggestion.startswith(f"The first gloo:all_reduce alone takes "
+                                         f"{format_ns(first_ns)} of {format_ns(comm_ns)}")
+    assert skew is (first_ns * 2 >= comm_ns)
+    assert "DistributedDataParallel" in finding.suggestion
+    assert finding.suggestion.endswith("(the input holds 1 of the run's 2 ranks).")
+
+
+def test_every_rank_given_is_not_asked_for():
+    paths = [FIXTURES / "torch-cpu" / f"gloo_rank{rank}.pt.trace.json.gz" for rank in (0, 1)]
+    [report] = tracekit.analyze(tracekit.read(paths), "cpu")
+    [finding] = _titled(report, "Communication")
+    assert "analyze every rank" not in finding.suggestion

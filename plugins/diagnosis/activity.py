@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from tracekit import EVENTS_SCHEMA, Trace
 from tracekit.toolkit import (
     COLLECTIVE_KERNEL,
+    COLLECTIVE_RANGE,
     equals,
     factorize,
     is_in,
@@ -45,8 +46,6 @@ API = ("api.runtime", "api.driver")
 # Collective libraries, and collectives by name: one rule with the ranks of a run (the toolkit's
 # COLLECTIVE_KERNEL; docs/analyzers/diagnosis.md has the table).
 COMM_KERNEL = COLLECTIVE_KERNEL
-# Host ranges of a collective: device work launched inside one is communication.
-COLLECTIVE_RANGE = r"^record_param_comms$|^c10d::|^nccl:|^c10d_functional::|^_c10d_functional::"
 # ROCm's runtime implements copies and fills with its own blit kernels (__amd_rocclr_*).
 MEMORY_KERNEL = (r"(?i)^(hip)?memcpy|^(hip)?memset|^dma"
                  r"|^__amd_rocclr_(fill|copy)(Buffer|Image)")
