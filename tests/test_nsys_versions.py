@@ -257,3 +257,56 @@ def test_export_flags_not_understood_are_warnings(tmp_path, registry):
         ("export flags", "warning: EXPORT_CONFIG_TIME_SHIFT differs from "
                          "EXPORT_PARAM_TIME_SHIFT and is not read (what it shifts is not "
                          "documented)"): 1}
+
+
+# -- 4. cuBLAS and cuDNN calls -----------------------------------------------------------------
+
+def library_rows(gtid: int) -> list[str]:
+    """cuBLAS and cuDNN calls as nsys 2022.2 writes them (eventClass 29 CUBLAS, 28 CUDNN), on
+    the thread of the export's first cudaHostRegister, one around it."""
+    return [
+        "INSERT INTO StringIds (id, value) VALUES (9001, 'cublasCreate_v2'), "
+        "(9002, 'cublasSgemm_v2'), (9003, 'cudnnConvolutionForward')",
+        f"INSERT INTO CUBLAS_EVENTS VALUES (391000000, 698000000, 29, {gtid}, 9001), "
+        f"(700600000, 700650000, 29, {gtid}, 9002), (700700000, 700760000, 29, {gtid}, 9002)",
+        f"INSERT INTO CUDNN_EVENTS VALUES (700800000, 700900000, 28, {gtid}, 9003)"]
+
+
+def test_cublas_and_cudnn_calls_are_api_ranges_on_their_thread(tmp_path, registry):
+    real = shared_path("nsys-sqlite", SAXPY)
+    assert sql(real, "SELECT (SELECT count(*) FROM CUBLAS_EVENTS), "
+                     "(SELECT count(*) FROM CUDNN_EVENTS)") == [(0, 0)]
+    [(gtid,)] = sql(real, f"SELECT globalTid FROM {RUNTIME} ORDER BY start LIMIT 1")
+    assert gtid == 302119224788637
+    path = damaged(tmp_path, *library_rows(gtid), base=SAXPY)
+    trace = tracekit.read(path, registry=registry)
+    ev = trace.events.filter(pc.is_in(trace.events["name"].cast(pa.string()), pa.array(
+        ["cublasCreate", "cublasSgemm", "cudnnConvolutionForward"])))
+    rows = sorted((r["ts_ns"], r["dur_ns"], r["name"], r["category"], r["kind"], r["pid"],
+                   r["tid"], r["args"]) for r in ev.to_pylist())
+    pid, tid = (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
+    assert (pid, tid) == (1230493, 1230493)
+    assert rows == [
+        (391000000, 307000000, "cublasCreate", "api.runtime", "slice", pid, tid,
+         '{"eventClass":29}'),
+        (700600000, 50000, "cublasSgemm", "api.runtime", "slice", pid, tid, '{"eventClass":29}'),
+        (700700000, 60000, "cublasSgemm", "api.runtime", "slice", pid, tid, '{"eventClass":29}'),
+        (700800000, 100000, "cudnnConvolutionForward", "api.runtime", "slice", pid, tid,
+         '{"eventClass":28}')]
+    got = log(trace)
+    assert (got[("CUBLAS_EVENTS", "events")], got[("CUDNN_EVENTS", "events")]) == (3, 1)
+    assert not [k for k in got if k[0] in ("CUBLAS_EVENTS", "CUDNN_EVENTS") and k[1] != "events"]
+    # Nothing else changes; the cuBLAS range around cudaHostRegister nests in Perfetto.
+    before = category_counts(tracekit.read(real, registry=registry))
+    assert category_counts(trace) - before == Counter({"api.runtime": 4})
+    tracekit.write(trace, tmp_path / "o.pftrace", registry=registry)
+
+
+def test_library_table_without_a_needed_column_is_skipped(tmp_path, registry):
+    [(gtid,)] = sql(shared_path("nsys-sqlite", SAXPY),
+                    f"SELECT globalTid FROM {RUNTIME} ORDER BY start LIMIT 1")
+    path = damaged(tmp_path, *library_rows(gtid), *rebuilt_without("CUDNN_EVENTS", "nameId"),
+                   base=SAXPY, loosen=["CUDNN_EVENTS"])
+    got = log(tracekit.read(path, registry=registry))
+    assert got[("CUDNN_EVENTS", "skipped: column nameId is missing")] == 1
+    assert got[("CUBLAS_EVENTS", "events")] == 3

@@ -43,7 +43,7 @@ _PROGRESS_TABLES = frozenset({
     "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API", "CUDA_GPU_MEMORY_USAGE_EVENTS",
     "COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "OSRT_CALLCHAINS", "PROFILER_OVERHEAD",
     "CUPTI_ACTIVITY_KIND_OVERHEAD", "DIAGNOSTIC_EVENT", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
-    "GPU_METRICS", "SCHED_EVENTS", "ThreadNames"})
+    "GPU_METRICS", "SCHED_EVENTS", "ThreadNames", "CUBLAS_EVENTS", "CUDNN_EVENTS"})
 
 
 class NsysReader(tracekit.Reader):
@@ -94,7 +94,8 @@ class NsysReader(tracekit.Reader):
                 raise TraceReadError(f"not an Nsight Systems export: {kind}", path=path)
             known = {T.KERNEL, T.MEMCPY, T.MEMSET, T.SYNC, T.RUNTIME, T.NVTX, T.OSRT,
                      T.MEMORY_USAGE, samples_mod.SAMPLES, E.OVERHEAD, E.CUPTI_OVERHEAD,
-                     E.DIAGNOSTICS, E.GRAPH_TRACE, E.GPU_METRICS, E.SCHED, *_SIDE_TABLES}
+                     E.DIAGNOSTICS, E.GRAPH_TRACE, E.GPU_METRICS, E.SCHED, *T.LIBRARY_TABLES,
+                     *_SIDE_TABLES}
             if not (db.tables & known) - {"StringIds"} and \
                     not any(t.startswith(_EXPORT_PREFIXES) for t in db.tables):
                 raise TraceReadError("not an Nsight Systems export: it has StringIds but "
@@ -186,6 +187,9 @@ class NsysReader(tracekit.Reader):
                 add(T.RUNTIME, columns, 0)
             out.note(T.RUNTIME, "events", rows)
             out.note(T.RUNTIME, "not needed: backtrace row repeating an API call", carriers)
+        for table in T.LIBRARY_TABLES:
+            if table in db.tables:
+                optional(table, lambda table=table: self._library(db, table, add, out))
         if T.MEMORY_USAGE in db.tables and db.count(T.MEMORY_USAGE):
             optional(T.MEMORY_USAGE, lambda: self._memory_usage(db, add, out))
         stack_base = frame_base = 0
@@ -215,6 +219,15 @@ class NsysReader(tracekit.Reader):
         add(E.SCHED, columns, 2 * len(columns["ts_ns"]),
             "events (a sched-in and its sched-out per slice)")
         out.note(E.SCHED, "skipped: a sched-in or sched-out without its pair", unpaired)
+
+    @staticmethod
+    def _library(db: ExportDatabase, table: str, add: Callable[..., None],
+                 out: TraceBuilder) -> None:
+        rows = 0
+        for columns in T.library_calls(db, table):
+            rows += len(columns["ts_ns"])
+            add(table, columns, 0)
+        out.note(table, "events", rows)
 
     @staticmethod
     def _memory_usage(db: ExportDatabase, add: Callable[..., None], out: TraceBuilder) -> None:

@@ -202,6 +202,32 @@ def _runtime(t: pa.Table, names: pa.DictionaryArray,
     return out, carriers
 
 
+CUBLAS = "CUBLAS_EVENTS"
+CUDNN = "CUDNN_EVENTS"
+LIBRARY_TABLES = (CUBLAS, CUDNN)
+
+
+def library_calls(db: ExportDatabase, table: str) -> Iterator[Columns]:
+    """CUBLAS_EVENTS / CUDNN_EVENTS (start, end, eventClass, globalTid, nameId) to api.runtime
+    slices on the calling thread, as the runtime's calls are (and rocprof's library APIs), named
+    from StringIds with the ``_v2`` suffix removed; eventClass in args."""
+    db.require(table, "start", "end", "nameId")
+    wanted = [c for c in ("start", "end", "eventClass", "globalTid", "nameId")
+              if c in db.columns(table)]
+    stripped = None
+    for t in db.batches(f"SELECT {', '.join(wanted)} FROM {table}"):
+        names = db.names(col(t, "nameId"))
+        if stripped is None:
+            stripped = pa.array([_VERSION_SUFFIX.sub("", v) if v is not None else None
+                                 for v in names.dictionary.to_pylist()], type=pa.string())
+        gtid = col(t, "globalTid")
+        n = t.num_rows
+        yield {"kind": _constant(n, "slice"), "category": _constant(n, "api.runtime"),
+               **_timing(t), "name": pa.DictionaryArray.from_arrays(names.indices, stripped),
+               "pid": decode_pid(gtid), "tid": decode_tid(gtid),
+               "args": table_args(t, ("eventClass",))}
+
+
 def nvtx(db: ExportDatabase) -> Iterator[tuple[Columns, dict[str, Any]]]:
     """NVTX_EVENTS: ranges to host.annotation slices, marks to instants; the rest counted
     (per batch)."""
