@@ -850,9 +850,10 @@ def test_the_column_wise_path_reads_the_records_of_perfs_default_layout(registry
     monkeypatch.setattr(perf_blocks.BlockParser, "_emit", counting)
     monkeypatch.setattr(perf_blocks, "MIN_RUN", 1)
     trace = tracekit.read(RECORDED / "burn.perf", registry=registry)
-    # All but the first sample (which fixes the layout) and the last: its header is
+    # All but the first sample (the line parser reads it: its time tells whether the times
+    # may be --deltatime deltas, and it fixes the layout) and the last: its header is
     # followed by PERF_RECORD lines in the same record.
-    assert trace.events.num_rows == 346 and sum(taken) == 344
+    assert trace.events.num_rows == 346 and sum(taken) == 345
 
 
 _HEADERS = ["burn 8180 [001] 2536.576360: 1001001 cpu-clock:ppp:",
@@ -1136,3 +1137,26 @@ def test_branch_stacks_are_counted_not_read_as_tracepoints(how, tmp_path, regist
         ("sample", "main", 1000_004_000_000)]
     notes = {k[2]: v for k, v in trace.log.outcomes.items()}
     assert notes["branch stacks (-F brstack) not represented: 8 entries skipped"] == 4
+
+
+@pytest.mark.parametrize("how", ["columns", "lines"])
+def test_deltatime_cut_at_its_start_is_a_warning(how, tmp_path, registry, monkeypatch):
+    """Without its first line (0) --deltatime output cannot be told from times for sure:
+    the times that go back within a thread are counted in a warning, as a plain reading
+    counts them."""
+    text = (RECORDED / "forks_delta.perf").read_text()
+    cut = text[text.index("\n\n") + 2:]  # the first sample gone
+    path = tmp_path / "cut.perf"
+    path.write_text(cut)
+    last, back = {}, 0
+    for line in cut.splitlines():
+        if (m := TIMESTAMP.search(line)) and not line.startswith("\t"):
+            ids, t = line.split()[1], int(m.group(1)) * 10**9 + int(m.group(2)) * 1000
+            back += ids in last and t < last[ids]
+            last[ids] = t
+    trace = _read_both_ways(path, registry, monkeypatch, how)
+    assert trace.events.num_rows == 18
+    notes = {k[2]: v for k, v in trace.log.outcomes.items()}
+    [(note, count)] = [(k, v) for k, v in notes.items() if "go back" in k]
+    assert count == back > 0 and "--deltatime" in note
+    assert not any("rebuilt" in k for k in notes)

@@ -149,6 +149,11 @@ class PerfScriptReader(tracekit.Reader):
         elif counts.untimed:  # a damaged header before the first good one
             out.note("samples", "warning: no timestamp (a damaged header line?): left off "
                      "timelines", counts.untimed)
+        if counts.backwards:
+            out.note("samples", "warning: timed before the sample before them in their "
+                     "thread: times that go back are not absolute (perf script --deltatime "
+                     "output cut at its start? re-run perf script without --deltatime)",
+                     counts.backwards)
         if counts.no_pid:
             out.note("samples", "warning: perf script without pids: each comm is shown as a "
                      f"process {SYNTHETIC_MARK}; re-run perf script with -F +pid,+tid",

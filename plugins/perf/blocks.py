@@ -312,6 +312,19 @@ class BlockParser:
         last = blank[np.searchsorted(blank, first)] - 1
         last = np.maximum(last, first)  # a record of empty lines has its first one
         head_start, head_end = line_start[first], newlines[first]
+        if p.time_mode in (None, "maybe"):
+            # Until the first timestamp, and while it is not known whether the times are
+            # --deltatime deltas (within 2,000 samples), the line parser reads the records
+            # one at a time; then the rest of the block is read knowing.
+            at = 0
+            while at < n and p.time_mode in (None, "maybe"):
+                end = int(head_start[at + 1]) if at + 1 < n else size
+                self._feed_text(data[head_start[at]:end], first_line + int(first[at]))
+                at += 1
+            if at < n:
+                self.line_no -= counted - int(first[at])
+                self._feed_records(data[head_start[at]:], first_line + int(first[at]), False)
+            return
         framed = last > first
         stack_start = np.where(framed, head_end + 1, head_end)
         stack_end = np.where(framed, newlines[last], head_end)
@@ -337,17 +350,6 @@ class BlockParser:
         regular = np.array([not text or text in cache or _frame_lines_only(text)
                             for text in texts], bool)
         ok &= regular[codes]
-        if p.time_mode is None and len(fixing := np.flatnonzero(ok)) and fixing[0] + 1 < n:
-            # The first timed line tells whether the text may be --deltatime output: the
-            # line parser reads up to the first record the column-wise path could take,
-            # then the rest of the block is read knowing.
-            k = int(fixing[0]) + 1
-            self._feed_text(data[:head_start[k]], first_line)
-            self.line_no -= counted - int(first[k])
-            self._feed_records(data[head_start[k]:], first_line + int(first[k]), False)
-            return
-        if p.time_mode in (None, "maybe"):
-            ok[:] = False  # --deltatime or not: the line parser follows every timed line
         if not p._timed:
             # Until a timed sample fixes the layout the line parser decides, up to and
             # including the first record the column-wise path could take.
@@ -433,6 +435,8 @@ class BlockParser:
             kept = p.threads.setdefault((int(pid[row]), int(tid[row])), comms[comm_codes[row]])
             known[pair] = comm_index.get(kept, -1)
         renamed = known[pair_of] != comm_codes
+        if p.time_mode != "delta":
+            _count_backwards(p, pair_of, firsts, pid, tid, h.ts_ns[rows])
 
         ev_json = pa.array(['{"event":' + orjson.dumps(e).decode() for e in events])
         comm_json = pa.array([',"comm":' + orjson.dumps(c).decode() for c in comms] + [""])
@@ -465,6 +469,27 @@ class BlockParser:
             "stack_id": pa.array(stack_id, mask=stack_id < 0),
             "args": args,
         })
+
+
+def _count_backwards(p: PerfScriptParser, pair_of: np.ndarray, firsts: np.ndarray,
+                     pid: np.ndarray, tid: np.ndarray, ts_ns: np.ndarray) -> None:
+    """Count the rows timed before the row before them in their thread (``pair_of``, whose
+    first rows are ``firsts``), as the line parser does, and keep each thread's last time."""
+    order = np.argsort(pair_of, kind="stable")
+    group, times = pair_of[order], ts_ns[order]
+    starts = np.ones(len(order), bool)
+    starts[1:] = group[1:] != group[:-1]
+    previous = np.empty_like(times)
+    previous[1:] = times[:-1]
+    last = p._last_ts
+    keys = [(int(pid[row]), int(tid[row])) for row in firsts.tolist()]
+    head = np.flatnonzero(starts)
+    previous[head] = [last.get(key, t) for key, t in zip(keys, times[head].tolist(),
+                                                         strict=True)]
+    p.counts.backwards += int(np.count_nonzero(times < previous))
+    ends = np.append(head[1:], len(order)) - 1
+    for key, t in zip(keys, times[ends].tolist(), strict=True):
+        last[key] = t
 
 
 def _first_seen(values: np.ndarray) -> np.ndarray:

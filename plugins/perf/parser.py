@@ -250,6 +250,7 @@ class Counts:
     branch_samples: int = 0  # -F brstack: samples with branch entries (not represented)
     branch_entries: int = 0
     field_samples: int = 0  # samples with other fields before the ip (kept as text)
+    backwards: int = 0  # rows timed before the row before them in their thread
     untimed: int = 0  # rows without a timestamp
     no_pid: int = 0  # rows given a synthetic pid: no pid printed
     no_process: int = 0  # rows with no pid and no comm: no process at all
@@ -301,6 +302,8 @@ class PerfScriptParser:
         self.delta_lines = 0  # deltas added up
         self.delta_decimals = 9
         self._last_raw: int | None = None
+        # Per thread, the time of its last row: a time below it is counted (backwards).
+        self._last_ts: dict[tuple[int | None, int | None], int] = {}
         self._pairs = self._down = 0
 
     def feed(self, lines: Iterable[str], first_line_no: int = 1) -> None:
@@ -449,6 +452,7 @@ class PerfScriptParser:
                     b["ts_ns"] = times
                 self.columns.ts_ns = rebuilt[-1]
                 self.time_mode, self._clock = "delta", clock
+                self.counts.backwards, self._last_ts = 0, {}
                 self.delta_lines = len(self._extra)
                 self._extra = []
                 return
@@ -520,6 +524,10 @@ class PerfScriptParser:
             self.counts.samples += 1
         if h.ts_ns is None:
             self.counts.untimed += 1
+        elif self.time_mode != "delta":
+            before = self._last_ts.get((pid, tid))
+            self.counts.backwards += before is not None and h.ts_ns < before
+            self._last_ts[(pid, tid)] = h.ts_ns
         c.ts_ns.append(h.ts_ns)
         c.pid.append(pid)
         c.tid.append(tid)
