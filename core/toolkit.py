@@ -88,6 +88,7 @@ from tracekit.stats import (
     share_margin,
     share_margins,
 )
+from tracekit.window import STEPS_HELP, WINDOW_HELP, restrict, step_ranges
 
 if TYPE_CHECKING:
     from tracekit.sqlite import (
@@ -155,6 +156,9 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Outputs", "For plugin commands that write files: the rules ``tracekit convert`` "
      "follows (no partial outputs, ``--force`` to replace, never an input).",
      ["preflight", "open_output", "check_not_input"]),
+    ("Windows", "For analyzers that look at a part of a trace: ``-O window=START:END`` and "
+     "``-O steps=A:B``, with the same rules and help everywhere.",
+     ["restrict", "step_ranges", "WINDOW_HELP", "STEPS_HELP"]),
     ("Running", "For plugin commands: the registry the command line uses, and what a plain "
      "``analyze`` would run on a trace.", ["default_registry", "trace_kind",
                                             "default_analyzers"]),
@@ -179,6 +183,8 @@ CONSTANTS: dict[str, str] = {
     "TABLE_NAMES": "The tables of the event model, in order (``Trace.table(name)``).",
     "ALIGN_CHOICES": "What a writer's ``align`` option takes: empty (times as recorded) or "
     "``collectives`` (``align_collectives``); ``check_align`` refuses anything else.",
+    "WINDOW_HELP": "The ``-O window=`` help line of analyzers that take it (``restrict``).",
+    "STEPS_HELP": "The ``-O steps=`` help line of analyzers that take it (``restrict``).",
     "COLLECTIVE_RANGE": "The regular expression (for ``matches``) of host ranges of a "
     "collective: ``record_param_comms``, ``c10d::`` ops, ``nccl:``/``gloo:``/``mpi:``/``ucc:``/"
     "``xccl:`` process-group ranges.",
@@ -202,9 +208,11 @@ __all__ = [
     "SECTIONS",
     "SQLITE_MAGIC",
     "STAT_COLUMNS",
+    "STEPS_HELP",
     "SYNTHETIC_ID_MAX",
     "TABLE_NAMES",
     "TIME_EVENTS",
+    "WINDOW_HELP",
     "Alignment",
     "CallSites",
     "InputRank",
@@ -254,6 +262,7 @@ __all__ = [
     "rank_traces",
     "read_errors",
     "report_table",
+    "restrict",
     "sample_events",
     "sample_weights",
     "sampled_events",
@@ -263,6 +272,7 @@ __all__ = [
     "short_name",
     "sqlite_column",
     "starts_with",
+    "step_ranges",
     "table_names",
     "text_or_none",
     "thread_names",

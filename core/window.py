@@ -1,4 +1,4 @@
-"""``-O window=START:END`` and ``-O steps=A:B``: the diagnosis of a part of a trace.
+"""``-O window=START:END`` and ``-O steps=A:B``: the analysis of a part of a trace.
 
 ``window`` times are durations since the first timed event of the trace, with a unit (``ns``,
 ``us``/``µs``, ``ms``, ``s``; none means ns); either end may be left out (``2s:``, ``:500ms``).
@@ -12,9 +12,16 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit import OptionError, Trace
-from tracekit.plugins.diagnosis.activity import steps as step_ranges
+from tracekit.columns import equals, starts_with
+from tracekit.errors import OptionError
+from tracekit.model import Trace
+
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+#: ``-O`` help of the options ``restrict`` takes, for analyzers that offer them.
+WINDOW_HELP = "analyze only START:END (times since the first event: 2s:5s, :500ms)"
+STEPS_HELP = "analyze only ProfilerStep#A..B (A:B, or N)"
 
 _UNITS = {"": 1, "ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s)?\s*$")
@@ -35,8 +42,32 @@ def _bounds(text: str, option: str) -> tuple[str, str]:
     return lo.strip(), hi.strip()
 
 
+def step_ranges(trace: Trace) -> pa.Table:
+    """PyTorch's ``ProfilerStep#N`` ranges: source, step number, start and end (ns), pid,
+    by start."""
+    ev = trace.events
+    is_step = pc.and_(starts_with(ev["name"], "ProfilerStep#"),
+                      equals(ev["category"], "host.annotation"))
+    rows = ev.filter(pc.and_(is_step, ev["ts_ns"].is_valid()))
+    names = rows["name"].combine_chunks().cast(pa.string()) if rows.num_rows else \
+        pa.array([], pa.string())
+    numbers = [int(m.group(1)) if (m := STEP_NAME.match(n)) else -1
+               for n in names.to_pylist()]
+    start = rows["ts_ns"].to_numpy()
+    sources = rows["source"].combine_chunks().cast(pa.string()) if rows.num_rows else \
+        pa.array([], pa.string())
+    table = pa.table({
+        "source": sources, "step": pa.array(numbers, pa.int64()),
+        "start": start, "end": start + rows["dur_ns"].fill_null(0).to_numpy(),
+        "pid": rows["pid"]})
+    table = table.filter(pc.greater_equal(table["step"], 0))
+    return table.sort_by([("source", "ascending"), ("start", "ascending")])
+
+
 def restrict(trace: Trace, window: str = "", steps: str = "") -> Trace:
-    """``trace`` cut to the events that overlap a time window or a step range."""
+    """``trace`` cut to the events that overlap a time window (``window``: START:END, times
+    since the first timed event with a unit) or a range of ``ProfilerStep#N`` (``steps``:
+    A:B or N); events with no time are kept, events overlapping the window kept whole."""
     if not window and not steps:
         return trace
     if window and steps:

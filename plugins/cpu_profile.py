@@ -27,7 +27,9 @@ from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     DATA_LOADING_RANGE,
     FEW_SAMPLES,
+    STEPS_HELP,
     SYNTHETIC_ID_MAX,
+    WINDOW_HELP,
     StackTree,
     aggregate_rows,
     demangle,
@@ -41,6 +43,7 @@ from tracekit.toolkit import (
     percent,
     plural,
     report_table,
+    restrict,
     sample_events,
     sample_weights,
     sampled_events,
@@ -120,8 +123,11 @@ class CpuAnalyzer(tracekit.Analyzer):
         top: int = field(default=15, metadata={"help": "rows per table (0 = all)"})
         event: str = field(default="", metadata={
             "help": "the sampled event to rank by (default: cpu-clock, task-clock or cycles)"})
+        window: str = field(default="", metadata={"help": WINDOW_HELP})
+        steps: str = field(default="", metadata={"help": STEPS_HELP})
 
     def analyze(self, trace: Trace) -> Report:
+        trace = restrict(trace, self.options.window, self.options.steps)
         report = Report(analyzer=self.name, title="CPU profile")
         is_sample = equals(trace.events["category"], "cpu.sample")
         if trace.events.num_rows and pc.any(is_sample).as_py():

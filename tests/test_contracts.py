@@ -172,8 +172,8 @@ def test_declared_sample_events_pick_the_rows(registry, tmp_path):
 PUBLIC = ("tracekit", "tracekit.toolkit")
 
 #: Built-in plugins built on another, through that package's own surface (its ``__all__``,
-#: never its modules): the HTML report draws the diagnosis plugin's device timelines, time
-#: windows and launch delays (both ship in the tracekit distribution).
+#: never its modules): the HTML report draws the diagnosis plugin's device timelines and
+#: launch delays (both ship in the tracekit distribution).
 BUILT_ON = {"html_report": {"diagnosis"}}
 
 #: Plugin modules allowed to import core's private modules for now: none (keep the mechanism,

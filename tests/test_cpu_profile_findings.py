@@ -333,3 +333,21 @@ def test_every_rank_given_is_not_asked_for():
     [report] = tracekit.analyze(tracekit.read(paths), "cpu")
     [finding] = _titled(report, "Communication")
     assert "analyze every rank" not in finding.suggestion
+
+
+@pytest.mark.parametrize("step", [2, 3, 4])
+def test_steps_option_cuts_the_cpu_report_to_one_step(step):
+    """``-O steps=N`` keeps the host ops that overlap ProfilerStep#N, as in the diagnosis."""
+    from decimal import Decimal
+
+    path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+    [rng] = [e for e in events if e.get("name") == f"ProfilerStep#{step}"]
+    lo, hi = ns(rng["ts"]), ns(rng["ts"]) + ns(rng["dur"])
+    inside = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"
+              and ns(e["ts"]) < hi and (ns(e["ts"]) + ns(e["dur"]) > lo or ns(e["ts"]) >= lo)]
+    whole = cpu_report(path).findings[0].evidence["ops"]
+    evidence = cpu_report(path, f"steps={step}").findings[0].evidence
+    assert evidence["ops"] == len(inside) < whole

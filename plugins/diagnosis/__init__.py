@@ -17,13 +17,12 @@ from tracekit.plugins.diagnosis.overlap import OverlapAnalyzer
 from tracekit.plugins.diagnosis.ranks import RanksAnalyzer
 from tracekit.plugins.diagnosis.sync import SyncAnalyzer
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
-from tracekit.plugins.diagnosis.window import restrict
 
 # What components built on the diagnosis (the HTML report) may use, besides the analyzers:
-# the GPU activity with its launch links, per-device busy timelines, launch statistics and
-# the window option.
+# the GPU activity with its launch links, per-device busy timelines and launch statistics
+# (the window option is the toolkit's restrict).
 __all__ = ["ANALYZERS", "Activity", "DeviceTimeline", "device_timelines", "launch_stats",
-           "register_analyzers", "restrict"]
+           "register_analyzers"]
 
 ANALYZERS = (BottleneckAnalyzer, BreakdownAnalyzer, GapsAnalyzer, SyncAnalyzer, LaunchAnalyzer,
              OverlapAnalyzer, DiffAnalyzer, KernelsAnalyzer, RanksAnalyzer)

@@ -13,7 +13,6 @@ when the call that launched it ran inside a collective's host range (``record_pa
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +28,7 @@ from tracekit.toolkit import (
     factorize,
     is_in,
     launch_links,
-    starts_with,
+    step_ranges,
 )
 from tracekit.toolkit import intervals as iv
 
@@ -59,7 +58,6 @@ SYNC_COPY_API = r"^(cuda|hip|cu)Memcpy\w*$"  # the ones without "Async" in their
 # Framework ops that read a device value on the host, and so synchronize.
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 NO_GPU = "no GPU activity in this trace"
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 class Codes:
@@ -160,7 +158,7 @@ class Activity:
     def has_steps(self) -> bool:
         """Whether the trace marks steps (``ProfilerStep#N`` ranges)."""
         if "has_steps" not in self.cache:
-            self.cache["has_steps"] = steps(Trace(self.events)).num_rows > 0
+            self.cache["has_steps"] = step_ranges(Trace(self.events)).num_rows > 0
         return self.cache["has_steps"]
 
     @classmethod
@@ -336,18 +334,3 @@ def host_reads(activity: Activity) -> int:
     return int(max((values == "aten::_local_scalar_dense").sum(), (values == "aten::item").sum()))
 
 
-def steps(trace: Trace) -> pa.Table:
-    """``ProfilerStep#N`` ranges: source, step number, start and end (ns), pid, by start."""
-    ev = trace.events
-    is_step = pc.and_(starts_with(ev["name"], "ProfilerStep#"),
-                      equals(ev["category"], "host.annotation"))
-    rows = ev.filter(pc.and_(is_step, ev["ts_ns"].is_valid()))
-    numbers = [int(m.group(1)) if (m := STEP_NAME.match(n)) else -1
-               for n in _strings(rows["name"]).to_pylist()]
-    start = rows["ts_ns"].to_numpy()
-    table = pa.table({
-        "source": _strings(rows["source"]), "step": pa.array(numbers, pa.int64()),
-        "start": start, "end": start + rows["dur_ns"].fill_null(0).to_numpy(),
-        "pid": rows["pid"]})
-    table = table.filter(pc.greater_equal(table["step"], 0))
-    return table.sort_by([("source", "ascending"), ("start", "ascending")])

@@ -65,14 +65,16 @@ from tracekit.plugins.diagnosis.ranks import (
     straggler,
     straggler_finding,
 )
-from tracekit.plugins.diagnosis.window import restrict
 from tracekit.toolkit import (
+    STEPS_HELP,
+    WINDOW_HELP,
     format_bytes,
     format_ns,
     grouped_stats,
     matches,
     percent,
     report_table,
+    restrict,
     short_name,
 )
 from tracekit.toolkit import intervals as iv
@@ -152,9 +154,9 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             "help": "report causes that take at least this % of the GPU span"})
         tiny_us: float = field(default=10.0, metadata={"help": "a kernel under this is tiny"})
         window: str = field(default="", metadata={
-            "help": "analyze only START:END (times since the first event: 2s:5s, :500ms)"})
+            "help": WINDOW_HELP})
         steps: str = field(default="", metadata={
-            "help": "analyze only ProfilerStep#A..B (A:B, or N)"})
+            "help": STEPS_HELP})
 
     def analyze(self, trace: Trace) -> Report:
         trace = restrict(trace, self.options.window, self.options.steps)

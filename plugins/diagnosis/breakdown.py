@@ -16,10 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Report, Trace
-from tracekit.plugins.diagnosis.activity import NO_GPU, READS_COLUMNS, steps
+from tracekit.plugins.diagnosis.activity import NO_GPU, READS_COLUMNS
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
-from tracekit.plugins.diagnosis.window import restrict
-from tracekit.toolkit import percent, report_table
+from tracekit.toolkit import STEPS_HELP, WINDOW_HELP, percent, report_table, restrict, step_ranges
 
 PARTS = ("compute", "communication", "memory", "idle")
 LABELS = {"compute": "compute", "communication": "comm", "memory": "mem", "idle": "idle"}
@@ -37,9 +36,9 @@ class BreakdownAnalyzer(tracekit.Analyzer):
         per_step: bool = field(default=True, metadata={
             "help": "also split each ProfilerStep#N range, when the trace has them"})
         window: str = field(default="", metadata={
-            "help": "analyze only START:END (times since the first event: 2s:5s, :500ms)"})
+            "help": WINDOW_HELP})
         steps: str = field(default="", metadata={
-            "help": "analyze only ProfilerStep#A..B (A:B, or N)"})
+            "help": STEPS_HELP})
 
     def analyze(self, trace: Trace) -> Report:
         trace = restrict(trace, self.options.window, self.options.steps)
@@ -75,7 +74,7 @@ def devices_table(timelines: list[DeviceTimeline], compact: bool = False) -> pa.
 
 def steps_table(trace: Trace, timelines: list[DeviceTimeline]) -> pa.Table:
     """One row per (step, device of the step's input)."""
-    spans = steps(trace)
+    spans = step_ranges(trace)
     cols: dict[str, list[Any]] = {k: [] for k in ("step", "device", "dur", *PARTS)}
     for tl in timelines:
         mine = spans.filter(pc.equal(spans["source"], tl.work.source))

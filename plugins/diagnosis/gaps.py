@@ -41,8 +41,7 @@ import tracekit
 from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, READS_COLUMNS, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
-from tracekit.plugins.diagnosis.window import restrict
-from tracekit.toolkit import format_ns, percent, report_table
+from tracekit.toolkit import STEPS_HELP, WINDOW_HELP, format_ns, percent, report_table, restrict
 from tracekit.toolkit import intervals as iv
 
 #: The category of the gap spans ``convert --annotate`` draws.
@@ -465,9 +464,9 @@ class GapsAnalyzer(tracekit.Analyzer):
         utilization_bins: int = field(default=500, metadata={
             "help": "convert --annotate: time bins of the GPU busy % counter per device"})
         window: str = field(default="", metadata={
-            "help": "analyze only START:END (times since the first event: 2s:5s, :500ms)"})
+            "help": WINDOW_HELP})
         steps: str = field(default="", metadata={
-            "help": "analyze only ProfilerStep#A..B (A:B, or N)"})
+            "help": STEPS_HELP})
 
     def analyze(self, trace: Trace) -> Report:
         trace = restrict(trace, self.options.window, self.options.steps)

@@ -33,16 +33,19 @@ import numpy as np
 import pyarrow as pa
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.diagnosis.activity import NO_GPU, Activity, steps
+from tracekit.plugins.diagnosis.activity import NO_GPU, Activity
 from tracekit.plugins.diagnosis.timeline import device_timelines
-from tracekit.plugins.diagnosis.window import restrict
 from tracekit.toolkit import (
+    STEPS_HELP,
+    WINDOW_HELP,
     collective_kernels,
     format_ns,
     match_by_order,
     percent,
     rank_in_name,
     report_table,
+    restrict,
+    step_ranges,
 )
 from tracekit.toolkit import intervals as iv
 
@@ -100,7 +103,7 @@ def summarize(trace: Trace) -> list[Rank]:
     name_of_device = {(d["source"], d["device"]): d["name"] or ""
                       for d in trace.devices.to_pylist()}
     collective = collective_kernels(trace.events)
-    step_rows = steps(trace).to_pydict()
+    step_rows = step_ranges(trace).to_pydict()
     out: list[Rank] = []
     for tl in timelines:
         work = tl.work
@@ -229,9 +232,9 @@ class RanksAnalyzer(tracekit.Analyzer):
     @dataclass(frozen=True)
     class Options:
         window: str = field(default="", metadata={
-            "help": "analyze only START:END (times since the first event: 2s:5s, :500ms)"})
+            "help": WINDOW_HELP})
         steps: str = field(default="", metadata={
-            "help": "analyze only ProfilerStep#A..B (A:B, or N)"})
+            "help": STEPS_HELP})
 
     def analyze(self, trace: Trace) -> Report:
         return self.combine([self.per_input(trace)])

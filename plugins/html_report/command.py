@@ -122,7 +122,7 @@ def render_scoped(trace: Trace | None, reports: Sequence[Report], inputs: Sequen
              if k.rpartition(".")[2] in ("window", "steps") and v}
     view = trace
     if scope and trace is not None:
-        from tracekit.plugins.diagnosis import restrict
+        from tracekit.toolkit import restrict
 
         view = restrict(trace, scope.get("window", ""), scope.get("steps", ""))
     return render_html(view, reports, inputs, registry=registry,
