@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 from tracekit.builder import TraceBuilder
+from tracekit.captures import join_captures, untraced_note
 from tracekit.defaults import default_analyzers, default_candidates, trace_kind
 from tracekit.errors import (
     AnalysisError,
@@ -184,7 +185,9 @@ def read(paths: str | Path | Sequence[str | Path], *, format: str | type[Reader]
         repeated = sorted({n for n in names if names.count(n) > 1})
         raise UsageError(f"two inputs hold a source named {repeated[0]!r}; read them "
                          "separately so that their events stay apart")
-    trace = concat_traces(traces)
+    # Files of one process captured at different times (a profiler schedule's cycles) are
+    # that one process, not ranks: see tracekit.captures.
+    trace = join_captures(concat_traces(traces))
     if run.skipped:
         for folder, files in run.skipped.items():
             for name, why in files:
@@ -448,4 +451,8 @@ def analyze(trace: Trace, names: str | Sequence[str] | None = None, *,
     if reports and skipped:  # the files of a run folder that were not read
         reports[0].notes.extend(Expanded(skipped={k: [tuple(f) for f in v]
                                                   for k, v in skipped.items()}).notes())
+    untraced = untraced_note(trace)
+    if untraced:  # every report's spans run across the time between captures
+        for report in reports:
+            report.notes.append(untraced)
     return reports
