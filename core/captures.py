@@ -175,8 +175,8 @@ def untraced_note(trace: Trace) -> str | None:
     return (f"this trace joins captures of one process at different times: its span, "
             f"{end - start:,} ns from the first event to the last, includes {missing:,} ns "
             f"between captures that were not traced (untraced_ns: {missing}; traced: "
-            f"{end - start - missing:,} ns); a share of the span in this report counts that "
-            f"time as idle")
+            f"{end - start - missing:,} ns); a share of the span counts that time as idle "
+            f"unless the report leaves it out (untraced_ns in its evidence)")
 
 
 def _span(events: pa.Table) -> tuple[int, int]:

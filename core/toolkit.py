@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracekit import fields, intervals, json_objects
+from tracekit.captures import untraced_ns
 from tracekit.columns import (
     COLLECTIVE_RANGE,
     DATA_LOADING_RANGE,
@@ -147,7 +148,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
       "collective_kernels",
       "COLLECTIVE_KERNEL", "match_by_order", "end_offsets", "align_collectives", "Alignment",
       "check_align", "ALIGN_CHOICES",
-      "shift_sources"]),
+      "shift_sources", "untraced_ns"]),
     ("Reports", "Building report tables and the numbers in findings.",
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
       "format_evidence"]),
@@ -278,5 +279,6 @@ __all__ = [
     "thread_names",
     "time_event",
     "trace_kind",
+    "untraced_ns",
     "weight_unit",
 ]

@@ -53,6 +53,7 @@ from tracekit.toolkit import (
     starts_with,
     thread_names,
     time_event,
+    untraced_ns,
     weight_unit,
 )
 from tracekit.toolkit import intervals as iv
@@ -373,11 +374,16 @@ class CpuAnalyzer(tracekit.Analyzer):
         start = pc.min(ev["ts_ns"]).as_py()
         end = pc.max(pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))).as_py()
         span = (end - start) if start is not None and end is not None else 0
+        # Captures of one process at different times: the time between them is not traced.
+        untraced = untraced_ns(trace, start, end) if span else 0
+        span -= untraced
         threads = _threads(ops)
         evidence: dict[str, Any] = {
             "verdict": "cpu-profile", "input": "PyTorch host ops (no GPU work)",
             "weight_unit": "ns of host op self time", "ops": ops.num_rows,
             "op_self_ns": int(total_self), "span_ns": int(span), "threads": threads}
+        if untraced:
+            evidence["untraced_ns"] = int(untraced)
         if span:
             evidence["op_time_pct_of_span"] = percent(total_self, span * max(1, threads))
         if ranked:
@@ -385,7 +391,8 @@ class CpuAnalyzer(tracekit.Analyzer):
                 ranked[0][1], total_self)
             evidence["top_op_self_ns"] = int(ranked[0][1])
         title = (f"CPU-only PyTorch trace: {ops.num_rows:,} host ops, "
-                 f"{format_ns(total_self)} op self time over {format_ns(span)}")
+                 f"{format_ns(total_self)} op self time over {format_ns(span)}"
+                 + (" traced" if untraced else ""))
         if ranked:
             title += f"; top op {ranked[0][0]} {evidence['top_op_pct']}%"
         report.findings.append(Finding("info", title, evidence))

@@ -80,12 +80,12 @@ def test_reports_state_the_untraced_time(registry, expected):
     note = (f"this trace joins captures of one process at different times: its span, "
             f"{expected['span']:,} ns from the first event to the last, includes {gap:,} ns "
             f"between captures that were not traced (untraced_ns: {gap}; traced: "
-            f"{expected['span'] - gap:,} ns); a share of the span in this report counts that "
-            f"time as idle")
+            f"{expected['span'] - gap:,} ns); a share of the span counts that time as idle "
+            f"unless the report leaves it out (untraced_ns in its evidence)")
     assert [r.analyzer for r in reports] == ["bottleneck", "cpu"]
     assert all(note in r.notes for r in reports)
-    cpu = reports[1].findings[0].evidence
-    assert cpu["span_ns"] == expected["span"]
+    cpu = reports[1].findings[0].evidence  # the CPU report's span leaves the gap out
+    assert (cpu["span_ns"], cpu["untraced_ns"]) == (expected["span"] - gap, gap)
 
 
 def test_perfetto_shows_one_process(registry, expected, tmp_path):
