@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.nsys import extra as E
+from tracekit.plugins.nsys import mpi as M
 from tracekit.plugins.nsys import samples as samples_mod
 from tracekit.plugins.nsys import tables as T
 from tracekit.plugins.nsys.db import (
@@ -43,12 +44,13 @@ _PROGRESS_TABLES = frozenset({
     "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API", "CUDA_GPU_MEMORY_USAGE_EVENTS",
     "COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "OSRT_CALLCHAINS", "PROFILER_OVERHEAD",
     "CUPTI_ACTIVITY_KIND_OVERHEAD", "DIAGNOSTIC_EVENT", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
-    "GPU_METRICS", "SCHED_EVENTS", "ThreadNames", "CUBLAS_EVENTS", "CUDNN_EVENTS"})
+    "GPU_METRICS", "SCHED_EVENTS", "ThreadNames", "CUBLAS_EVENTS", "CUDNN_EVENTS",
+    *M.EVENT_TABLES})
 
 
 class NsysReader(tracekit.Reader):
     """Nsight Systems SQLite exports: CUDA kernels, copies, memsets, syncs, API calls,
-    NVTX ranges and OS runtime calls."""
+    NVTX ranges, OS runtime calls and MPI calls (with each process's MPI rank)."""
 
     name = "nsys"
     description = "Nsight Systems SQLite export (nsys export --type sqlite)"
@@ -95,7 +97,7 @@ class NsysReader(tracekit.Reader):
             known = {T.KERNEL, T.MEMCPY, T.MEMSET, T.SYNC, T.RUNTIME, T.NVTX, T.OSRT,
                      T.MEMORY_USAGE, samples_mod.SAMPLES, E.OVERHEAD, E.CUPTI_OVERHEAD,
                      E.DIAGNOSTICS, E.GRAPH_TRACE, E.GPU_METRICS, E.SCHED, *T.LIBRARY_TABLES,
-                     *_SIDE_TABLES}
+                     *M.EVENT_TABLES, M.RANKS, *_SIDE_TABLES}
             if not (db.tables & known) - {"StringIds"} and \
                     not any(t.startswith(_EXPORT_PREFIXES) for t in db.tables):
                 raise TraceReadError("not an Nsight Systems export: it has StringIds but "
@@ -104,6 +106,9 @@ class NsysReader(tracekit.Reader):
                 self._metadata(db, out)
                 read_tables, pids = self._events(db, out)
                 self._side_tables(db, out, pids)
+                if M.RANKS in db.tables:
+                    self._mpi_ranks(db, out, pids)
+                    read_tables.add(M.RANKS)
                 for table in sorted(db.tables - read_tables - set(_SIDE_TABLES)):
                     if table.startswith((*_EXPORT_PREFIXES, "sqlite_")) or \
                             table == "UnwindMethodType":
@@ -211,7 +216,38 @@ class NsysReader(tracekit.Reader):
                      serving=samples_mod.OSRT_CALLCHAINS)
         if T.NVTX in db.tables:
             optional(T.NVTX, lambda: self._nvtx(db, add, out))
+        for table in M.EVENT_TABLES:
+            if table in db.tables:
+                optional(table, lambda table=table: self._mpi(db, table, add, out))
         return done, pids
+
+    @staticmethod
+    def _mpi(db: ExportDatabase, table: str, add: Callable[..., None],
+             out: TraceBuilder) -> None:
+        rows = open_ = 0
+        for columns, left_out in M.calls(db, table):
+            rows += len(columns["ts_ns"])
+            open_ += left_out
+            add(table, columns, 0)
+        out.note(table, "events", rows)
+        out.note(table, "skipped: call without an end", open_)
+
+    @staticmethod
+    def _mpi_ranks(db: ExportDatabase, out: TraceBuilder, pids: set[int]) -> None:
+        """MPI_RANKS: each process's MPI rank, which ``analyze -a ranks`` and the writers
+        that lay a run out by rank number the input by (as Kineto's distributedInfo)."""
+        missing = [c for c in ("globalTid", "rank") if c not in db.columns(M.RANKS)]
+        if missing:
+            out.note(M.RANKS, f"skipped: column {missing[0]} is missing", db.count(M.RANKS))
+            return
+        ranks, left_out = M.process_ranks(db)
+        for pid, rank in sorted(ranks.items()):
+            if pid in pids:
+                out.add_process(pid, rank=rank)
+        out.note(M.RANKS, "ranks of the processes (threads' rows)",
+                 db.count(M.RANKS) - left_out)
+        out.note(M.RANKS, "warning: row left out: globalTid or rank not an integer >= 0, "
+                 "or the process given two ranks", left_out)
 
     @staticmethod
     def _sched(db: ExportDatabase, add: Callable[..., None], out: TraceBuilder) -> None:
