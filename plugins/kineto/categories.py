@@ -10,6 +10,7 @@ KNOWN_CATEGORIES = frozenset(k for k in CATEGORIES if not k.endswith("*"))
 # and the 2021-2022 misspelling gpu_user_Annotation, which lower-casing absorbs.
 CATEGORY_MAP: dict[str, str] = {
     "kernel": "gpu.kernel",
+    "mtia_ccp_events": "gpu.kernel",  # work on an MTIA device (its pid is the device)
     "gpu_memcpy": "gpu.memcpy",
     "memcpy": "gpu.memcpy",
     "gpu_memset": "gpu.memset",
@@ -22,6 +23,7 @@ CATEGORY_MAP: dict[str, str] = {
     "xpu_runtime": "api.runtime",
     "mtia_runtime": "api.runtime",
     "privateuse1_runtime": "api.runtime",
+    "glow_runtime": "api.runtime",
     "cuda_event": "api.runtime",
     "cuda_driver": "api.driver",
     "xpu_driver": "api.driver",
@@ -43,6 +45,10 @@ CATEGORY_MAP: dict[str, str] = {
     "xpu_scope_profiler": "counter.hardware",
 }
 
+# torch 1.8 (libkineto until 2021-05) wrote GPU user annotations as "User" on the thread
+# "stream 7 user" of the GPU pid. Matched exactly: a lower-case "user" elsewhere stays other.
+_USER_1_8 = "User"
+
 DEVICE_CATEGORIES = frozenset({"gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.sync",
                                "gpu.annotation"})
 
@@ -58,6 +64,8 @@ def map_category(cat: str | None, name: str | None = None) -> str:
         return "host.memory"
     if cat is None:
         return "host.instant"
+    if cat == _USER_1_8:
+        return "gpu.annotation"
     mapped = CATEGORY_MAP.get(cat.lower())
     if mapped is None and (cat in KNOWN_CATEGORIES or cat.startswith("counter.")):
         return cat  # written by tracekit's chrome-json writer: already a tracekit category
