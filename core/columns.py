@@ -68,11 +68,18 @@ def starts_with(column: Column, prefix: str) -> pa.ChunkedArray:
 #: Host ranges that load input data (PyTorch's DataLoader iterator, its fetch and collate,
 #: a Dataset's ``__getitem__``): a regular expression over names, for ``matches``.
 DATA_LOADING_RANGE = r"(?i)dataloader|_next_data|collate|\bdataset\b"
-#: Host ranges of a collective: PyTorch's ``record_param_comms``, ``c10d::`` ops and the
-#: process groups' own ranges (``nccl:all_reduce``, ``gloo:all_reduce``, ``mpi:``, ``ucc:``,
-#: ``xccl:``); device work launched inside one is communication.
-COLLECTIVE_RANGE = (r"^record_param_comms$|^c10d::|^(nccl|gloo|mpi|ucc|xccl):"
-                    r"|^c10d_functional::|^_c10d_functional::")
+#: Host ranges of an exchange between ranks: PyTorch's ``record_param_comms``, ``c10d::`` ops
+#: and the process groups' own ranges (``nccl:all_reduce``, ``gloo:all_reduce``, ``mpi:``,
+#: ``ucc:``, ``xccl:``), and MPI's blocking calls (``MPI_Wait``, ``MPI_Allreduce``,
+#: ``MPI_Recv`` ...; not set-up calls such as ``MPI_Init`` or ``MPI_Comm_rank``); device work
+#: launched inside one is communication.
+COLLECTIVE_RANGE = (
+    r"^record_param_comms$|^c10d::|^(nccl|gloo|mpi|ucc|xccl):|^c10d_functional::"
+    r"|^_c10d_functional::|^P?MPI_(Wait|Waitall|Waitany|Waitsome|Test|Testall|Testany|Testsome"
+    r"|Barrier|Allreduce|Reduce|Bcast|Allgather|Allgatherv|Gather|Gatherv|Scatter|Scatterv"
+    r"|Alltoall|Alltoallv|Alltoallw|Reduce_scatter|Reduce_scatter_block|Scan|Exscan|Send|Ssend"
+    r"|Bsend|Rsend|Recv|Sendrecv|Sendrecv_replace|Probe|Mprobe|Win_fence|Win_wait"
+    r"|Win_complete)$")
 
 
 def matches(column: Column, pattern: str) -> pa.ChunkedArray:

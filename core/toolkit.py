@@ -186,9 +186,10 @@ CONSTANTS: dict[str, str] = {
     "``collectives`` (``align_collectives``); ``check_align`` refuses anything else.",
     "WINDOW_HELP": "The ``-O window=`` help line of analyzers that take it (``restrict``).",
     "STEPS_HELP": "The ``-O steps=`` help line of analyzers that take it (``restrict``).",
-    "COLLECTIVE_RANGE": "The regular expression (for ``matches``) of host ranges of a "
-    "collective: ``record_param_comms``, ``c10d::`` ops, ``nccl:``/``gloo:``/``mpi:``/``ucc:``/"
-    "``xccl:`` process-group ranges.",
+    "COLLECTIVE_RANGE": "The regular expression (for ``matches``) of host ranges of an "
+    "exchange between ranks: ``record_param_comms``, ``c10d::`` ops, ``nccl:``/``gloo:``/"
+    "``mpi:``/``ucc:``/``xccl:`` process-group ranges, MPI's blocking calls (``MPI_Wait``, "
+    "``MPI_Allreduce``, ``MPI_Recv`` ...).",
     "DATA_LOADING_RANGE": "The regular expression (for ``matches``) of host ranges that load "
     "input data: PyTorch's DataLoader iterator, its fetch and collate, a Dataset.",
     "COLLECTIVE_KERNEL": "The regular expression (searched in kernel names, any case) of "

@@ -57,6 +57,10 @@ class Facts:
     copies_on_compute_stream_pct: float = 0.0
     # communication: kernel time per collective kind (``COLLECTIVE_KINDS``)
     collective_ns: dict[str, int] = field(default_factory=dict)
+    # GPU idle while the launching host waited in exchange calls (gaps.HOST_COMMUNICATION),
+    # and the calls that took the most host time ("MPI_Wait, MPI_Allreduce")
+    host_exchange_ns: int = 0
+    host_exchange_calls: str = ""
     # idle-other: idle time whose launching call the trace does not hold, and all of it
     unattributed_idle_ns: int = 0
     other_idle_ns: int = 0
@@ -511,6 +515,28 @@ def collective_kind(name: str) -> str:
     return "other"
 
 
+def _host_exchange_fixes(p: Program, f: Facts) -> list[Fix]:
+    """The GPU idles while its host blocks in exchange calls: the exchange is on the path
+    between GPU work, or the rank waits there for slower ranks (its own trace cannot tell
+    which)."""
+    because = (f"the GPU idles {format_ns(f.host_exchange_ns)} while its host waits in "
+               f"{f.host_exchange_calls or 'exchange calls'}")
+    if p.mpi:
+        overlap = Fix("overlap the exchange with GPU work: post non-blocking MPI_Isend/"
+                      "MPI_Irecv (or MPI_Iallreduce) before launching the work that does not "
+                      "need the data, launch it, then MPI_Wait; use CUDA-aware MPI / GPUDirect "
+                      "so device buffers are sent without staging copies", because)
+    else:
+        overlap = Fix("take the blocking collective off the launching thread: issue it "
+                      "asynchronously (async_op=True, then wait() just before the result is "
+                      "needed) on a GPU backend (NCCL/RCCL) so it overlaps the GPU's work",
+                      because)
+    return [overlap, Fix("check for load imbalance: time in a blocking exchange is also "
+                         "waiting for the slowest rank; compare the ranks' compute per step "
+                         "(tracekit analyze r0 r1 … -a ranks) and balance the work",
+                         "a rank's own trace cannot tell sending from waiting")]
+
+
 def _communication(p: Program, f: Facts) -> list[Fix]:
     fixes = _communication_fixes(p, f)
     if p.world_size > p.processes:
@@ -526,6 +552,8 @@ def _communication(p: Program, f: Facts) -> list[Fix]:
 
 def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
     total = sum(f.collective_ns.values())
+    if f.host_exchange_ns > total:
+        return _host_exchange_fixes(p, f)
     kind, ns = max(f.collective_ns.items(), key=lambda kv: kv[1]) if total else ("", 0)
     main = f"{kind} kernels take {_pct(100 * ns / total)} of communication time" if total else ""
     if kind == "all-to-all" and ns * 2 >= total:

@@ -50,6 +50,8 @@ from tracekit.plugins.diagnosis.breakdown import devices_table
 from tracekit.plugins.diagnosis.dataload import INPUT_BOUND_PCT, data_loading_wait
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import (
+    HOST_COMMUNICATION,
+    HOST_CONTEXT,
     Gaps,
     all_gaps,
     gap_context,
@@ -352,6 +354,7 @@ def cause_costs(per_device: list[Gaps]) -> dict[str, int]:
         idle = g.by_cause()
         for cause in ("sync", "launch", "cpu"):
             costs[cause] += idle[cause]
+        costs["communication"] += idle["communication"]  # waiting in host exchange calls
         costs["idle-other"] += idle["queued"] + idle["unknown"]
         costs["startup"] += idle["startup"]
     return costs
@@ -417,8 +420,28 @@ class Evidence:
     def _communication(self) -> dict[str, Any]:
         comm = sum(iv.total(g.timeline.communication) for g in self.per_device)
         exposed = sum(iv.total(g.timeline.exposed_communication) for g in self.per_device)
-        return {"communication_ns": comm, "exposed_ns": exposed,
-                "overlap_pct": percent(comm - exposed, comm)}
+        out: dict[str, Any] = {"communication_ns": comm, "exposed_ns": exposed,
+                               "overlap_pct": percent(comm - exposed, comm)}
+        waited = self._host_exchange_ns()
+        if waited:
+            out["gpu_idle_in_host_exchange_ns"] = waited
+        return out
+
+    def _host_exchange_calls(self) -> str:
+        """The two exchange calls (gaps.HOST_COMMUNICATION) with the most host time."""
+        a = self.activity
+        rows = np.flatnonzero(a.category.is_in(HOST_CONTEXT)
+                              & a.name_codes.matches(HOST_COMMUNICATION))
+        if not len(rows):
+            return ""
+        take = pa.array(rows)
+        s = grouped_stats(a.events["name"].take(take), a.events["dur_ns"].take(take))
+        return ", ".join(str(k) for k in s["key"][:2])
+
+    def _host_exchange_ns(self) -> int:
+        """GPU idle ns in gaps the host spent in exchange calls (MPI, collectives)."""
+        code = GAP_CAUSES.index("communication")
+        return sum(int(g.dur[g.cause == code].sum()) for g in self.per_device)
 
     def _transfer(self) -> dict[str, Any]:
         """Copies per kind and host memory kind, each with its own bandwidth (a mixed figure
@@ -561,6 +584,9 @@ class Evidence:
         f.consumer_gpu = self._every_gpu(lambda name: not re.search(FULL_FP64, name))
 
     def _communication_facts(self, f: Facts) -> None:
+        f.host_exchange_ns = self._host_exchange_ns()
+        if f.host_exchange_ns:
+            f.host_exchange_calls = self._host_exchange_calls()
         names, rows = self._work(COMMUNICATION)
         if not len(rows):
             return

@@ -17,6 +17,10 @@ refined):
   ended at most ``launch_gap_us`` earlier): launch overhead, the kernels are too short;
 - ``cpu``: the launching thread spent longer than that between launches: host work;
 - ``unknown``: the trace does not say which call launched the work;
+- ``communication``: whatever of ``sync``, ``launch``, ``cpu`` or ``unknown`` the above says,
+  at least half of the gap is covered by host communication calls of the launching processes
+  (``HOST_COMMUNICATION``: MPI's blocking calls, PyTorch's collective ranges): the rank waited
+  on an exchange, or on slower ranks, while its GPU sat idle;
 - ``startup``: whatever the above says, at least half of the gap is covered by one-time
   initialization calls of the launching process (``STARTUP_CALLS``: context and module
   loading, library handles, JIT compilation, and memory allocation and stream creation calls
@@ -41,14 +45,25 @@ import tracekit
 from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, READS_COLUMNS, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
-from tracekit.toolkit import STEPS_HELP, WINDOW_HELP, format_ns, percent, report_table, restrict
+from tracekit.toolkit import (
+    COLLECTIVE_RANGE,
+    STEPS_HELP,
+    WINDOW_HELP,
+    format_ns,
+    percent,
+    report_table,
+    restrict,
+)
 from tracekit.toolkit import intervals as iv
 
 #: The category of the gap spans ``convert --annotate`` draws.
 GAP_CATEGORY = "analysis.gap"
 
-CAUSES = ("sync", "launch", "cpu", "queued", "unknown", "startup")
-SYNC, LAUNCH, CPU, QUEUED, UNKNOWN, STARTUP = range(6)
+CAUSES = ("sync", "launch", "cpu", "queued", "unknown", "startup", "communication")
+SYNC, LAUNCH, CPU, QUEUED, UNKNOWN, STARTUP, COMMUNICATION = range(7)
+# Host calls that wait on an exchange between ranks: MPI's blocking calls (nsys --trace=mpi, or
+# NVTX ranges of an MPI wrapper) and PyTorch's collective ranges (the toolkit's rule).
+HOST_COMMUNICATION = COLLECTIVE_RANGE
 STARTUP_CALLS = (r"^(cu|cuda|hip)(Init|CtxCreate|DevicePrimaryCtxRetain|ModuleLoad|ModuleUnload"
                  r"|LibraryLoad|GetDeviceCount|SetDevice|DeviceReset|GetDeviceProperties"
                  r"|DeviceGetStreamPriorityRange|HostRegister|HostAlloc|FreeHost"
@@ -131,6 +146,14 @@ def device_gaps(activity: Activity, timeline: DeviceTimeline, launch_gap_ns: int
     cause[known] = np.select(
         [launched <= lo, synced, back_to_back, returned_early],
         [QUEUED, SYNC, LAUNCH, QUEUED], CPU)[known]
+    exchange = host_calls(activity, HOST_COMMUNICATION)
+    if exchange is not None and len(lo):
+        sel = exchange[0] == work.source_code
+        if len(pids):
+            sel &= np.isin(exchange[1], pids)
+        if sel.any():
+            covered = iv.covered_within(lo, hi, iv.union(exchange[2][sel], exchange[3][sel]))
+            cause[(covered * 2 >= hi - lo) & (cause != QUEUED)] = COMMUNICATION
     init = startup_calls(activity)
     if init is not None and len(lo):
         sel = init[0] == work.source_code
@@ -155,6 +178,25 @@ def _initializes(activity: Activity, rows: np.ndarray) -> np.ndarray:
     names = activity.events["name"].take(pa.array(rows)).cast(pa.string())
     return pc.match_substring_regex(names, INIT_KERNELS).fill_null(False).to_numpy(
         zero_copy_only=False)
+
+
+def host_calls(activity: Activity, pattern: str) -> tuple[np.ndarray, ...] | None:
+    """(source, pid, start, end) of the timed host calls and ranges named as ``pattern``."""
+    key = f"host calls {pattern}"
+    if key not in activity.cache:
+        ev = activity.events
+        rows = np.flatnonzero(activity.category.is_in(HOST_CONTEXT)
+                              & ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
+                              & ev["dur_ns"].is_valid().to_numpy(zero_copy_only=False)
+                              & activity.name_codes.matches(pattern))
+        take = pa.array(rows)
+        start = ev["ts_ns"].take(take).to_numpy()
+        # Source codes as startup_calls and the device timelines number them.
+        source = ev["source"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+        activity.cache[key] = None if not len(rows) else (
+            source[rows], ev["pid"].take(take).fill_null(-1).to_numpy(), start,
+            start + ev["dur_ns"].take(take).to_numpy())
+    return activity.cache[key]
 
 
 def startup_calls(activity: Activity) -> tuple[np.ndarray, ...] | None:
