@@ -77,10 +77,17 @@ def analyze_report(inputs: Sequence[str | Path], analyzers: Sequence[str] = (), 
     from tracekit.interfaces import ReportFormat
     from tracekit.outputs import check_not_input, preflight
     from tracekit.pipeline import analyze, default_registry, read, route_options
+    from tracekit.report import report_formats
 
     registry = registry or default_registry()
     fmt = report_format_for(format, table, registry)
     given = [str(p) for p in inputs]
+    if force:  # `analyze trace -f json`: -f is --force, and the format became an input
+        names = report_formats(registry)
+        mistaken = [p for p in given if p in names and not Path(p).exists()]
+        if mistaken:
+            raise UsageError(f"{mistaken[0]}: no such file; -f is --force (replace an "
+                             f"output): for the report format pass --format {mistaken[0]}")
     if output is not None:
         check_not_input(preflight(output, force=force), list(inputs))
     reports = analyze_planned(inputs, analyzers, from_=from_, options=options, engine=engine,

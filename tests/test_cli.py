@@ -62,6 +62,8 @@ def test_debug_shows_the_traceback(tmp_path):
     (["convert", "IN", "-o", "out.pftrace", "-O", "bogus=1"], "unknown option 'bogus'"),
     (["convert", "IN", "-o", "out.pftrace", "--to", "nope"], "no writer named 'nope'"),
     (["analyze", "IN", "-a", "nope"], "no analyzer named 'nope'"),
+    (["analyze", "IN", "-f", "json"], "json: no such file; -f is --force (replace an output): "
+     "for the report format pass --format json"),
 ])
 def test_usage_errors_exit_2(tmp_path, args, message):
     args = [str(CPU_TRACE) if a == "IN" else a for a in args]
