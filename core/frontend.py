@@ -100,8 +100,9 @@ def analyze_report(inputs: Sequence[str | Path], analyzers: Sequence[str] = (), 
     reader_cls = registry.get("reader", from_) if from_ else None
     reader_opts, analyzer_opts = route_options(list(options), reader_cls, consumers)
     progress.phase("reading")
+    named = [registry.get("analyzer", n) for n in analyzers]
     trace = read(list(inputs), format=from_, options=reader_opts, registry=registry,
-                 progress=progress)
+                 progress=progress, join_captures=not any(c.compares_inputs for c in named))
     names = list(analyzers) or (fmt.analyzers(trace, registry) if chooses else None) or None
     trace = _only_columns_read(trace, names, fmt, registry)
     progress.phase("analyzing")

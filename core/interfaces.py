@@ -176,6 +176,10 @@ class Analyzer(Component):
     #: the report format declare theirs; a run analyzed one input per task reads only these
     #: where the reader can (``Reader.reads_columns``).
     event_columns: ClassVar[frozenset[str] | None] = None
+    #: True for an analyzer that compares its inputs one with another (``diff``): the inputs
+    #: then stay apart as read, even files that are captures of one process at different
+    #: times, which are otherwise read as that one process (``tracekit.captures``).
+    compares_inputs: ClassVar[bool] = False
 
     @abstractmethod
     def analyze(self, trace: Trace) -> Report:

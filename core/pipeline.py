@@ -11,7 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 from tracekit.builder import TraceBuilder
-from tracekit.captures import join_captures, untraced_note
+from tracekit.captures import join_captures as join_process_captures
+from tracekit.captures import untraced_note
 from tracekit.defaults import default_analyzers, default_candidates, trace_kind
 from tracekit.errors import (
     AnalysisError,
@@ -165,11 +166,13 @@ def read_one(path: str | Path, *, format: str | type[Reader] | None = None,
 
 def read(paths: str | Path | Sequence[str | Path], *, format: str | type[Reader] | None = None,
          options: Iterable[str] = (), registry: Registry | None = None,
-         progress: Progress = NO_PROGRESS) -> Trace:
+         progress: Progress = NO_PROGRESS, join_captures: bool = True) -> Trace:
     """Read one or several inputs into one Trace; each row keeps its ``source``.
 
     A folder that no reader takes as one input is a run: the traces inside it are read
     (see ``expand_inputs``); its files that are not traces are counted in ``trace.log``.
+    Inputs that are captures of one process at different times are read as that one process
+    unless ``join_captures`` is False (``tracekit.captures``).
 
     Examples
     --------
@@ -187,7 +190,9 @@ def read(paths: str | Path | Sequence[str | Path], *, format: str | type[Reader]
                          "separately so that their events stay apart")
     # Files of one process captured at different times (a profiler schedule's cycles) are
     # that one process, not ranks: see tracekit.captures.
-    trace = join_captures(concat_traces(traces))
+    trace = concat_traces(traces)
+    if join_captures:
+        trace = join_process_captures(trace)
     if run.skipped:
         for folder, files in run.skipped.items():
             for name, why in files:
@@ -376,7 +381,8 @@ def analyze_inputs(inputs: str | Path | Sequence[str | Path],
         check_not_input(preflight(output, force=force), list(inputs))
     progress.phase("reading")
     trace = read(inputs, format=from_, options=reader_opts, registry=registry,
-                 progress=progress)
+                 progress=progress,
+                 join_captures=not any(c.compares_inputs for c in consumers if names))
     progress.phase("analyzing")
     return trace, analyze(trace, names or None, options=analyzer_opts, registry=registry)
 

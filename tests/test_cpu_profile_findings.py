@@ -351,3 +351,26 @@ def test_steps_option_cuts_the_cpu_report_to_one_step(step):
     whole = cpu_report(path).findings[0].evidence["ops"]
     evidence = cpu_report(path, f"steps={step}").findings[0].evidence
     assert evidence["ops"] == len(inside) < whole
+
+
+def test_diff_of_two_cpu_runs_says_the_wall_clock_and_loading_change():
+    """``-a diff`` of the num_workers=0 and =2 runs (recorded by one process, so otherwise read
+    as two captures of it: diff keeps its inputs apart): the traced span and the host time in
+    data loading of each, by an independent reading of the JSON."""
+    from tracekit.frontend import analyze_report
+
+    paths = [FIXTURES / "torch-cpu" / f"loader_workers{w}.pt.trace.json.gz" for w in (0, 2)]
+    want = [_range_share(p, lambda name: "DataLoader" in name) for p in paths]
+    [report] = analyze_report([str(p) for p in paths], ["diff"]).reports
+    totals = {r["metric"]: r for r in report.tables["totals"].to_pylist()}
+    assert [totals["traced span"][k] for k in ("baseline", "candidate")] == [
+        span for _, _, span, _ in want]
+    assert [totals["host time in data loading"][k] for k in ("baseline", "candidate")] == [
+        loading for loading, _, _, _ in want]
+    assert "host time in collectives" not in totals
+    change = want[1][2] - want[0][2]
+    assert report.findings[0].title == (
+        f"Traced span {format_ns(change)} ({percent(change, want[0][2])}%)")
+    assert report.findings[0].evidence["data_loading_change_ns"] == want[1][0] - want[0][0]
+    # Read for any other analysis, the two files are captures of one process.
+    assert len(tracekit.read([str(p) for p in paths]).sources) == 1

@@ -17,7 +17,15 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import AnalysisError, Finding, Report, Trace
 from tracekit.plugins.diagnosis.timeline import device_timelines
-from tracekit.toolkit import format_ns, percent, report_table, short_name
+from tracekit.toolkit import (
+    COLLECTIVE_RANGE,
+    DATA_LOADING_RANGE,
+    format_ns,
+    matches,
+    percent,
+    report_table,
+    short_name,
+)
 from tracekit.toolkit import intervals as iv
 
 
@@ -26,6 +34,7 @@ class DiffAnalyzer(tracekit.Analyzer):
 
     name = "diff"
     description = "two inputs: count and time deltas per kernel and op, new and gone names"
+    compares_inputs = True  # two captures of one process stay two inputs
 
     @dataclass(frozen=True)
     class Options:
@@ -70,6 +79,12 @@ def _totals(trace: Trace, a: str, b: str) -> pa.Table:
     busy_span = [_busy_and_span(trace, s) for s in (a, b)]
     metrics.append(("GPU active span", "ns", [s for _, s in busy_span]))
     metrics.append(("GPU idle in span", "ns", [s - busy for busy, s in busy_span]))
+    metrics.append(("traced span", "ns", [_traced_span(trace.events, s) for s in (a, b)]))
+    for label, pattern in (("host time in data loading", DATA_LOADING_RANGE),
+                           ("host time in collectives", COLLECTIVE_RANGE)):
+        values = [_range_time(ev, source, category, s, pattern) for s in (a, b)]
+        if any(values):  # only where a range of the kind is there
+            metrics.append((label, "ns", values))
     return report_table([
                ("metric", "str", None, [m for m, _, _ in metrics]),
                ("baseline", "int", "ns", [v[0] for _, _, v in metrics]),
@@ -77,6 +92,27 @@ def _totals(trace: Trace, a: str, b: str) -> pa.Table:
                ("change", "int", "ns", [v[1] - v[0] for _, _, v in metrics]),
                ("change_pct", "float", "%", [percent(v[1] - v[0], v[0]) if v[0] else None
                                              for _, _, v in metrics])])
+
+
+def _traced_span(events: pa.Table, source: str) -> int:
+    """From the input's first timed event to the end of its last (wall-clock time)."""
+    rows = events.filter(pc.and_(pc.equal(events["source"].cast(pa.string()), source),
+                                 pc.is_valid(events["ts_ns"])))
+    if not rows.num_rows:
+        return 0
+    end = pc.max(pc.add(rows["ts_ns"], pc.fill_null(rows["dur_ns"], 0))).as_py()
+    return int(end - pc.min(rows["ts_ns"]).as_py())
+
+
+def _range_time(slices: pa.Table, source: pa.ChunkedArray, category: pa.ChunkedArray,
+                which: str, pattern: str) -> int:
+    """Host time the input spent in ranges named as ``pattern`` (their union: nested ranges
+    and ranges of several threads at once count once)."""
+    keep = pc.and_(pc.and_(pc.equal(source, which), pc.starts_with(category, "host.")),
+                   pc.and_(pc.is_valid(slices["ts_ns"]), matches(slices["name"], pattern)))
+    rows = slices.filter(keep)
+    start = rows["ts_ns"].to_numpy()
+    return iv.total(iv.union(start, start + rows["dur_ns"].fill_null(0).to_numpy()))
 
 
 def _per_name(trace: Trace, category: str, a: str, b: str) -> pa.Table:
@@ -115,7 +151,7 @@ def _total_findings(totals: pa.Table) -> list[Finding]:
     rows = {r["metric"]: r for r in totals.to_pylist()}
     kernel = rows["kernel time"]
     if not (kernel["baseline"] or kernel["candidate"]):
-        return []
+        return _host_findings(rows)
     change = kernel["change"]
     return [Finding(
         severity="info" if change <= 0 else "warning",
@@ -126,6 +162,27 @@ def _total_findings(totals: pa.Table) -> list[Finding]:
         evidence={"baseline_ns": kernel["baseline"], "candidate_ns": kernel["candidate"],
                   "idle_change_ns": rows["GPU idle in span"]["change"]},
         suggestion="" if change <= 0 else "the kernels below changed the most",
+        cost_ns=max(change, 0))]
+
+
+def _host_findings(rows: dict[str, dict]) -> list[Finding]:
+    """Two inputs without GPU kernels: the wall-clock change, and what of it the data loading
+    and the collectives account for."""
+    span = rows["traced span"]
+    if not span["baseline"]:
+        return []
+    change = span["change"]
+    evidence = {"baseline_ns": span["baseline"], "candidate_ns": span["candidate"]}
+    for label, key in (("host time in data loading", "data_loading_change_ns"),
+                       ("host time in collectives", "collectives_change_ns")):
+        if label in rows:
+            evidence[key] = rows[label]["change"]
+    sign = "+" if change > 0 else ""
+    return [Finding(
+        severity="info" if change <= 0 else "warning",
+        title=f"Traced span {sign}{format_ns(change)} ({sign}{span['change_pct']}%)",
+        evidence=evidence,
+        suggestion="" if change <= 0 else "the ops below changed the most",
         cost_ns=max(change, 0))]
 
 
