@@ -98,7 +98,9 @@ def split_options(pairs: Sequence[str], components: Sequence[type[Any]]) -> list
     """Route ``key=value`` pairs to the components that declare each key.
 
     ``<name>.key=value`` (or ``reader.``/``writer.``/``analyzer.`` where only one component
-    is of that kind) picks one explicitly; an ambiguous key is answered with the ``<name>.``
+    is of that kind) picks one explicitly. A key that several components declare with the
+    same meaning (the same type and help, as the toolkit's ``WINDOW_HELP``) goes to each of
+    them; one that means different things is ambiguous, answered with the ``<name>.``
     spellings, which always work.
     """
     routed: list[list[str]] = [[] for _ in components]
@@ -115,11 +117,18 @@ def split_options(pairs: Sequence[str], components: Sequence[type[Any]]) -> list
             valid = sorted({f"{c.name}.{f.name}" for c in components
                             for f in dataclasses.fields(c.Options)})
             raise OptionError(f"unknown option '{key}' (valid: {', '.join(valid) or 'none'})")
-        if len(targets) > 1:
+        if len(targets) > 1 and len({_meaning(components[i], key) for i in targets}) > 1:
             raise OptionError(f"option '{key}' is ambiguous; write "
                               + " or ".join(f"{components[i].name}.{key}" for i in targets))
-        routed[targets[0]].append(f"{key}={value}")
+        for i in targets:
+            routed[i].append(f"{key}={value}")
     return routed
+
+
+def _meaning(component: type[Any], key: str) -> tuple[str, str]:
+    """What option ``key`` of ``component`` is: its type and help."""
+    found = next(f for f in dataclasses.fields(component.Options) if f.name == key)
+    return str(found.type), str(found.metadata.get("help", ""))
 
 
 def _resolve(registry: Registry, kind: str, format: str | type[Any] | None,
@@ -453,6 +462,11 @@ def analyze(trace: Trace, names: str | Sequence[str] | None = None, *,
         except Exception as exc:
             raise AnalysisError(f"analyzer '{cls.name}' failed: {type(exc).__name__}: {exc}") \
                 from exc
+        scope = [p for p in opts if p.partition("=")[0] in ("window", "steps")
+                 and p.partition("=")[2]]
+        if scope:  # the toolkit's restrict: say what part of the trace the report is of
+            reports[-1].notes.append(
+                f"analyzed only {', '.join(scope)}: the events that overlap it, kept whole")
     skipped = trace.metadata.get(SKIPPED_FILES)
     if reports and skipped:  # the files of a run folder that were not read
         reports[0].notes.extend(Expanded(skipped={k: [tuple(f) for f in v]

@@ -89,7 +89,7 @@ from tracekit.stats import (
     share_margin,
     share_margins,
 )
-from tracekit.window import STEPS_HELP, WINDOW_HELP, restrict, step_ranges
+from tracekit.window import STEPS_HELP, WINDOW_HELP, restrict, step_ranges, window_of
 
 if TYPE_CHECKING:
     from tracekit.sqlite import (
@@ -159,7 +159,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["preflight", "open_output", "check_not_input"]),
     ("Windows", "For analyzers that look at a part of a trace: ``-O window=START:END`` and "
      "``-O steps=A:B``, with the same rules and help everywhere.",
-     ["restrict", "step_ranges", "WINDOW_HELP", "STEPS_HELP"]),
+     ["restrict", "window_of", "step_ranges", "WINDOW_HELP", "STEPS_HELP"]),
     ("Running", "For plugin commands: the registry the command line uses, and what a plain "
      "``analyze`` would run on a trace.", ["default_registry", "trace_kind",
                                             "default_analyzers"]),
@@ -282,4 +282,5 @@ __all__ = [
     "trace_kind",
     "untraced_ns",
     "weight_unit",
+    "window_of",
 ]

@@ -22,6 +22,7 @@ STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 #: ``-O`` help of the options ``restrict`` takes, for analyzers that offer them.
 WINDOW_HELP = "analyze only START:END (times since the first event: 2s:5s, :500ms)"
 STEPS_HELP = "analyze only ProfilerStep#A..B (A:B, or N)"
+WINDOW_KEY = "window_ns"  # metadata: the bounds restrict cut the trace to
 
 _UNITS = {"": 1, "ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s)?\s*$")
@@ -110,4 +111,13 @@ def restrict(trace: Trace, window: str = "", steps: str = "") -> Trace:
         inside = pc.and_(inside, pc.less(ev["ts_ns"], hi))
     if lo is not None:
         inside = pc.and_(inside, pc.or_(pc.greater(end, lo), pc.greater_equal(ev["ts_ns"], lo)))
-    return dataclasses.replace(trace, events=ev.filter(pc.or_(keep, inside)))
+    metadata = {**trace.metadata, WINDOW_KEY: [lo, hi]}
+    return dataclasses.replace(trace, events=ev.filter(pc.or_(keep, inside)), metadata=metadata)
+
+
+def window_of(trace: Trace) -> tuple[int | None, int | None] | None:
+    """The bounds (ns; None: open) of the window ``restrict`` cut ``trace`` to, or None for
+    a trace it did not cut: for spans measured within the window, since the events that
+    overlap it are kept whole."""
+    bounds = trace.metadata.get(WINDOW_KEY) if isinstance(trace.metadata, dict) else None
+    return (bounds[0], bounds[1]) if isinstance(bounds, list) and len(bounds) == 2 else None

@@ -55,6 +55,7 @@ from tracekit.toolkit import (
     time_event,
     untraced_ns,
     weight_unit,
+    window_of,
 )
 from tracekit.toolkit import intervals as iv
 
@@ -88,6 +89,8 @@ TRAINING = re.compile(r"autograd::engine|Backward\d*$|^Optimizer\.(step|zero_gra
 # A loop that spends this share of the traced span loading input is input-bound: TensorFlow's
 # input-pipeline analyzer's "highly input-bound" line, the diagnosis' INPUT_BOUND_PCT.
 INPUT_BOUND_PCT = 20.0
+# What a CPU-only PyTorch trace's span is measured over: the program's ops and ranges.
+PROGRAM_CATEGORIES = ("host.op", "host.annotation", "host.python", "host.memory")
 # A loop that spends this share of its span in collectives is told how to take them off it.
 COMMUNICATION_PCT = 20.0
 SMALL_OP_NS = 20_000  # top-level ops averaging less: per-op dispatch overhead dominates
@@ -371,9 +374,17 @@ class CpuAnalyzer(tracekit.Analyzer):
         by = _by_name(ops, self_ns)
         ranked = by.ranked
         total_self = float(self_ns.sum())
-        start = pc.min(ev["ts_ns"]).as_py()
-        end = pc.max(pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))).as_py()
-        span = (end - start) if start is not None and end is not None else 0
+        # The span of the program's ops and ranges: not the profiler's own recording span and
+        # markers, and within the window asked for (the ranges that overlap it are whole).
+        timed = ev.filter(is_in(ev["category"], PROGRAM_CATEGORIES))
+        start = pc.min(timed["ts_ns"]).as_py()
+        end = pc.max(pc.add(timed["ts_ns"], pc.fill_null(timed["dur_ns"], 0))).as_py()
+        window = window_of(trace)
+        if window is not None and start is not None and end is not None:
+            lo, hi = window
+            start, end = max(start, lo if lo is not None else start), \
+                min(end, hi if hi is not None else end)
+        span = max(end - start, 0) if start is not None and end is not None else 0
         # Captures of one process at different times: the time between them is not traced.
         untraced = untraced_ns(trace, start, end) if span else 0
         span -= untraced

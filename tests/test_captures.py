@@ -33,6 +33,17 @@ def _window(doc: dict[str, Any]) -> tuple[int, int]:
     return base + int(start * 1000), base + int(end * 1000)
 
 
+def _program_window(doc: dict[str, Any]) -> tuple[int, int]:
+    """The same over the program's ops and ranges (cpu_op, user_annotation), which the CPU
+    report measures its span by (not the profiler's own span and markers)."""
+    base = doc["baseTimeNanoseconds"]
+    timed = [e for e in doc["traceEvents"] if e.get("ph") == "X"
+             and e.get("cat") in ("cpu_op", "user_annotation", "python_function")]
+    start = min(Decimal(e["ts"]) for e in timed)
+    end = max(Decimal(e["ts"]) + Decimal(e.get("dur", 0)) for e in timed)
+    return base + int(start * 1000), base + int(end * 1000)
+
+
 def _real_pids(doc: dict[str, Any]) -> set[int]:
     return {e["pid"] for e in doc["traceEvents"] if isinstance(e.get("pid"), int)}
 
@@ -45,8 +56,9 @@ def expected() -> dict[str, Any]:
     assert _real_pids(docs[1]) == {pid} and docs[0]["host_name"] == docs[1]["host_name"]
     flows = sum(len({e["id"] for e in d["traceEvents"] if e.get("ph") in ("s", "f")})
                 for d in docs)
+    (p1, _), (_, p2) = (_program_window(d) for d in docs)
     return {"pid": pid, "host": docs[0]["host_name"], "gap": (e1, s2), "span": e2 - s1,
-            "flows": flows}
+            "program_span": p2 - p1, "flows": flows}
 
 
 @pytest.mark.parametrize("order", [CYCLES, CYCLES[::-1]])
@@ -85,7 +97,7 @@ def test_reports_state_the_untraced_time(registry, expected):
     assert [r.analyzer for r in reports] == ["bottleneck", "cpu"]
     assert all(note in r.notes for r in reports)
     cpu = reports[1].findings[0].evidence  # the CPU report's span leaves the gap out
-    assert (cpu["span_ns"], cpu["untraced_ns"]) == (expected["span"] - gap, gap)
+    assert (cpu["span_ns"], cpu["untraced_ns"]) == (expected["program_span"] - gap, gap)
 
 
 def test_perfetto_shows_one_process(registry, expected, tmp_path):

@@ -241,15 +241,18 @@ def test_time_event_with_terms_ranks_cpu_time(tmp_path):
 
 def _range_share(path, test):
     """Independently: the union of the ranges whose name passes ``test`` in the process that
-    has the most of them (over its threads), its pid, the traced span (every timed event but
-    metadata and flows), and that process's ranges (start, duration, name), in ns."""
+    has the most of them (over its threads), its pid, the span of the program's ops and
+    ranges, and that process's ranges (start, duration, name), in ns."""
     from decimal import Decimal
 
     with gzip.open(path) as f:
         events = [e for e in json.load(f)["traceEvents"] if e.get("ph") not in ("M", "s", "f")]
     ns = [(int(Decimal(str(e["ts"])) * 1000), int(Decimal(str(e.get("dur", 0))) * 1000), e)
           for e in events if "ts" in e]
-    span = max(t + d for t, d, _ in ns) - min(t for t, _, _ in ns)
+    # The program's ops and ranges, not the profiler's own span and markers.
+    program = [(t, d) for t, d, e in ns if e.get("cat") in (
+        "cpu_op", "user_annotation", "python_function", "[memory]")]
+    span = max(t + d for t, d in program) - min(t for t, _ in program)
     per_process: dict[int, list[tuple[int, int]]] = {}
     for t, d, e in ns:
         if e.get("ph") == "X" and test(e.get("name", "")):
@@ -353,6 +356,18 @@ def test_steps_option_cuts_the_cpu_report_to_one_step(step):
     assert evidence["ops"] == len(inside) < whole
 
 
+def _trace_span(path):
+    """From the first timed event (metadata and flows aside) to the end of the last, in ns."""
+    from decimal import Decimal
+
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"]
+                  if e.get("ph") not in ("M", "s", "f") and "ts" in e]
+    ns = [(int(Decimal(str(e["ts"])) * 1000), int(Decimal(str(e.get("dur", 0))) * 1000))
+          for e in events]
+    return max(t + d for t, d in ns) - min(t for t, _ in ns)
+
+
 def test_diff_of_two_cpu_runs_says_the_wall_clock_and_loading_change():
     """``-a diff`` of the num_workers=0 and =2 runs (recorded by one process, so otherwise read
     as two captures of it: diff keeps its inputs apart): the traced span and the host time in
@@ -361,16 +376,56 @@ def test_diff_of_two_cpu_runs_says_the_wall_clock_and_loading_change():
 
     paths = [FIXTURES / "torch-cpu" / f"loader_workers{w}.pt.trace.json.gz" for w in (0, 2)]
     want = [_range_share(p, lambda name: "DataLoader" in name) for p in paths]
+    spans = [_trace_span(p) for p in paths]
     [report] = analyze_report([str(p) for p in paths], ["diff"]).reports
     totals = {r["metric"]: r for r in report.tables["totals"].to_pylist()}
-    assert [totals["traced span"][k] for k in ("baseline", "candidate")] == [
-        span for _, _, span, _ in want]
+    assert [totals["traced span"][k] for k in ("baseline", "candidate")] == spans
     assert [totals["host time in data loading"][k] for k in ("baseline", "candidate")] == [
         loading for loading, _, _, _ in want]
     assert "host time in collectives" not in totals
-    change = want[1][2] - want[0][2]
+    change = spans[1] - spans[0]
     assert report.findings[0].title == (
-        f"Traced span {format_ns(change)} ({percent(change, want[0][2])}%)")
+        f"Traced span {format_ns(change)} ({percent(change, spans[0])}%)")
     assert report.findings[0].evidence["data_loading_change_ns"] == want[1][0] - want[0][0]
     # Read for any other analysis, the two files are captures of one process.
     assert len(tracekit.read([str(p) for p in paths]).sources) == 1
+
+
+def test_window_is_shared_by_the_verdict_and_the_cpu_report_and_bounds_the_span():
+    """``-O window=0:1ms`` on a CPU-only trace goes to both default analyzers (one meaning,
+    one help: the toolkit's restrict), each report says so, and the CPU report's span is
+    the program's within the window: from the first timed event of the trace + 0 to + 1 ms."""
+    from decimal import Decimal
+
+    path = FIXTURES / "torch-cpu" / "sched_cycle1.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"]
+                  if e.get("ph") not in ("M", "s", "f") and "ts" in e]
+    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+    origin = min(ns(e["ts"]) for e in events)
+    program = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
+    start = max(min(ns(e["ts"]) for e in program), origin)
+    end = min(max(ns(e["ts"]) + ns(e.get("dur", 0)) for e in program), origin + 1_000_000)
+    reports = tracekit.analyze(tracekit.read(path), options=["window=0:1ms"])
+    assert [r.analyzer for r in reports] == ["bottleneck", "cpu"]
+    note = "analyzed only window=0:1ms: the events that overlap it, kept whole"
+    assert all(note in r.notes for r in reports)
+    assert reports[1].findings[0].evidence["span_ns"] == end - start
+
+
+def test_an_option_of_two_meanings_stays_ambiguous():
+    from dataclasses import dataclass, field
+
+    from tracekit.errors import OptionError
+    from tracekit.pipeline import split_options
+
+    def component(name, help_text):
+        @dataclass(frozen=True)
+        class Options:
+            top: int = field(default=1, metadata={"help": help_text})
+        return type(name, (), {"name": name, "Options": Options})
+
+    same = [component("a", "rows"), component("b", "rows")]
+    assert split_options(["top=3"], same) == [["top=3"], ["top=3"]]
+    with pytest.raises(OptionError, match=r"option 'top' is ambiguous; write a\.top or b\.top"):
+        split_options(["top=3"], [component("a", "rows"), component("b", "columns")])
