@@ -472,7 +472,6 @@ def analyze(trace: Trace, names: str | Sequence[str] | None = None, *,
         reports[0].notes.extend(Expanded(skipped={k: [tuple(f) for f in v]
                                                   for k, v in skipped.items()}).notes())
     untraced = untraced_note(trace)
-    if untraced:  # every report's spans run across the time between captures
-        for report in reports:
-            report.notes.append(untraced)
+    if untraced and reports:  # the spans run across the time between captures: said once
+        reports[0].notes.append(untraced)
     return reports

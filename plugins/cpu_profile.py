@@ -35,6 +35,7 @@ from tracekit.toolkit import (
     demangle,
     equals,
     event_base,
+    factorize,
     format_ns,
     idle_rows,
     is_in,
@@ -409,14 +410,21 @@ class CpuAnalyzer(tracekit.Analyzer):
         report.findings.append(Finding("info", title, evidence))
         durations = ops["dur_ns"].to_numpy(zero_copy_only=False)[top_level]
         training = _training(ev)
-        loading = _range_share(ev, span, DATA_LOADING_RANGE)
+        loadings = _range_shares(ev, span, DATA_LOADING_RANGE)
+        loading = loadings[0] if loadings else None
         if loading is not None and loading.pct >= INPUT_BOUND_PCT:
             report.findings.append(loading.loading_finding(training))
-        comm = _range_share(ev, span, COLLECTIVE_RANGE)
-        if comm is not None and comm.pct >= COMMUNICATION_PCT:
-            report.findings.append(comm.communication_finding(training, _ranks_missing(trace)))
+        comms = [c for c in _range_shares(ev, span, COLLECTIVE_RANGE)
+                 if c.pct >= COMMUNICATION_PCT]
+        missing = _ranks_missing(trace)
+        report.findings.extend(c.communication_finding(training, missing) for c in comms)
+        late = _last_to_arrive(comms)
+        if late is not None:
+            report.findings.append(late)
+        shares = {"data loading": loading.pct if loading and loading.pct >= INPUT_BOUND_PCT
+                  else 0.0, "collectives": comms[0].pct if comms else 0.0}
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
-                                            training, loading))
+                                            training, shares))
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
 
@@ -588,6 +596,10 @@ class _Share:
     name: str
     calls: int
     first_ns: int
+    first_start: int = 0  # the first range of that name: its start and end (ns)
+    first_end: int = 0
+    span: int = 0  # the traced span the shares are of
+    source: str = ""
 
     def loading_finding(self, training: str | None) -> Finding:
         """Input-bound: the fix follows the iterator the ranges name (PyTorch's
@@ -626,7 +638,17 @@ class _Share:
         else:
             fix = ("Collectives sit on each step's path: fewer, larger collectives, or fewer "
                    "processes sharing a model this size.")
-        if self.first_ns * 2 >= self.ns:
+        skew = self.first_ns * 2 >= self.ns
+        evidence: dict[str, Any] = {
+            "communication_ns": self.ns, "communication_pct_of_span": self.pct,
+            "pid": self.pid, "collective": short_name(self.name, 80), "calls": self.calls,
+            "first_call_ns": self.first_ns}
+        after = ""
+        if skew:
+            # The steady state: the span and collective time without the first call.
+            steady = percent(self.ns - self.first_ns, self.span - self.first_ns)
+            evidence["after_first_call_pct"] = steady
+            after = f"; {steady}% after the first call, which holds the start-up skew"
             fix = (f"The first {self.name} alone takes {format_ns(self.first_ns)} of "
                    f"{format_ns(self.ns)}: the ranks reached their first collective at "
                    "different times (start-up skew), not the transfer; judge the steady state "
@@ -636,48 +658,85 @@ class _Share:
                     f"together (tracekit analyze r0.json r1.json …) to tell waiting for a "
                     f"slower rank from sending ({missing}).")
         loop = "training loop" if training else "loop"
+        who = f"process {self.pid}'s " if self.pid is not None else "the "
         return Finding(
-            "warning", f"Communication: the {loop} spends {self.pct}% of the traced span in "
-            f"collectives ({format_ns(self.ns)}; {self.calls:,} × {short_name(self.name)})",
-            {"communication_ns": self.ns, "communication_pct_of_span": self.pct,
-             "pid": self.pid, "collective": short_name(self.name, 80), "calls": self.calls,
-             "first_call_ns": self.first_ns}, fix)
+            "warning", f"Communication: {who}{loop} spends {self.pct}% of the traced span in "
+            f"collectives ({format_ns(self.ns)}; {self.calls:,} × {short_name(self.name)}"
+            f"{after})", evidence, fix)
 
 
-def _range_share(events: pa.Table, span: int, pattern: str) -> _Share | None:
-    """Time in host ranges whose name matches ``pattern`` in the process that has the most
-    of it (ranges nest, and a process may run them on several threads: their union per
-    process), or None where no range matches."""
+def _range_shares(events: pa.Table, span: int, pattern: str) -> list[_Share]:
+    """Time in host ranges whose name matches ``pattern``, per process, most first (ranges
+    nest, and a process may run them on several threads: their union per process); none
+    where no range matches. Shares are of ``span``, or where several processes hold such
+    ranges (ranks, which start at different times) of each one's own span."""
     rows = events.filter(pc.and_(matches(events["name"], pattern),
                                  pc.and_(pc.starts_with(events["category"].cast(pa.string()),
                                                         "host."),
                                          pc.is_valid(events["dur_ns"]))))
     rows = rows.filter(pc.is_valid(rows["ts_ns"]))
     if not rows.num_rows or span <= 0:
-        return None
+        return []
     start = rows["ts_ns"].to_numpy(zero_copy_only=False)
     end = start + rows["dur_ns"].to_numpy(zero_copy_only=False)
     process = list(zip(rows["source"].cast(pa.string()).to_pylist(),
                        rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False).tolist(),
                        strict=True))
-    keys = np.array([hash(t) for t in process])
-    best: tuple[int, int] | None = None
-    for key in dict.fromkeys(keys.tolist()):  # processes in order of first appearance
+    codes = {p: i for i, p in enumerate(dict.fromkeys(process))}  # order of first appearance
+    keys = np.array([codes[p] for p in process])
+    names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
+    own = _process_spans(events) if len(codes) > 1 else {}
+    shares = []
+    for (source, pid), key in codes.items():
         mine = keys == key
         loaded = iv.total(iv.union(start[mine], end[mine]))
-        if best is None or loaded > best[0]:
-            best = (loaded, key)
-    assert best is not None
-    loaded, key = best
-    mine = keys == key
-    longest = int(np.argmax(np.where(mine, end - start, -1)))
-    names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
-    same = np.flatnonzero(mine & (names == names[longest]))
-    first = same[np.argmin(start[same])]
-    pid = process[longest][1]
-    return _Share(ns=int(loaded), pct=percent(loaded, span), pid=None if pid < 0 else pid,
-                  name=str(names[longest]), calls=len(same), first_ns=int(end[first] -
-                                                                          start[first]))
+        span = own.get((source, pid), span)
+        longest = int(np.argmax(np.where(mine, end - start, -1)))
+        same = np.flatnonzero(mine & (names == names[longest]))
+        first = same[np.argmin(start[same])]
+        shares.append(_Share(ns=int(loaded), pct=percent(loaded, span),
+                             pid=None if pid < 0 else pid, name=str(names[longest]),
+                             calls=len(same), first_ns=int(end[first] - start[first]),
+                             first_start=int(start[first]), first_end=int(end[first]),
+                             span=span, source=source))
+    return sorted(shares, key=lambda sh: -sh.ns)
+
+
+def _process_spans(events: pa.Table) -> dict[tuple[str, int], int]:
+    """Per (input, pid): the span of its program's ops and ranges."""
+    rows = events.filter(pc.and_(is_in(events["category"], PROGRAM_CATEGORIES),
+                                 pc.is_valid(events["ts_ns"])))
+    start = rows["ts_ns"].to_numpy(zero_copy_only=False)
+    end = start + rows["dur_ns"].fill_null(0).to_numpy(zero_copy_only=False)
+    source = rows["source"].cast(pa.string()).to_numpy(zero_copy_only=False)
+    code, (sources, pids) = factorize(source, rows["pid"].fill_null(-1).to_numpy(
+        zero_copy_only=False))
+    lo = np.full(len(sources), np.iinfo(np.int64).max)
+    hi = np.full(len(sources), np.iinfo(np.int64).min)
+    np.minimum.at(lo, code, start)
+    np.maximum.at(hi, code, end)
+    return {(str(s), int(p)): int(b - a) for s, p, a, b in zip(
+        sources.tolist(), pids.tolist(), lo.tolist(), hi.tolist(), strict=True)}
+
+
+def _last_to_arrive(comms: list[_Share]) -> Finding | None:
+    """The process that reached its first collective last, where the others waited for it:
+    the first calls end together (a collective ends when the last rank arrives, here within
+    5 % of the longest wait) and one of them holds half its process' collective time."""
+    if len(comms) < 2:
+        return None
+    waited = max(comms, key=lambda c: c.first_ns)
+    ends = [c.first_end for c in comms]
+    if waited.first_ns * 2 < waited.ns or max(ends) - min(ends) > 0.05 * waited.first_ns:
+        return None
+    late = max(comms, key=lambda c: c.first_start)
+    return Finding(
+        "info", f"Process {late.pid} reached the first collective last: the others waited up to "
+        f"{format_ns(waited.first_ns)} in it",
+        {"late_pid": late.pid, "late_source": late.source, "waited_ns": waited.first_ns},
+        "Start-up skew, not the exchange: the late process started (or set up) later; judge the "
+        "collectives by the later steps, and look at that process' start-up if every run "
+        "shows it.")
 
 
 def _ranks_missing(trace: Trace) -> str | None:
@@ -697,7 +756,7 @@ def _ranks_missing(trace: Trace) -> str | None:
 
 def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: float,
                  span: int, threads: int, training: str | None,
-                 loading: _Share | None = None) -> list[Finding]:
+                 shares: dict[str, float] | None = None) -> list[Finding]:
     """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
     (``top_level``: ops no other op on their thread encloses, the calls the program made).
 
@@ -732,11 +791,14 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
         evidence: dict[str, Any] = {"op_time_pct_of_span": percent(total, span)}
         fix = ("The rest is Python, data loading or waiting outside any op: profile the "
                "Python side (py-spy, perf with -X perf).")
-        if loading is not None and loading.pct >= INPUT_BOUND_PCT:
-            evidence["data_loading_pct_of_span"] = loading.pct
-            fix = (f"Data loading takes {loading.pct}% of the span (the input-bound finding); "
-                   "for the rest, Python or waiting outside any op, profile the Python side "
-                   "(py-spy, perf with -X perf).")
+        found = {what: pct for what, pct in (shares or {}).items() if pct}
+        if found:  # what the input-bound and communication findings already account for
+            evidence.update({f"{what.replace(' ', '_')}_pct_of_span": pct
+                             for what, pct in found.items()})
+            said = " and ".join(f"{what} {pct}%" for what, pct in found.items())
+            fix = (f"Of the span, {said} (the findings above); for the rest, Python or "
+                   "waiting outside any op, profile the Python side (py-spy, perf with -X "
+                   "perf).")
         out.append(Finding(
             "warning", f"Ops cover {percent(total, span)}% of the traced span", evidence,
             fix))

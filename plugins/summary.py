@@ -54,7 +54,7 @@ class SummaryAnalyzer(tracekit.Analyzer):
     def analyze(self, trace: Trace) -> Report:
         events = trace.events.filter(equals(trace.events["kind"], "slice"))
         report = Report(analyzer=self.name, title="Summary")
-        tabled = untimed_tabled = aggregates = 0
+        untimed_tabled = aggregates = 0
         for table, title, cats, column, unit in _TABLES:
             rows = events.filter(is_in(events["category"], cats))
             keys = _memop_names(rows) if table.startswith("memops") else rows["name"]
@@ -66,8 +66,10 @@ class SummaryAnalyzer(tracekit.Analyzer):
             report.tables[table] = result
             report.table_titles[table] = title
             if table != "memops_size":  # the same rows as memops_time
-                tabled += rows.num_rows
-                untimed_tabled += rows["ts_ns"].null_count
+                # Untimed rows the table counts: those with a value (a stats file's totals),
+                # not per-dispatch counter rows without a duration.
+                counted = pc.and_(pc.is_null(rows["ts_ns"]), pc.is_valid(rows[column]))
+                untimed_tabled += int(pc.sum(counted).as_py() or 0)
                 aggregates += int(pc.sum(pc.greater(rows["count"], 1)).as_py() or 0)
         untimed = trace.events["ts_ns"].null_count - untimed_tabled
         if untimed:

@@ -290,7 +290,7 @@ def test_input_bound_cpu_training_gets_the_fix_of_its_loader(workers, fix):
                    else "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__")}
     assert finding.suggestion.startswith(fix)
     [cover] = _titled(report, "Ops cover")
-    assert cover.suggestion.startswith(f"Data loading takes {pct}% of the span")
+    assert cover.suggestion.startswith(f"Of the span, data loading {pct}% (the findings above)")
     assert f"pid: {pid}," in render_text([report], width=200)  # an id, not a quantity
 
 
@@ -318,24 +318,45 @@ def test_collectives_on_a_cpu_training_loop(rank):
     report = cpu_report(path)
     [finding] = _titled(report, "Communication")
     pct = percent(comm_ns, span)
-    assert finding.title == (f"Communication: the training loop spends {pct}% of the traced "
-                             f"span in collectives ({format_ns(comm_ns)}; {len(ranges)} × "
-                             "gloo:all_reduce)")
+    skew = first_ns * 2 >= comm_ns  # rank 0's first call waited for rank 1 to start
+    steady = percent(comm_ns - first_ns, span - first_ns)
+    after = f"; {steady}% after the first call, which holds the start-up skew" if skew else ""
+    assert finding.title == (f"Communication: process {pid}'s training loop spends {pct}% of "
+                             f"the traced span in collectives ({format_ns(comm_ns)}; "
+                             f"{len(ranges)} × gloo:all_reduce{after})")
     assert finding.evidence == {
         "communication_ns": comm_ns, "communication_pct_of_span": pct, "pid": pid,
-        "collective": "gloo:all_reduce", "calls": len(ranges), "first_call_ns": first_ns}
-    skew = finding.suggestion.startswith(f"The first gloo:all_reduce alone takes "
-                                         f"{format_ns(first_ns)} of {format_ns(comm_ns)}")
-    assert skew is (first_ns * 2 >= comm_ns)
+        "collective": "gloo:all_reduce", "calls": len(ranges), "first_call_ns": first_ns,
+        **({"after_first_call_pct": steady} if skew else {})}
+    assert finding.suggestion.startswith(f"The first gloo:all_reduce alone takes "
+                                         f"{format_ns(first_ns)} of {format_ns(comm_ns)}") \
+        is skew
     assert "DistributedDataParallel" in finding.suggestion
     assert finding.suggestion.endswith("(the input holds 1 of the run's 2 ranks).")
 
 
-def test_every_rank_given_is_not_asked_for():
+def test_both_ranks_each_get_a_finding_and_the_late_one_is_named():
+    """Given both ranks, each is measured over its own span and neither is asked for the
+    other's trace; the rank whose first collective started last is named as the late one."""
     paths = [FIXTURES / "torch-cpu" / f"gloo_rank{rank}.pt.trace.json.gz" for rank in (0, 1)]
-    [report] = tracekit.analyze(tracekit.read(paths), "cpu")
-    [finding] = _titled(report, "Communication")
-    assert "analyze every rank" not in finding.suggestion
+    report = cpu_report_of(paths)
+    findings = _titled(report, "Communication")
+    firsts = {}
+    for path in paths:
+        _, pid, _, ranges = _range_share(path, lambda name: name == "gloo:all_reduce")
+        firsts[pid] = ranges[0]  # (start, duration, name) of the first all-reduce
+    assert sorted(f.evidence["pid"] for f in findings) == sorted(firsts)
+    assert not any("analyze every rank" in f.suggestion for f in findings)
+    late = max(firsts, key=lambda pid: firsts[pid][0])
+    waited = max(d for _, d, _ in firsts.values())
+    [arrival] = _titled(report, "Process")
+    assert arrival.title == (f"Process {late} reached the first collective last: the others "
+                             f"waited up to {format_ns(waited)} in it")
+
+
+def cpu_report_of(paths):
+    [report] = tracekit.analyze(tracekit.read([str(p) for p in paths]), "cpu")
+    return report
 
 
 @pytest.mark.parametrize("step", [2, 3, 4])
@@ -383,6 +404,7 @@ def test_diff_of_two_cpu_runs_says_the_wall_clock_and_loading_change():
     assert [totals["host time in data loading"][k] for k in ("baseline", "candidate")] == [
         loading for loading, _, _, _ in want]
     assert "host time in collectives" not in totals
+    assert "kernel time" not in totals  # neither run has GPU work: no rows of zeros
     change = spans[1] - spans[0]
     assert report.findings[0].title == (
         f"Traced span {format_ns(change)} ({percent(change, spans[0])}%)")

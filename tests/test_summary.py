@@ -115,3 +115,21 @@ def test_stats_file_rows_count_their_calls(rel, states_spread, registry):
         f"{several} rows are totals of several calls (a stats file): their count, total and "
         "mean are exact; the median is not known, nor min, max and stddev where the file does "
         "not state them (-)"]
+
+
+def test_per_dispatch_counter_rows_are_said_to_be_outside_the_tables(registry):
+    """rocprofv3's counter_collection.csv: a row per dispatch with counter values and no
+    duration: no table counts them, and a note says how many there are (one per row)."""
+    path = shared_path("rocprof-v3", "rocprofiler-sdk-docs", "counter_collection.csv")
+    rows = len(_stats_csv_rows(path))
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "summary",
+                                registry=registry)
+    assert all(t.num_rows == 0 for t in report.tables.values())
+    assert report.notes == [f"{rows} untimed aggregate rows are not in these tables"]
+
+
+def _stats_csv_rows(path):
+    import csv
+
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))

@@ -79,6 +79,8 @@ def _totals(trace: Trace, a: str, b: str) -> pa.Table:
     busy_span = [_busy_and_span(trace, s) for s in (a, b)]
     metrics.append(("GPU active span", "ns", [s for _, s in busy_span]))
     metrics.append(("GPU idle in span", "ns", [s - busy for busy, s in busy_span]))
+    if not any(v for _, _, values in metrics for v in values):
+        metrics = []  # neither input ran GPU work: no rows of zeros
     metrics.append(("traced span", "ns", [_traced_span(trace.events, s) for s in (a, b)]))
     for label, pattern in (("host time in data loading", DATA_LOADING_RANGE),
                            ("host time in collectives", COLLECTIVE_RANGE)):
@@ -149,8 +151,8 @@ def _per_name(trace: Trace, category: str, a: str, b: str) -> pa.Table:
 
 def _total_findings(totals: pa.Table) -> list[Finding]:
     rows = {r["metric"]: r for r in totals.to_pylist()}
-    kernel = rows["kernel time"]
-    if not (kernel["baseline"] or kernel["candidate"]):
+    kernel = rows.get("kernel time")
+    if kernel is None or not (kernel["baseline"] or kernel["candidate"]):
         return _host_findings(rows)
     change = kernel["change"]
     return [Finding(
