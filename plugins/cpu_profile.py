@@ -390,8 +390,13 @@ class CpuAnalyzer(tracekit.Analyzer):
         untraced = untraced_ns(trace, start, end) if span else 0
         span -= untraced
         threads = _threads(ops)
+        # PyTorch's ops (aten::, c10d::) or a PyTorch profiler trace; other host ops (an MPI
+        # program's calls in an nsys export) are not told they are PyTorch's.
+        torch = bool(pc.any(matches(ops["name"], r"^(aten|c10d|torch)::")).as_py()) \
+            if ops.num_rows else False
         evidence: dict[str, Any] = {
-            "verdict": "cpu-profile", "input": "PyTorch host ops (no GPU work)",
+            "verdict": "cpu-profile",
+            "input": f"{'PyTorch ' if torch else ''}host ops (no GPU work)",
             "weight_unit": "ns of host op self time", "ops": ops.num_rows,
             "op_self_ns": int(total_self), "span_ns": int(span), "threads": threads}
         if untraced:
@@ -402,7 +407,7 @@ class CpuAnalyzer(tracekit.Analyzer):
             evidence["top_op"], evidence["top_op_pct"] = ranked[0][0], percent(
                 ranked[0][1], total_self)
             evidence["top_op_self_ns"] = int(ranked[0][1])
-        title = (f"CPU-only PyTorch trace: {ops.num_rows:,} host ops, "
+        title = (f"CPU-only {'PyTorch ' if torch else ''}trace: {ops.num_rows:,} host ops, "
                  f"{format_ns(total_self)} op self time over {format_ns(span)}"
                  + (" traced" if untraced else ""))
         if ranked:

@@ -451,3 +451,18 @@ def test_an_option_of_two_meanings_stays_ambiguous():
     assert split_options(["top=3"], same) == [["top=3"], ["top=3"]]
     with pytest.raises(OptionError, match=r"option 'top' is ambiguous; write a\.top or b\.top"):
         split_options(["top=3"], [component("a", "rows"), component("b", "columns")])
+
+
+def test_host_ops_that_are_not_pytorchs_are_not_called_pytorch(tmp_path):
+    """Host ops named by another program (an MPI code's calls) are a CPU-only trace of host
+    ops, not a PyTorch one; aten:: ops make it PyTorch's."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1,
+               "ts": i * 100, "dur": 50} for i, name in enumerate(["MPI_Send", "MPI_Recv"])]
+    path = tmp_path / "mpi.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    first = cpu_report(path).findings[0]
+    assert first.title.startswith("CPU-only trace: 2 host ops")
+    assert first.evidence["input"] == "host ops (no GPU work)"
+    first = _ops_trace(tmp_path, 1.0, 90).findings[0]
+    assert first.title.startswith("CPU-only PyTorch trace: 153 host ops")
+    assert first.evidence["input"] == "PyTorch host ops (no GPU work)"
