@@ -429,7 +429,7 @@ class CpuAnalyzer(tracekit.Analyzer):
         shares = {"data loading": loading.pct if loading and loading.pct >= INPUT_BOUND_PCT
                   else 0.0, "collectives": comms[0].pct if comms else 0.0}
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
-                                            training, shares))
+                                            training, shares, torch))
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
 
@@ -761,20 +761,20 @@ def _ranks_missing(trace: Trace) -> str | None:
 
 def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: float,
                  span: int, threads: int, training: str | None,
-                 shares: dict[str, float] | None = None) -> list[Finding]:
+                 shares: dict[str, float] | None = None, torch: bool = True) -> list[Finding]:
     """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
     (``top_level``: ops no other op on their thread encloses, the calls the program made).
 
     - Many small ops: top-level ops average under ``SMALL_OP_NS``; nested ops (``as_strided``,
       ``view``) are parts of those calls and would pull any mean down. The fix names
       ``torch.inference_mode()`` only for inference (``training`` None: no backward pass or
-      optimizer step in the trace).
+      optimizer step in the trace); PyTorch's ops only (``torch``), as its fixes are.
     - Matrix math ≥ 30% of op self time; ops covering under half a one-thread span."""
     out: list[Finding] = []
     if not ranked or not total:
         return out
     mean = float(top_level.mean()) if len(top_level) else 0.0
-    if len(top_level) and mean < SMALL_OP_NS:
+    if torch and len(top_level) and mean < SMALL_OP_NS:
         fix = ("Per-op dispatch overhead dominates tensors this small: batch more work per op "
                "(larger batches or tensors) or fuse ops with torch.compile")
         fix += "." if training else ", and run inference under torch.inference_mode()."

@@ -457,12 +457,14 @@ def test_host_ops_that_are_not_pytorchs_are_not_called_pytorch(tmp_path):
     """Host ops named by another program (an MPI code's calls) are a CPU-only trace of host
     ops, not a PyTorch one; aten:: ops make it PyTorch's."""
     events = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1,
-               "ts": i * 100, "dur": 50} for i, name in enumerate(["MPI_Send", "MPI_Recv"])]
+               "ts": i * 10, "dur": 5} for i, name in enumerate(["MPI_Send", "MPI_Recv"])]
     path = tmp_path / "mpi.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    first = cpu_report(path).findings[0]
+    report = cpu_report(path)
+    first = report.findings[0]
     assert first.title.startswith("CPU-only trace: 2 host ops")
     assert first.evidence["input"] == "host ops (no GPU work)"
+    assert not _titled(report, "Many small ops")  # 5 µs calls, but its fixes are PyTorch's
     first = _ops_trace(tmp_path, 1.0, 90).findings[0]
     assert first.title.startswith("CPU-only PyTorch trace: 153 host ops")
     assert first.evidence["input"] == "PyTorch host ops (no GPU work)"
