@@ -1,7 +1,8 @@
 """The ``tracekit`` command does not import pandas (about 0.25 CPU s of start-up) on its
 common paths, though pyarrow would on its first conversion (see ``tracekit.startup``), nor
 pydantic (0.14 CPU s: typer 0.29 builds a pydantic adapter per parameter; pyproject.toml pins
-typer below it)."""
+typer below it), nor the protobuf runtime where no Perfetto trace is read (the Perfetto reader
+loads it on its first input; the writer encodes its own packets)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ from pathlib import Path
 import pytest
 from helpers import shared_path
 
-# Runs the CLI in-process, then says on the last line of stderr whether pandas and pydantic
-# were imported.
+# Runs the CLI in-process, then says on the last line of stderr whether pandas, pydantic and
+# protobuf were imported.
 _CLI = """
 import json, sys
 from tracekit.cli import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "pandas": "pandas" in sys.modules,
-                  "pydantic": "pydantic" in sys.modules}), file=sys.stderr)
+                  "pydantic": "pydantic" in sys.modules,
+                  "protobuf": "google.protobuf" in sys.modules}), file=sys.stderr)
 """
 
 KINETO = ("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
@@ -62,7 +64,8 @@ def test_command_does_not_import_pandas_or_pydantic(
         args += ["-a", "summary"]
     proc = _python(_CLI, *args)
     *said, last = proc.stderr.splitlines()
-    assert json.loads(last) == {"code": 0, "pandas": False, "pydantic": False}, proc.stderr
+    assert json.loads(last) == {"code": 0, "pandas": False, "pydantic": False,
+                                "protobuf": False}, proc.stderr
     assert any(line in s for s in [*said, *proc.stdout.splitlines()]), proc.stdout + proc.stderr
     if output:
         assert (tmp_path / output).exists()

@@ -17,7 +17,8 @@ def register_writers(register: Any) -> None:
 
 @tracekit.hookimpl
 def register_readers(register: Any) -> None:
-    # Imported here: the reader needs the protobuf runtime, which writing does not.
+    # The reader class is light: it loads the protobuf runtime on its first Perfetto input
+    # (read_trace.py), not on every command.
     from tracekit.plugins.perfetto.reader import PerfettoReader
 
     register(PerfettoReader)
