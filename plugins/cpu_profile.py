@@ -173,7 +173,9 @@ class CpuAnalyzer(tracekit.Analyzer):
             evidence["idle"] = "not in the report: CPU Time counts running threads only"
         elif not time_weight:
             evidence["idle_pct"] = None
-            evidence["idle"] = f"not measured: {event} samples are not CPU time"
+            evidence["idle"] = (f"not measured: {event} samples are not CPU time" if event
+                                else "not measured: the samples name no event, so their "
+                                "weights are not known to be CPU time")
         else:
             evidence["idle_pct"] = percent(grand - busy, grand)
         evidence["busy"] = _amount(busy, unit)

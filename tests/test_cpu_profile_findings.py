@@ -468,3 +468,13 @@ def test_host_ops_that_are_not_pytorchs_are_not_called_pytorch(tmp_path):
     first = _ops_trace(tmp_path, 1.0, 90).findings[0]
     assert first.title.startswith("CPU-only PyTorch trace: 153 host ops")
     assert first.evidence["input"] == "PyTorch host ops (no GPU work)"
+
+
+@pytest.mark.parametrize("name", ["forks_no_event.perf", "burn_flat_no_event.perf"])
+def test_samples_of_no_named_event_say_why_idle_is_not_measured(name):
+    """``perf script -F`` without the event field: no event to call CPU time (the evidence
+    said 'not measured: None')."""
+    evidence = cpu_report(FIXTURES / "perf-recorded" / name).findings[0].evidence
+    assert "event" not in evidence and evidence["idle_pct"] is None
+    assert evidence["idle"] == ("not measured: the samples name no event, so their weights "
+                                "are not known to be CPU time")
