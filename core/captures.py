@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.model import Trace
+from tracekit.window import time_span
 
 #: Where ``join_captures`` records the untraced intervals ``[end, next start]`` (ns, trace
 #: clock) of the joined inputs, and the inputs themselves under each joined source's metadata.
@@ -170,19 +171,13 @@ def untraced_note(trace: Trace) -> str | None:
     gaps = untraced_gaps(trace)
     if not gaps or not trace.events.num_rows:
         return None
-    start, end = _span(trace.events)
+    start, end = time_span(trace.events) or (0, 0)
     missing = untraced_ns(trace, start, end)
     return (f"this trace joins captures of one process at different times: its span, "
             f"{end - start:,} ns from the first event to the last, includes {missing:,} ns "
             f"between captures that were not traced (untraced_ns: {missing}; traced: "
             f"{end - start - missing:,} ns); a share of the span counts that time as idle "
             f"unless the report leaves it out (untraced_ns in its evidence)")
-
-
-def _span(events: pa.Table) -> tuple[int, int]:
-    start = pc.min(events["ts_ns"]).as_py()
-    end = pc.max(pc.add(events["ts_ns"], pc.fill_null(events["dur_ns"], 0))).as_py()
-    return int(start or 0), int(end or 0)
 
 
 def _windows(trace: Trace) -> dict[str, Window]:
@@ -202,10 +197,15 @@ def _renamed(table: pa.Table, rename: dict[str, str]) -> pa.Table:
     """``table`` with its ``source`` values renamed, in the column's own type."""
     i = table.schema.get_field_index("source")
     field = table.schema.field(i)
-    values = table["source"].cast(pa.string()).to_pylist()
-    array = pa.array([rename.get(v, v) for v in values], pa.string())
-    if pa.types.is_dictionary(field.type):
-        array = array.dictionary_encode().cast(field.type)
+    # Renamed per distinct name, not per row: a row takes its name's new one by its code.
+    coded = table["source"].cast(pa.string()).combine_chunks().dictionary_encode()
+    names = [rename.get(v, v) for v in coded.dictionary.to_pylist()]
+    distinct = list(dict.fromkeys(names))
+    codes = pa.array([distinct.index(n) for n in names], coded.indices.type)
+    array: pa.Array = pa.DictionaryArray.from_arrays(pc.take(codes, coded.indices),
+                                                     pa.array(distinct, pa.string()))
+    array = array.cast(field.type) if pa.types.is_dictionary(field.type) else \
+        array.cast(pa.string())
     return table.set_column(i, field, array)
 
 

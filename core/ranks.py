@@ -57,6 +57,17 @@ def rank_in_name(text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
+def world_size(trace: Trace) -> int | None:
+    """The largest world size the inputs declare (Kineto ``distributedInfo.world_size``), or
+    None where none does."""
+    sizes = [info["distributed"]["world_size"]
+             for info in trace.metadata.get("sources", {}).values()
+             if isinstance(info, dict) and isinstance(info.get("distributed"), dict)
+             and type(info["distributed"].get("world_size")) is int
+             and info["distributed"]["world_size"] > 0]
+    return max(sizes, default=None)
+
+
 def input_ranks(trace: Trace) -> list[InputRank]:
     """Each input of ``trace`` as one rank, in input order.
 

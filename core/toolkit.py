@@ -52,6 +52,7 @@ from tracekit.ranks import (
     rank_trace,
     rank_traces,
     shift_sources,
+    world_size,
 )
 from tracekit.report import (
     format_bytes,
@@ -89,7 +90,14 @@ from tracekit.stats import (
     share_margin,
     share_margins,
 )
-from tracekit.window import STEPS_HELP, WINDOW_HELP, restrict, step_ranges, window_of
+from tracekit.window import (
+    STEPS_HELP,
+    WINDOW_HELP,
+    restrict,
+    step_ranges,
+    time_span,
+    window_of,
+)
 
 if TYPE_CHECKING:
     from tracekit.sqlite import (
@@ -148,7 +156,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
       "collective_kernels",
       "COLLECTIVE_KERNEL", "match_by_order", "end_offsets", "align_collectives", "Alignment",
       "check_align", "ALIGN_CHOICES",
-      "shift_sources", "untraced_ns"]),
+      "shift_sources", "world_size", "untraced_ns"]),
     ("Reports", "Building report tables and the numbers in findings.",
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
       "format_evidence"]),
@@ -159,7 +167,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["preflight", "open_output", "check_not_input"]),
     ("Windows", "For analyzers that look at a part of a trace: ``-O window=START:END`` and "
      "``-O steps=A:B``, with the same rules and help everywhere.",
-     ["restrict", "window_of", "step_ranges", "WINDOW_HELP", "STEPS_HELP"]),
+     ["restrict", "window_of", "time_span", "step_ranges", "WINDOW_HELP", "STEPS_HELP"]),
     ("Running", "For plugin commands: the registry the command line uses, and what a plain "
      "``analyze`` would run on a trace.", ["default_registry", "trace_kind",
                                             "default_analyzers"]),
@@ -279,8 +287,10 @@ __all__ = [
     "text_or_none",
     "thread_names",
     "time_event",
+    "time_span",
     "trace_kind",
     "untraced_ns",
     "weight_unit",
     "window_of",
+    "world_size",
 ]

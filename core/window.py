@@ -115,6 +115,16 @@ def restrict(trace: Trace, window: str = "", steps: str = "") -> Trace:
     return dataclasses.replace(trace, events=ev.filter(pc.or_(keep, inside)), metadata=metadata)
 
 
+def time_span(events: pa.Table) -> tuple[int, int] | None:
+    """The first start and the last end (ns) of the timed rows of ``events`` (an untimed
+    row's ``dur_ns`` counts as 0), or None where no row has a time."""
+    start = pc.min(events["ts_ns"]).as_py() if events.num_rows else None
+    if start is None:
+        return None
+    end = pc.max(pc.add(events["ts_ns"], pc.fill_null(events["dur_ns"], 0))).as_py()
+    return int(start), int(end)
+
+
 def window_of(trace: Trace) -> tuple[int | None, int | None] | None:
     """The bounds (ns; None: open) of the window ``restrict`` cut ``trace`` to, or None for
     a trace it did not cut: for spans measured within the window, since the events that

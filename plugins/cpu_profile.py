@@ -54,9 +54,11 @@ from tracekit.toolkit import (
     starts_with,
     thread_names,
     time_event,
+    time_span,
     untraced_ns,
     weight_unit,
     window_of,
+    world_size,
 )
 from tracekit.toolkit import intervals as iv
 
@@ -379,15 +381,11 @@ class CpuAnalyzer(tracekit.Analyzer):
         total_self = float(self_ns.sum())
         # The span of the program's ops and ranges: not the profiler's own recording span and
         # markers, and within the window asked for (the ranges that overlap it are whole).
-        timed = ev.filter(is_in(ev["category"], PROGRAM_CATEGORIES))
-        start = pc.min(timed["ts_ns"]).as_py()
-        end = pc.max(pc.add(timed["ts_ns"], pc.fill_null(timed["dur_ns"], 0))).as_py()
-        window = window_of(trace)
-        if window is not None and start is not None and end is not None:
-            lo, hi = window
-            start, end = max(start, lo if lo is not None else start), \
-                min(end, hi if hi is not None else end)
-        span = max(end - start, 0) if start is not None and end is not None else 0
+        start, end = time_span(ev.filter(is_in(ev["category"], PROGRAM_CATEGORIES))) or (0, 0)
+        lo, hi = window_of(trace) or (None, None)
+        start = start if lo is None else max(start, lo)
+        end = end if hi is None else min(end, hi)
+        span = max(end - start, 0)
         # Captures of one process at different times: the time between them is not traced.
         untraced = untraced_ns(trace, start, end) if span else 0
         span -= untraced
@@ -417,9 +415,10 @@ class CpuAnalyzer(tracekit.Analyzer):
         report.findings.append(Finding("info", title, evidence))
         durations = ops["dur_ns"].to_numpy(zero_copy_only=False)[top_level]
         training = _training(ev)
-        loadings = _range_shares(ev, span, DATA_LOADING_RANGE)
-        loading = loadings[0] if loadings else None
-        if loading is not None and loading.pct >= INPUT_BOUND_PCT:
+        loading = next(iter(_range_shares(ev, span, DATA_LOADING_RANGE)), None)
+        if loading is not None and loading.pct < INPUT_BOUND_PCT:
+            loading = None
+        if loading is not None:
             report.findings.append(loading.loading_finding(training))
         comms = [c for c in _range_shares(ev, span, COLLECTIVE_RANGE)
                  if c.pct >= COMMUNICATION_PCT]
@@ -428,8 +427,8 @@ class CpuAnalyzer(tracekit.Analyzer):
         late = _last_to_arrive(comms)
         if late is not None:
             report.findings.append(late)
-        shares = {"data loading": loading.pct if loading and loading.pct >= INPUT_BOUND_PCT
-                  else 0.0, "collectives": comms[0].pct if comms else 0.0}
+        shares = {"data loading": loading.pct if loading else 0.0,
+                  "collectives": comms[0].pct if comms else 0.0}
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
                                             training, shares, torch))
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
@@ -602,11 +601,15 @@ class _Share:
     pid: int | None
     name: str
     calls: int
-    first_ns: int
-    first_start: int = 0  # the first range of that name: its start and end (ns)
-    first_end: int = 0
-    span: int = 0  # the traced span the shares are of
-    source: str = ""
+    first_start: int  # the first range of that name: its start and end (ns)
+    first_end: int
+    span: int  # the traced span the shares are of
+    source: str
+
+    @property
+    def first_ns(self) -> int:
+        """How long the first range of that name lasted."""
+        return self.first_end - self.first_start
 
     def loading_finding(self, training: str | None) -> Finding:
         """Input-bound: the fix follows the iterator the ranges name (PyTorch's
@@ -703,9 +706,8 @@ def _range_shares(events: pa.Table, span: int, pattern: str) -> list[_Share]:
         first = same[np.argmin(start[same])]
         shares.append(_Share(ns=int(loaded), pct=percent(loaded, span),
                              pid=None if pid < 0 else pid, name=str(names[longest]),
-                             calls=len(same), first_ns=int(end[first] - start[first]),
-                             first_start=int(start[first]), first_end=int(end[first]),
-                             span=span, source=source))
+                             calls=len(same), first_start=int(start[first]),
+                             first_end=int(end[first]), span=span, source=source))
     return sorted(shares, key=lambda sh: -sh.ns)
 
 
@@ -749,15 +751,12 @@ def _last_to_arrive(comms: list[_Share]) -> Finding | None:
 def _ranks_missing(trace: Trace) -> str | None:
     """"the input holds N of the run's M ranks" where the traces name a larger world size
     (Kineto ``distributedInfo``) than the processes they hold; else None."""
-    world = max([int(m["distributed"].get("world_size") or 1)
-                 for m in trace.metadata.get("sources", {}).values()
-                 if isinstance(m, dict) and isinstance(m.get("distributed"), dict)
-                 and isinstance(m["distributed"].get("world_size"), int)] or [1])
-    ops = trace.events.filter(starts_with(trace.events["category"], "host.")).select(
-        ["source", "pid"])
-    held = len({(source, pid) for source, pid in zip(
-        ops["source"].cast(pa.string()).to_pylist(), ops["pid"].to_pylist(), strict=True)
-        if pid is not None and pid > SYNTHETIC_ID_MAX})
+    world = world_size(trace) or 1
+    ev = trace.events
+    host = ev.filter(pc.and_(starts_with(ev["category"], "host."),
+                             pc.greater(ev["pid"], SYNTHETIC_ID_MAX)))
+    held = host.select(["source", "pid"]).group_by(
+        ["source", "pid"], use_threads=False).aggregate([]).num_rows
     return f"the input holds {held} of the run's {world} ranks" if world > held else None
 
 

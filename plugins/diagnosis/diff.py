@@ -25,6 +25,7 @@ from tracekit.toolkit import (
     percent,
     report_table,
     short_name,
+    time_span,
 )
 from tracekit.toolkit import intervals as iv
 
@@ -98,12 +99,8 @@ def _totals(trace: Trace, a: str, b: str) -> pa.Table:
 
 def _traced_span(events: pa.Table, source: str) -> int:
     """From the input's first timed event to the end of its last (wall-clock time)."""
-    rows = events.filter(pc.and_(pc.equal(events["source"].cast(pa.string()), source),
-                                 pc.is_valid(events["ts_ns"])))
-    if not rows.num_rows:
-        return 0
-    end = pc.max(pc.add(rows["ts_ns"], pc.fill_null(rows["dur_ns"], 0))).as_py()
-    return int(end - pc.min(rows["ts_ns"]).as_py())
+    span = time_span(events.filter(pc.equal(events["source"].cast(pa.string()), source)))
+    return span[1] - span[0] if span else 0
 
 
 def _range_time(slices: pa.Table, source: pa.ChunkedArray, category: pa.ChunkedArray,

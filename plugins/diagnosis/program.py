@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from tracekit import Trace
-from tracekit.toolkit import is_in
+from tracekit.toolkit import is_in, world_size
 
 _HOST = ("host.op", "host.annotation", "host.python", "host.profiler")
 _API = ("api.runtime", "api.driver")
@@ -206,10 +206,7 @@ def _classify(trace: Trace) -> Program:
         hit = _first(pattern, kernels)
         if hit:
             p.precisions.add(label)
-    p.world_size = max([int(m["distributed"].get("world_size") or 1)
-                        for m in trace.metadata.get("sources", {}).values()
-                        if isinstance(m, dict) and isinstance(m.get("distributed"), dict)
-                        and isinstance(m["distributed"].get("world_size"), int)] or [1])
+    p.world_size = world_size(trace) or 1
     p.processes = _gpu_processes(trace)
     return p
 

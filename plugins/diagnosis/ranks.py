@@ -46,6 +46,7 @@ from tracekit.toolkit import (
     report_table,
     restrict,
     step_ranges,
+    world_size,
 )
 from tracekit.toolkit import intervals as iv
 
@@ -126,7 +127,7 @@ def summarize(trace: Trace) -> list[Rank]:
         out.append(Rank(-1 if number is None else number, rule, work.source, work.device, tl.span,
                         tl.shares(), iv.total(tl.communication),
                         work.start[collective[work.row]],
-                        max(world_sizes(trace), default=None),
+                        world_size(trace),
                         [e - s for src, pid, s, e in zip(
                             step_rows["source"], step_rows["pid"], step_rows["start"],
                             step_rows["end"], strict=True)
@@ -143,17 +144,6 @@ def number_ranks(ranks: list[Rank]) -> list[Rank]:
         for order, r in enumerate(out):
             r.number, r.rule = order, "input order"
     return sorted(out, key=lambda r: r.number)
-
-
-def world_sizes(trace: Trace) -> set[int]:
-    """The world sizes the inputs declare (Kineto ``distributedInfo.world_size``)."""
-    sizes = set()
-    for meta in trace.metadata.get("sources", {}).values():
-        info = meta.get("distributed") if isinstance(meta, dict) else None
-        size = info.get("world_size") if isinstance(info, dict) else None
-        if isinstance(size, int) and size > 0:
-            sizes.add(size)
-    return sizes
 
 
 def collective_skew(ranks: list[Rank]) -> Skew | None:
