@@ -146,22 +146,13 @@ def device_gaps(activity: Activity, timeline: DeviceTimeline, launch_gap_ns: int
     cause[known] = np.select(
         [launched <= lo, synced, back_to_back, returned_early],
         [QUEUED, SYNC, LAUNCH, QUEUED], CPU)[known]
-    exchange = host_calls(activity, HOST_COMMUNICATION)
-    if exchange is not None and len(lo):
-        sel = exchange[0] == work.source_code
-        if len(pids):
-            sel &= np.isin(exchange[1], pids)
-        if sel.any():
-            covered = iv.covered_within(lo, hi, iv.union(exchange[2][sel], exchange[3][sel]))
-            cause[(covered * 2 >= hi - lo) & (cause != QUEUED)] = COMMUNICATION
-    init = startup_calls(activity)
-    if init is not None and len(lo):
-        sel = init[0] == work.source_code
-        if len(pids):  # the processes that launch this device's work, when the trace says
-            sel &= np.isin(init[1], pids)
-        if sel.any():
-            covered = iv.covered_within(lo, hi, iv.union(init[2][sel], init[3][sel]))
-            cause[covered * 2 >= hi - lo] = STARTUP
+    exchange = covered_by(host_calls(activity, HOST_COMMUNICATION), work.source_code, pids,
+                          lo, hi)
+    if exchange is not None:
+        cause[(exchange * 2 >= hi - lo) & (cause != QUEUED)] = COMMUNICATION
+    init = covered_by(startup_calls(activity), work.source_code, pids, lo, hi)
+    if init is not None:
+        cause[init * 2 >= hi - lo] = STARTUP
     if not activity.has_steps:
         # Without steps, what comes before a device's first compute kernel is set-up:
         # allocating, reading, initializing and uploading the input (a steady state computes).
@@ -178,6 +169,22 @@ def _initializes(activity: Activity, rows: np.ndarray) -> np.ndarray:
     names = activity.events["name"].take(pa.array(rows)).cast(pa.string())
     return pc.match_substring_regex(names, INIT_KERNELS).fill_null(False).to_numpy(
         zero_copy_only=False)
+
+
+def covered_by(calls: tuple[np.ndarray, ...] | None, source: int, pids: np.ndarray,
+               lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+    """Per gap ``[lo, hi)``: the ns that ``calls`` (source code, pid, start, end, as
+    ``host_calls`` gives them) of input ``source`` cover, counting only the processes
+    ``pids`` that launch the device's work (all of the input's where the trace does not say
+    which); None where no such call is."""
+    if calls is None or not len(lo):
+        return None
+    sel = calls[0] == source
+    if len(pids):
+        sel &= np.isin(calls[1], pids)
+    if not sel.any():
+        return None
+    return iv.covered_within(lo, hi, iv.union(calls[2][sel], calls[3][sel]))
 
 
 def host_calls(activity: Activity, pattern: str) -> tuple[np.ndarray, ...] | None:
