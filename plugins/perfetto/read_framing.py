@@ -33,7 +33,7 @@ class Tail:
     skipped_fields: int = 0  # top-level fields other than packets (skipped)
 
 
-def _varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int] | None:
+def read_varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int] | None:
     """(value, next position), or None when the varint runs past ``end``."""
     value = shift = 0
     while pos < end:
@@ -97,7 +97,7 @@ def _field_end(buf: bytes, pos: int, n: int) -> tuple[int, int, int]:
 
     Raises FramingError (with ``pos``-relative offset) for bytes that are not a field."""
     try:
-        head = _varint(buf, pos, n)
+        head = read_varint(buf, pos, n)
     except ValueError:
         raise FramingError(pos, "a field tag longer than 10 bytes") from None
     if head is None:
@@ -109,7 +109,7 @@ def _field_end(buf: bytes, pos: int, n: int) -> tuple[int, int, int]:
     if wire in (1, 5):
         return field, wire, at + (8 if wire == 1 else 4)
     try:
-        value = _varint(buf, at, n)
+        value = read_varint(buf, at, n)
     except ValueError:
         raise FramingError(at, "a varint longer than 10 bytes") from None
     if value is None:
@@ -121,9 +121,9 @@ def split_packets(block: bytes) -> Iterator[tuple[int, int]]:
     """(start, end) of each packet's body in a block from ``packet_blocks``."""
     pos, n = 0, len(block)
     while pos < n:
-        head = _varint(block, pos, n)
+        head = read_varint(block, pos, n)
         assert head is not None
-        size = _varint(block, head[1], n)
+        size = read_varint(block, head[1], n)
         assert size is not None
         yield size[1], size[1] + size[0]
         pos = size[1] + size[0]

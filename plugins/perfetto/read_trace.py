@@ -15,6 +15,7 @@ from tracekit.plugins.perfetto.read_framing import (
     FramingError,
     Tail,
     packet_blocks,
+    read_varint,
     split_packets,
 )
 from tracekit.plugins.perfetto.read_packets import PacketReader
@@ -196,12 +197,8 @@ def _fields_look_right(body: bytes) -> bool:
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int] | None:
-    value = shift = 0
-    while pos < len(buf) and shift < 70:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-    return None
+    """(value, next position), or None where the head ends inside it or it is too long."""
+    try:
+        return read_varint(buf, pos, len(buf))
+    except ValueError:
+        return None
