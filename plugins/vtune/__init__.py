@@ -196,11 +196,8 @@ class VtuneCsvReader(tracekit.Reader):
             parents.append(parent)
             cols["name"].append(name)
             cols["stack_id"].append(stack)
-            cols["args"].append(orjson.dumps({
-                "report": report.kind, "group_by": header[0],
-                "values": {h: v for h, v, num in zip(header, table[i], numeric, strict=True)
-                           if num},
-                "raw": dict(zip(header, fields, strict=True))}).decode())
+            cols["args"].append(orjson.dumps(_row_args(report, table[i], numeric,
+                                                       fields)).decode())
         values = [numbers[metric] if metric is not None else None for numbers in table]
         if inclusive is not None:
             values = _self_from_totals(values, parents, header[inclusive], out)
@@ -254,11 +251,7 @@ class VtuneCsvReader(tracekit.Reader):
             count = numbers[count_col] if count_col is not None else None
             if count is not None and not (count.is_integer() and 0 <= count < INT64_MAX):
                 count, no_count = None, no_count + 1
-            args: dict[str, Any] = {
-                "report": report.kind, "group_by": header[0],
-                "values": {h: v for h, v, num in zip(header, numbers, numeric, strict=True)
-                           if num},
-                "raw": dict(zip(header, fields, strict=True))}
+            args = _row_args(report, numbers, numeric, fields)
             category = "gpu.kernel"
             if is_pseudo(name):
                 category, pseudo = "other", pseudo + 1
@@ -397,6 +390,15 @@ def _self_twin(header: list[str], numeric: list[bool], total: int) -> int | None
     return next((i for i, h in enumerate(header) if numeric[i] and ":" in h and
                  h.rsplit(":", 1)[0] == prefix and h.rsplit(":", 1)[1].strip() == "Self"),
                 None)
+
+
+def _row_args(report: Report, numbers: list[float | None], numeric: list[bool],
+              fields: list[str]) -> dict[str, Any]:
+    """A report row's args: the report kind and grouping, its numbers as read, its text."""
+    return {"report": report.kind, "group_by": report.header[0],
+            "values": {h: v for h, v, num in zip(report.header, numbers, numeric, strict=True)
+                       if num},
+            "raw": dict(zip(report.header, fields, strict=True))}
 
 
 def _self_from_totals(totals: list[float | None], parents: list[int | None], column: str,
