@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,7 +194,8 @@ class NsysReader(tracekit.Reader):
             out.note(T.RUNTIME, "not needed: backtrace row repeating an API call", carriers)
         for table in T.LIBRARY_TABLES:
             if table in db.tables:
-                optional(table, lambda table=table: self._library(db, table, add, out))
+                optional(table, lambda table=table: self._calls(
+                    table, ((c, 0) for c in T.library_calls(db, table)), add, out))
         if T.MEMORY_USAGE in db.tables and db.count(T.MEMORY_USAGE):
             optional(T.MEMORY_USAGE, lambda: self._memory_usage(db, add, out))
         stack_base = frame_base = 0
@@ -218,14 +219,17 @@ class NsysReader(tracekit.Reader):
             optional(T.NVTX, lambda: self._nvtx(db, add, out))
         for table in M.EVENT_TABLES:
             if table in db.tables:
-                optional(table, lambda table=table: self._mpi(db, table, add, out))
+                optional(table, lambda table=table: self._calls(
+                    table, M.calls(db, table), add, out))
         return done, pids
 
     @staticmethod
-    def _mpi(db: ExportDatabase, table: str, add: Callable[..., None],
-             out: TraceBuilder) -> None:
+    def _calls(table: str, batches: Iterable[tuple[dict[str, Any], int]],
+               add: Callable[..., None], out: TraceBuilder) -> None:
+        """A table of host calls (a library's, MPI's), batch by batch: each batch's columns
+        and how many of its rows were left out for having no end."""
         rows = open_ = 0
-        for columns, left_out in M.calls(db, table):
+        for columns, left_out in batches:
             rows += len(columns["ts_ns"])
             open_ += left_out
             add(table, columns, 0)
@@ -255,15 +259,6 @@ class NsysReader(tracekit.Reader):
         add(E.SCHED, columns, 2 * len(columns["ts_ns"]),
             "events (a sched-in and its sched-out per slice)")
         out.note(E.SCHED, "skipped: a sched-in or sched-out without its pair", unpaired)
-
-    @staticmethod
-    def _library(db: ExportDatabase, table: str, add: Callable[..., None],
-                 out: TraceBuilder) -> None:
-        rows = 0
-        for columns in T.library_calls(db, table):
-            rows += len(columns["ts_ns"])
-            add(table, columns, 0)
-        out.note(table, "events", rows)
 
     @staticmethod
     def _memory_usage(db: ExportDatabase, add: Callable[..., None], out: TraceBuilder) -> None:
