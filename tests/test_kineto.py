@@ -106,6 +106,42 @@ def test_absolute_float_timestamps_are_exact(registry):
     row = trace.events.filter(pc.equal(trace.events["name"].cast(pa.string()), first["name"]))
     assert ns(doc, first["ts"]) in row["ts_ns"].to_pylist()
     assert str(first["ts"]).count(".") == 1  # really fractional
+    source = trace.metadata["sources"][path.name]
+    assert source["timestamps"] == "parsed from the decimal text (absolute µs)"
+    # Every slice, against the decimal text read independently (json with Decimal floats):
+    # the typed decode reads this document, times from their text.
+    text = gzip.decompress(path.read_bytes())
+    assert _decode_in_blocks(text, 1 << 20) is not None
+    exact = json.loads(text, parse_float=Decimal)["traceEvents"]
+    want = sorted((e["name"], ns(doc, e["ts"]), int(e["dur"] * 1000))
+                  for e in exact if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "kernel"))
+    rows = trace.events.filter(pc.is_in(trace.events["category"].cast(pa.string()),
+                                        pa.array(["host.op", "gpu.kernel"])))
+    got = sorted(zip(rows["name"].cast(pa.string()).to_pylist(), rows["ts_ns"].to_pylist(),
+                     rows["dur_ns"].to_pylist(), strict=True))
+    assert len(want) == 28260
+    assert got == want
+
+
+def test_times_past_a_floats_precision_are_read_from_their_text():
+    """A block whose float times cannot give their ns switches the typed decode to the
+    decimal text from that block on; earlier blocks' small floats stay exact too."""
+    small = [f'{{"ph": "X", "cat": "cpu_op", "name": "a", "ts": {i}.125, "dur": 0.5}}'
+             for i in range(200)]
+    big = [f'{{"ph": "X", "cat": "cpu_op", "name": "b", "ts": 1712195495519689.047, '
+           f'"dur": {i}.001}}' for i in range(200)]
+    tail = ['{"ph": "i", "ts": null}', '{"ph": "i"}', '{"ph": "i", "ts": 1e3}',
+            '{"ph": "i", "ts": 9223372036854775.808}']  # null, absent, exponent, past int64
+    data = ('{"traceEvents": [' + ",\n".join(small + big + tail) + "]}").encode()
+    for size in (64, 4096, len(data)):
+        _, ev, _ = _decode_in_blocks(data, size)
+        ts, dur = ev.times("ts"), ev.times("dur")
+        assert ts.ns[:200].tolist() == [i * 1000 + 125 for i in range(200)]
+        assert ts.ns[200:400].tolist() == [1712195495519689047] * 200
+        assert dur.ns[200:400].tolist() == [i * 1000 + 1 for i in range(200)]
+        assert ts.valid.tolist() == [True] * 400 + [False, False, True, False]
+        assert ts.ns[402] == 1_000_000
+        assert ev.exact_times
 
 
 def test_rocm_trace_hip_runtime(registry):
@@ -642,9 +678,12 @@ def test_typed_decode_leaves_odd_documents_to_the_forgiving_path(tmp_path, regis
     assert _decode_in_blocks(odd, 4096) is None
     trace = tracekit.read(_write(tmp_path, odd), registry=registry)
     assert trace.events["correlation"].to_pylist() == list(range(2000))  # coerced, as before
-    for doc in ([{"ph": "X", "ts": True}], [{"ph": "X", "args": [1]}], [3, {"ph": "i"}],
-                {"traceEvents": [{"ph": "i", "ts": 1.7e15 + 0.5}]}):  # epoch µs: decimals
+    for doc in ([{"ph": "X", "ts": True}], [{"ph": "X", "args": [1]}], [3, {"ph": "i"}]):
         assert _decode_in_blocks(json.dumps(doc).encode(), 64) is None, doc
+    # Epoch µs past a float's ns precision, with more decimals than ns: rounded by the
+    # forgiving path (exact_ns), not by the typed decode.
+    sub_ns = b'{"traceEvents": [{"ph": "i", "ts": 1700000000000000.1235}]}'
+    assert _decode_in_blocks(sub_ns, 64) is None
     surrogate = b'{"traceEvents": [{"ph": "i", "ts": 1, "args": {"k": "\\ud800"}}]}'
     assert _decode_in_blocks(surrogate, 64) is None
     error = _read_error(_write(tmp_path, surrogate, name="s.json"), registry)

@@ -6,10 +6,15 @@ args of the events that need them with a second small Struct. The text is consum
 blocks split between two events, so neither the whole text nor a Python object per event of
 the whole document is ever held.
 
+Timestamps are read as floats while a float holds them to the ns; from the first block with
+one that it does not (absolute epoch µs with a fraction, as PyTorch wrote them in 2023-2024),
+``ts`` and ``dur`` are taken as their decimal text and converted exactly by Arrow's decimal
+cast.
+
 The typed decode accepts only well-typed documents. Anything else (a value of an unexpected
-type, an args that is not an object, a timestamp a float cannot hold to the ns, JSON that
-needs repair) makes ``decode`` return None, and the reader takes the forgiving path, which
-coerces, counts and repairs.
+type, an args that is not an object, a timestamp with more than three decimals that a float
+cannot hold, JSON that needs repair) makes ``decode`` return None, and the reader takes the
+forgiving path, which coerces, counts and repairs.
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ class Unfit(Exception):
 class _NotEvents(Exception):
     """A block's text up to a split point is not a JSON array of events."""
 
+
+class _Inexact(Exception):
+    """A float timestamp of the block is too large to give its ns exactly."""
+
 BLOCK = 16 << 20  # bytes of text decoded at a time: what memory holds beyond the columns
 _TAIL = 1 << 20  # how far back from a block's end to look for a split
 
@@ -67,6 +76,13 @@ class _Event(msgspec.Struct, gc=False):
     dur: int | float | None = None
     id: int | None = None
     args: msgspec.Raw = msgspec.Raw()
+
+
+class _ExactEvent(_Event, gc=False):
+    """An event whose times are kept as their decimal text (see ``_exact_micros``)."""
+
+    ts: msgspec.Raw = msgspec.Raw()
+    dur: msgspec.Raw = msgspec.Raw()
 
 
 class _SliceArgs(msgspec.Struct, gc=False):
@@ -107,6 +123,7 @@ _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, pa.ArrowInvalid,
                   pa.ArrowTypeError, OverflowError, UnicodeDecodeError, RecursionError,
                   orjson.JSONDecodeError)
 _events = msgspec.json.Decoder(list[_Event])
+_exact_events = msgspec.json.Decoder(list[_ExactEvent])
 # One args after another (see _decode_rows): objects, or the null of a null args.
 _slice_args = msgspec.json.Decoder(_SliceArgs | None)
 _device_args = msgspec.json.Decoder(_DeviceArgs | None)
@@ -128,6 +145,8 @@ class _Decoder:
         # grouped by phase, so that the conversion takes each phase as a slice, not a copy.
         self.phases: dict[str | None, list[dict[str, Any]]] = {}
         self.n = 0
+        #: Whether times are read from their decimal text (since the first block that needs it).
+        self.exact = False
 
     def run(self, blocks: Iterator[bytes]) -> tuple[dict[str, Any], ColumnEvents, list[str]]:
         notes: list[str] = []
@@ -215,7 +234,12 @@ class _Decoder:
         """
         failure: type[Exception] | None = None
         try:
-            phases = _part(_events.decode(framed))
+            try:
+                phases = _part(_events.decode(framed)) if not self.exact else \
+                    _part(_exact_events.decode(framed), exact=True)
+            except _Inexact:
+                self.exact = True
+                phases = _part(_exact_events.decode(framed), exact=True)
         except msgspec.DecodeError:
             failure = _NotEvents
         except (Unfit, *_DECODE_ERRORS):
@@ -263,24 +287,27 @@ class _Decoder:
             have = [f.pop(key) for f in found if key in f]
             keys[key] = Sparse(np.concatenate([s.rows for s in have]),
                                pa.concat_arrays([s.values for s in have]))
-        return ColumnEvents(self.n, columns, micros, text, keys)
+        return ColumnEvents(self.n, columns, micros, text, keys, exact_times=self.exact)
 
 
-def _part(evs: list[_Event]) -> list[tuple[str | None, dict[str, Any]]]:
-    """A block's events as columns, one part per phase in order of first appearance.
+def _part(evs: list[_Event] | list[_ExactEvent], exact: bool = False
+          ) -> list[tuple[str | None, dict[str, Any]]]:
+    """A block's events as columns, one part per phase in order of first appearance (times
+    from their decimal text when ``exact``).
 
     The fields are taken in document order, then the columns are put in phase order at once
     (Arrow takes, far cheaper than reordering the events), so that each phase's part is a
     slice, and the args text of the ``X`` events lies together, decoded as it is.
     """
+    micros = _exact_micros if exact else _micros
     part: dict[str, Any] = {
         "ph": _dictionary(map(_PH, evs), len(evs)),
         "cat": _dictionary(map(_CAT, evs), len(evs)),
         "name": _dictionary(map(_NAME, evs), len(evs)),
         "pid": _ids([e.pid for e in evs]),
         "tid": _ids([e.tid for e in evs]),
-        "ts": _micros([e.ts for e in evs]),
-        "dur": _micros([e.dur for e in evs]),
+        "ts": micros([e.ts for e in evs]),
+        "dur": micros([e.dur for e in evs]),
         "id": pa.array([e.id for e in evs], type=pa.int64()),
     }
     part["args"], objects = _texts([e.args for e in evs])
@@ -377,7 +404,8 @@ def _ids(values: list[Any]) -> pa.Array:
 
 
 def _micros(values: list[Any]) -> Micros:
-    """µs to ns as ``timestamps.us_to_ns`` does; a float it could not hold exactly is Unfit."""
+    """µs to ns as ``timestamps.us_to_ns`` does; _Inexact when a float cannot hold one to
+    the ns."""
     arr = pa.array(values)
     valid = arr.is_valid().to_numpy(zero_copy_only=False)
     if pa.types.is_null(arr.type):
@@ -390,10 +418,37 @@ def _micros(values: list[Any]) -> Micros:
     valid &= np.abs(f) <= MAX_US
     f = np.where(valid, f, 0.0)
     if (np.abs(f) >= SAFE_FLOAT_US).any():
-        raise Unfit  # the forgiving path reads such times from their decimal text
+        raise _Inexact
     whole = np.floor(f)
     ns = whole.astype(np.int64) * 1000 + np.rint((f - whole) * 1000).astype(np.int64)
     return Micros(ns, valid)
+
+
+def _exact_micros(raws: list[msgspec.Raw]) -> Micros:
+    """µs to ns from their JSON text, as ``timestamps.exact_ns`` converts them: a decimal128
+    of scale 3 holds the ns as its unscaled integer. Missing or null is not valid; text that
+    is not a number, or has more than three decimals (which exact_ns rounds), is Unfit."""
+    n = len(raws)
+    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = b"".join(raws)
+    if len(data) > INT32_MAX:
+        raise Unfit
+    text = pa.Array.from_buffers(pa.string(), n, [
+        pa.array(lengths > 0).buffers()[1], pa.py_buffer(offsets.astype(np.int32)),
+        pa.py_buffer(data)], null_count=int((lengths == 0).sum()))
+    text = pc.if_else(pc.equal(text, "null"), pa.scalar(None, pa.string()), text)
+    try:
+        scaled = text.cast(pa.decimal128(38, 3))
+    except pa.ArrowInvalid:
+        raise Unfit from None
+    valid = scaled.is_valid().to_numpy(zero_copy_only=False)
+    words = np.frombuffer(scaled.buffers()[1], dtype=np.int64)[
+        2 * scaled.offset:2 * (scaled.offset + n)].reshape(-1, 2)
+    ns, high = words[:, 0], words[:, 1]
+    valid &= high == ns >> 63  # the ns fit int64
+    return Micros(np.where(valid, ns, 0), valid)
 
 
 def _texts(raws: list[msgspec.Raw]) -> tuple[pa.Array, np.ndarray]:

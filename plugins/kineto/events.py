@@ -147,6 +147,8 @@ class ColumnEvents:
     micros: dict[str, Micros]
     text: pa.Array
     keys: dict[str, Sparse]
+    #: Whether the times were read from their decimal text (a float could not hold them).
+    exact_times: bool = False
 
     def __len__(self) -> int:
         return self.n

@@ -17,6 +17,8 @@ from tracekit.plugins.kineto.loading import parse_document
 from tracekit.plugins.kineto.timestamps import needs_exact_decimals
 from tracekit.toolkit import gc_paused
 
+#: ``Trace.metadata["timestamps"]`` when a float could not hold the times to the ns.
+EXACT_TIMES = "parsed from the decimal text (absolute µs)"
 _KINETO_MARKERS = (b'"schemaVersion"', b'"deviceProperties"', b'"baseTimeNanoseconds"',
                    b'"distributedInfo"', b'"cat": "cpu_op"', b'"cat": "Operator"',
                    b'"cat": "kernel"')
@@ -71,6 +73,8 @@ class KinetoReader(tracekit.Reader):
                 return
             del data
             top, events, repairs = decoded
+            if events.exact_times:
+                out.metadata["timestamps"] = EXACT_TIMES
             if progress:
                 progress.phase(f"converting {source.name}")
             self._finish(top, events, source, out, repairs)
@@ -82,7 +86,7 @@ class KinetoReader(tracekit.Reader):
             # Absolute epoch µs with a fraction: a float cannot hold them to the ns.
             del doc, events
             doc, repairs = parse_document(data, str(source.path), exact=True)
-            out.metadata["timestamps"] = "parsed from the decimal text (absolute µs)"
+            out.metadata["timestamps"] = EXACT_TIMES
         progress = out.progress
         if progress:
             progress.phase(f"converting {source.name}")
