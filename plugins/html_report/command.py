@@ -94,8 +94,10 @@ def build_report(inputs: Sequence[Path], *, analyzers: Sequence[str] = (),
     if output is not None:
         check_not_input(preflight(output, force=force), list(inputs))
     progress.phase("reading")
+    # A comparison (diff) keeps its inputs apart, even captures of one process.
     trace = tracekit.read(list(inputs), format=reader_cls or from_, options=reader_opts,
-                          registry=registry, progress=progress)
+                          registry=registry, progress=progress,
+                          join_captures=not any(c.compares_inputs for c in asked))
     names = report_analyzers(trace, registry)
     names += [c.name for c in asked if c.name not in names]
     unused = [p for n, pairs in per.items() if n not in names for p in pairs
