@@ -20,6 +20,7 @@ from tracekit import fields, intervals, json_objects
 from tracekit.captures import untraced_ns
 from tracekit.columns import (
     COLLECTIVE_RANGE,
+    COMPILE_RANGE,
     DATA_LOADING_RANGE,
     any_true,
     arg_strings,
@@ -129,7 +130,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Column filters", "Per-row masks on event columns; dictionary columns (``kind``, "
      "``category``, ``name``, ``source``) are tested once per distinct value, never cast "
      "to strings row by row.", ["equals", "is_in", "starts_with", "matches", "any_true",
-                                  "arg_strings", "DATA_LOADING_RANGE", "COLLECTIVE_RANGE"]),
+                                  "arg_strings", "DATA_LOADING_RANGE", "COLLECTIVE_RANGE",
+                                  "COMPILE_RANGE"]),
     ("Typed columns in writers", "``fields`` is a namespace: the rule by which every writer "
      "keeps the typed columns its format has no field for (``Writer.native_columns``), and "
      "``fields.restore`` for readers of what a writer carried in args. ``check_writer`` in "
@@ -198,6 +200,10 @@ CONSTANTS: dict[str, str] = {
     "exchange between ranks: ``record_param_comms``, ``c10d::`` ops, ``nccl:``/``gloo:``/"
     "``mpi:``/``ucc:``/``xccl:`` process-group ranges, MPI's blocking calls (``MPI_Wait``, "
     "``MPI_Allreduce``, ``MPI_Recv`` ...).",
+    "COMPILE_RANGE": "The regular expression (for ``matches``) of host ranges of torch.compile "
+    "compiling: the phases PyTorch times with ``dynamo_timed``, ``dynamo``, "
+    "``entire_frame_compile``, ``compile_fx``, Triton's compiler; not the compiled code running "
+    "nor the guard check of each call.",
     "DATA_LOADING_RANGE": "The regular expression (for ``matches``) of host ranges that load "
     "input data: PyTorch's DataLoader iterator, its fetch and collate, a Dataset.",
     "COLLECTIVE_KERNEL": "The regular expression (searched in kernel names, any case) of "
@@ -208,6 +214,7 @@ __all__ = [
     "ALIGN_CHOICES",
     "COLLECTIVE_KERNEL",
     "COLLECTIVE_RANGE",
+    "COMPILE_RANGE",
     "CONSTANTS",
     "DATA_LOADING_RANGE",
     "FEW_SAMPLES",

@@ -25,6 +25,7 @@ import tracekit
 from tracekit import Finding, Report, Trace
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
+    COMPILE_RANGE,
     DATA_LOADING_RANGE,
     FEW_SAMPLES,
     STEPS_HELP,
@@ -52,6 +53,7 @@ from tracekit.toolkit import (
     share_margins,
     short_name,
     starts_with,
+    step_ranges,
     thread_names,
     time_event,
     time_span,
@@ -92,6 +94,12 @@ TRAINING = re.compile(r"autograd::engine|Backward\d*$|^Optimizer\.(step|zero_gra
 # A loop that spends this share of the traced span loading input is input-bound: TensorFlow's
 # input-pipeline analyzer's "highly input-bound" line, the diagnosis' INPUT_BOUND_PCT.
 INPUT_BOUND_PCT = 20.0
+# torch.compile compiling over this share of the traced span: the trace is mostly start-up.
+COMPILE_PCT = 10.0
+# Ops covering less of their busiest thread's span than this: the time is outside ops.
+OP_COVER_PCT = 50.0
+# Outside ops, a frame or range named when its self time is at least this share of the span.
+OUTSIDE_NAMED_PCT = 5.0
 # What a CPU-only PyTorch trace's span is measured over: the program's ops and ranges.
 PROGRAM_CATEGORIES = ("host.op", "host.annotation", "host.python", "host.memory")
 # A loop that spends this share of its span in collectives is told how to take them off it.
@@ -411,10 +419,13 @@ class CpuAnalyzer(tracekit.Analyzer):
                  f"{format_ns(total_self)} op self time over {format_ns(span)}"
                  + (" traced" if untraced else ""))
         if ranked:
-            title += f"; top op {ranked[0][0]} {evidence['top_op_pct']}%"
+            title += f"; top op {ranked[0][0]} ({evidence['top_op_pct']}% of op time)"
         report.findings.append(Finding("info", title, evidence))
         durations = ops["dur_ns"].to_numpy(zero_copy_only=False)[top_level]
         training = _training(ev)
+        compiling = next(iter(_range_shares(ev, span, COMPILE_RANGE)), None)
+        if compiling is not None and compiling.pct >= COMPILE_PCT:
+            report.findings.append(_compile_finding(trace, compiling))
         loading = next(iter(_range_shares(ev, span, DATA_LOADING_RANGE)), None)
         if loading is not None and loading.pct < INPUT_BOUND_PCT:
             loading = None
@@ -429,8 +440,9 @@ class CpuAnalyzer(tracekit.Analyzer):
             report.findings.append(late)
         shares = {"data loading": loading.pct if loading else 0.0,
                   "collectives": comms[0].pct if comms else 0.0}
+        cover = _busiest_thread(ev, ops, top_level, span) if span else None
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
-                                            training, shares, torch))
+                                            training, shares, torch, cover))
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
 
@@ -760,9 +772,96 @@ def _ranks_missing(trace: Trace) -> str | None:
     return f"the input holds {held} of the run's {world} ranks" if world > held else None
 
 
+@dataclass
+class _Cover:
+    """How much of ``span`` the ops of the thread with the most op time cover, and what its
+    Python frames and ranges outside ops take (name, self ns), most first."""
+
+    thread: tuple[int | None, int | None]
+    threads: int
+    span: int
+    pct: float
+    outside: list[tuple[str, int]]
+
+
+def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
+                    span: int) -> _Cover:
+    """The thread whose top-level ops take the most time: the share of ``span`` they cover
+    (their union), and the self time (duration minus nested frames, ranges and ops) of its
+    Python frames and host ranges by name: where its time outside ops went. Step ranges
+    (``ProfilerStep#N``), data loading and collective ranges (their own findings) are not
+    named."""
+    pid = ops["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    tid = ops["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    start = ops["ts_ns"].to_numpy(zero_copy_only=False)
+    end = start + ops["dur_ns"].to_numpy(zero_copy_only=False)
+    code, (pids, tids) = factorize(pid[top_level], tid[top_level])
+    busy = np.bincount(code, weights=(end - start)[top_level], minlength=len(pids))
+    best = int(np.argmax(busy)) if len(busy) else 0
+    mine = top_level & (pid == pids[best]) & (tid == tids[best]) if len(busy) else top_level
+    covered = iv.total(iv.union(start[mine], end[mine]))
+    key = (None if pids[best] < 0 else int(pids[best]), None if tids[best] < 0 else
+           int(tids[best])) if len(busy) else (None, None)
+    rows = events.filter(pc.and_(is_in(events["category"], ["host.op", "host.python",
+                                                             "host.annotation"]),
+                                 pc.and_(pc.is_valid(events["ts_ns"]),
+                                         pc.is_valid(events["dur_ns"]))))
+    rows = rows.filter(pc.and_(pc.equal(rows["pid"].fill_null(-1), int(pids[best]) if len(
+        busy) else -1), pc.equal(rows["tid"].fill_null(-1), int(tids[best]) if len(busy) else -1)))
+    # Step ranges begin and end inside the profiler's step() call: they overlap its frames
+    # without nesting, and would take the frames' children as theirs.
+    rows = rows.filter(pc.invert(matches(rows["name"], r"^ProfilerStep#\d+$")))
+    outside: list[tuple[str, int]] = []
+    if rows.num_rows:
+        self_ns = _nesting(rows.select(["name", "ts_ns", "dur_ns", "pid", "tid"]))[0]
+        named = pc.and_(pc.invert(equals(rows["category"], "host.op")), pc.invert(matches(
+            rows["name"], f"{DATA_LOADING_RANGE}|{COLLECTIVE_RANGE}")))
+        keep = named.to_numpy(zero_copy_only=False)
+        names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[keep]
+        by: defaultdict[str, float] = defaultdict(float)
+        for name, ns in zip(names.tolist(), self_ns[keep].tolist(), strict=True):
+            by[name] += ns
+        outside = sorted(((n, int(v)) for n, v in by.items()
+                          if percent(v, span) >= OUTSIDE_NAMED_PCT), key=lambda nv: -nv[1])[:3]
+    return _Cover(key, len(pids), span, percent(covered, span), outside)
+
+
+def _compile_finding(trace: Trace, compiling: _Share) -> Finding:
+    """torch.compile compiling in the traced span: start-up, not the steady state. Where the
+    trace has ``ProfilerStep`` ranges after the compilation, the fix names them."""
+    ev = trace.events
+    rows = ev.filter(pc.and_(matches(ev["name"], COMPILE_RANGE),
+                             pc.and_(starts_with(ev["category"], "host."),
+                                     pc.is_valid(ev["dur_ns"]))))
+    if compiling.pid is not None:
+        rows = rows.filter(pc.equal(rows["pid"], compiling.pid))
+    done = pc.max(pc.add(rows["ts_ns"], rows["dur_ns"])).as_py()
+    steps = step_ranges(trace)
+    if compiling.pid is not None and steps.num_rows:
+        steps = steps.filter(pc.equal(steps["pid"], compiling.pid))
+    after = steps.filter(pc.greater_equal(steps["start"], done)) if steps.num_rows else steps
+    evidence: dict[str, Any] = {
+        "compile_ns": compiling.ns, "compile_pct_of_span": compiling.pct, "pid": compiling.pid,
+        "longest": short_name(compiling.name, 80)}
+    fix = ("The first calls of a torch.compile'd model compile it (TorchDynamo, AOTAutograd, "
+           "Inductor): start-up, paid once per input shape, not the steady state. ")
+    if after.num_rows:
+        first, last = pc.min(after["step"]).as_py(), pc.max(after["step"]).as_py()
+        evidence["steady_steps"] = f"{first}:{last}"
+        fix += (f"Judge the program by the steps after it (-O steps={first}:{last}) and "
+                "record after warm-up (torch.profiler.schedule(wait=…, warmup=…)).")
+    else:
+        fix += ("Record after warm-up (torch.profiler.schedule(wait=…, warmup=…), or run the "
+                "model once before profiling) so that the trace shows the steady state.")
+    return Finding(
+        "warning", f"Compilation: {compiling.pct}% of the traced span is torch.compile "
+        f"compiling ({format_ns(compiling.ns)})", evidence, fix)
+
+
 def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: float,
                  span: int, threads: int, training: str | None,
-                 shares: dict[str, float] | None = None, torch: bool = True) -> list[Finding]:
+                 shares: dict[str, float] | None = None, torch: bool = True,
+                 cover: _Cover | None = None) -> list[Finding]:
     """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
     (``top_level``: ops no other op on their thread encloses, the calls the program made).
 
@@ -770,7 +869,10 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
       ``view``) are parts of those calls and would pull any mean down. The fix names
       ``torch.inference_mode()`` only for inference (``training`` None: no backward pass or
       optimizer step in the trace); PyTorch's ops only (``torch``), as its fixes are.
-    - Matrix math ≥ 30% of op self time; ops covering under half a one-thread span."""
+    - Ops covering under ``OP_COVER_PCT`` of the span on their busiest thread (``cover``):
+      the time is outside ops; its Python frames and ranges there are named.
+    - Matrix math ≥ 30% of op self time, where ops do cover the span: otherwise making them
+      faster cannot make the program much faster."""
     out: list[Finding] = []
     if not ranked or not total:
         return out
@@ -786,29 +888,47 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
              "mode": "training" if training else "inference",
              "mode_from": short_name(training, 60) if training else
              "no backward pass or optimizer step"}, fix))
+    low = cover is not None and cover.pct < OP_COVER_PCT
+    if low and cover is not None:
+        out.append(_cover_finding(cover, shares or {}, torch))
     math = sum(s for n, s in ranked if MATMUL_OPS.match(n))
-    if math / total >= 0.3:
+    if math / total >= 0.3 and not low:
         out.append(Finding(
-            "info", f"Matrix math (addmm, mm, linear, conv) takes {percent(math, total)}% of "
-            "op self time", {"matmul_pct": percent(math, total)},
+            "info", f"Matrix math (mm, addmm, bmm, matmul, linear, conv, einsum) takes "
+            f"{percent(math, total)}% of op self time", {"matmul_pct": percent(math, total)},
             "CPU GEMM speed is the lever: use torch.set_num_threads() up to the physical "
             "cores, bfloat16 autocast on CPUs with AVX512-BF16/AMX, channels_last for convs."))
-    if span and threads == 1 and total / span < 0.5:
-        evidence: dict[str, Any] = {"op_time_pct_of_span": percent(total, span)}
-        fix = ("The rest is Python, data loading or waiting outside any op: profile the "
-               "Python side (py-spy, perf with -X perf).")
-        found = {what: pct for what, pct in (shares or {}).items() if pct}
-        if found:  # what the input-bound and communication findings already account for
-            evidence.update({f"{what.replace(' ', '_')}_pct_of_span": pct
-                             for what, pct in found.items()})
-            said = " and ".join(f"{what} {pct}%" for what, pct in found.items())
-            fix = (f"Of the span, {said} (the findings above); for the rest, Python or "
-                   "waiting outside any op, profile the Python side (py-spy, perf with -X "
-                   "perf).")
-        out.append(Finding(
-            "warning", f"Ops cover {percent(total, span)}% of the traced span", evidence,
-            fix))
     return out
+
+
+def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Finding:
+    """Ops cover little of the span: what the input-bound and communication findings account
+    for, then the Python frames and ranges that hold the rest, if the trace recorded any."""
+    where = "" if cover.threads == 1 else (
+        f" on their busiest thread (pid {cover.thread[0]}, tid {cover.thread[1]})")
+    evidence: dict[str, Any] = {"op_time_pct_of_span": cover.pct}
+    if cover.threads > 1:
+        evidence["threads_with_ops"] = cover.threads
+    named = ", ".join(f"{short_name(n, 60)} ({format_ns(ns)}, {percent(ns, cover.span)}%)"
+                      for n, ns in cover.outside)
+    if cover.outside:
+        evidence["outside_ops"] = named
+        rest = (f"outside any op the time is in {named}: that code (waiting, I/O or Python "
+                "work) is what to speed up, overlap or take off the loop, not the ops below")
+    else:
+        rest = ("Python or waiting outside any op: profile the Python side (py-spy, perf "
+                "with -X perf)" + (", or record with with_stack=True to see its frames"
+                                   if torch else ""))
+    found = {what: pct for what, pct in shares.items() if pct}
+    if found:  # what the input-bound and communication findings already account for
+        evidence.update({f"{what.replace(' ', '_')}_pct_of_span": pct
+                         for what, pct in found.items()})
+        said = " and ".join(f"{what} {pct}%" for what, pct in found.items())
+        fix = f"Of the span, {said} (the findings above); for the rest, {rest}."
+    else:
+        fix = f"The rest is {rest}." if not cover.outside else rest[0].upper() + rest[1:] + "."
+    return Finding("warning", f"Ops cover {cover.pct}% of the traced span{where}", evidence,
+                   fix)
 
 
 # --- what a sampled profile shows -----------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import tracekit
@@ -413,6 +414,22 @@ def test_diff_of_two_cpu_runs_says_the_wall_clock_and_loading_change():
     assert len(tracekit.read([str(p) for p in paths]).sources) == 1
 
 
+def test_the_html_report_of_a_diff_keeps_captures_of_one_process_apart(tmp_path):
+    """``tracekit report A B -a diff`` reads its inputs as ``analyze -a diff`` does: two
+    inputs, even where they are captures of one process, and the same totals."""
+    from tracekit.cli import main
+    from tracekit.frontend import analyze_report
+
+    paths = [str(FIXTURES / "torch-cpu" / f"loader_workers{w}.pt.trace.json.gz") for w in (0, 2)]
+    out = tmp_path / "diff.html"
+    assert main(["report", *paths, "-a", "diff", "-o", str(out), "-q"]) == 0
+    [report] = analyze_report(paths, ["diff"]).reports
+    spans = [format_ns(_trace_span(Path(p))) for p in paths]
+    page = out.read_text()
+    assert "Traced span" in page and all(s in page for s in spans)
+    assert report.findings[0].title in page
+
+
 def test_window_is_shared_by_the_verdict_and_the_cpu_report_and_bounds_the_span():
     """``-O window=0:1ms`` on a CPU-only trace goes to both default analyzers (one meaning,
     one help: the toolkit's restrict), each report says so, and the CPU report's span is
@@ -478,3 +495,90 @@ def test_samples_of_no_named_event_say_why_idle_is_not_measured(name):
     assert "event" not in evidence and evidence["idle_pct"] is None
     assert evidence["idle"] == ("not measured: the samples name no event, so their weights "
                                 "are not known to be CPU time")
+
+
+# --- PyTorch host ops: time outside ops, compilation -------------------------------------------
+
+def _self_outside_ops(path, names):
+    """Independently, per name: the summed duration of those Python frames or ranges minus
+    the ops, frames and ranges directly nested in them (ProfilerStep ranges aside), in ns."""
+    from decimal import Decimal
+
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("cat")
+                  in ("cpu_op", "user_annotation", "python_function")
+                  and not e["name"].startswith("ProfilerStep#")]
+    spans = [(int(Decimal(str(e["ts"])) * 1000), int(Decimal(str(e["dur"])) * 1000), e["name"])
+             for e in events]
+    out = Counter()
+    for t, d, name in spans:
+        if name not in names:
+            continue
+        inside = [(u, u + w) for u, w, _ in spans if t <= u and u + w <= t + d
+                  and (u, w) != (t, d)]
+        direct = [(a, b) for a, b in inside
+                  if not any(c <= a and b <= e and (c, e) != (a, b) for c, e in inside)]
+        out[name] += d - sum(b - a for a, b in direct)
+    return out
+
+
+@pytest.mark.parametrize(("variant", "names"), [
+    ("stack", ["<built-in function sleep>", "<built-in function urandom>"]),
+    ("ranges", ["data_load", "checkpoint_write"]),
+])
+def test_time_outside_ops_is_named_from_frames_and_ranges(variant, names):
+    """Recorded here (fixtures/torch-cpu/record_hostwait_cpu.py): each step sleeps 40 ms and
+    writes a checkpoint around one small matmul. The ops cover under 1% of the span; the
+    Python frames (with_stack) or record_function ranges that hold the waits are named, and
+    the op table's matrix math is not offered as the lever."""
+    path = FIXTURES / "torch-cpu" / f"hostwait_{variant}.pt.trace.json.gz"
+    _, _, span, _ = _range_share(path, lambda name: False)
+    own = _self_outside_ops(path, names)
+    report = cpu_report(path)
+    [cover] = _titled(report, "Ops cover")
+    named = ", ".join(f"{n} ({format_ns(own[n])}, {percent(own[n], span)}%)" for n in names)
+    assert percent(own[names[0]], span) > 80
+    assert cover.evidence["outside_ops"] == named
+    assert cover.suggestion.startswith(f"Outside any op the time is in {named}: ")
+    assert not _titled(report, "Matrix math")
+
+
+def test_time_between_small_ops_is_named_by_the_ranges_that_hold_it():
+    """The small MLP's steps (fixtures/torch-cpu/record_mlp_cpu.py): Python and dispatch
+    between tiny ops, inside its record_function ranges, which are named largest first."""
+    path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+    names = ["backward", "forward", "Optimizer.step#SGD.step"]
+    _, _, span, _ = _range_share(path, lambda name: False)
+    own = _self_outside_ops(path, names)
+    [cover] = _titled(cpu_report(path), "Ops cover")
+    assert cover.evidence["outside_ops"] == ", ".join(
+        f"{n} ({format_ns(own[n])}, {percent(own[n], span)}%)" for n in names)
+    assert [own[n] for n in names] == sorted(own.values(), reverse=True)
+
+
+def test_a_trace_of_torch_compile_compiling_says_so():
+    """Recorded here (fixtures/torch-cpu/record_compile_cpu.py): the first of six steps
+    compiles (TorchDynamo, Inductor); the fix names the steps after it."""
+    import re
+
+    from tracekit.toolkit import COMPILE_RANGE
+
+    path = FIXTURES / "torch-cpu" / "compile_steps.pt.trace.json.gz"
+    compile_ns, pid, span, ranges = _range_share(
+        path, lambda name: re.search(COMPILE_RANGE, name) is not None)
+    with gzip.open(path) as f:
+        steps = sorted((e["ts"], e["name"]) for e in json.load(f)["traceEvents"]
+                       if e.get("name", "").startswith("ProfilerStep#"))
+    assert [n for _, n in steps] == [f"ProfilerStep#{i}" for i in range(6)]
+    report = cpu_report(path)
+    [finding] = _titled(report, "Compilation")
+    assert finding.title == (f"Compilation: {percent(compile_ns, span)}% of the traced span is "
+                             f"torch.compile compiling ({format_ns(compile_ns)})")
+    assert percent(compile_ns, span) > 90
+    assert finding.evidence == {"compile_ns": compile_ns,
+                                "compile_pct_of_span": percent(compile_ns, span), "pid": pid,
+                                "longest": max(ranges, key=lambda r: r[1])[2],
+                                "steady_steps": "1:5"}
+    assert "(-O steps=1:5)" in finding.suggestion
+    steady = tracekit.analyze(tracekit.read(path), "cpu", options=["steps=1:5"])[0]
+    assert not _titled(steady, "Compilation")
