@@ -18,7 +18,9 @@ app = typer.Typer(
     cls=OneLineErrors,
     name="tracekit",
     help="Convert GPU/ML profiler traces to Perfetto and find what a workload is bound by.",
-    epilog="Plugins may add commands of their own: 'tracekit plugins' lists them.",
+    # Plugins' commands are not listed here: that would load every plugin (a second) for help.
+    epilog="Plugins add commands of their own, such as 'tracekit report' (an HTML report, "
+           "built in): 'tracekit plugins --all' lists them.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
