@@ -139,7 +139,8 @@ def test_rocprof_v1_json_from_stdin(tmp_path, registry, run):
     if run == "shashank_mi300a":
         csv = shared_path("rocprof-v1", run, "output_vec_add_gpu.csv").read_bytes()
         proc = _cli("analyze", "-", "--from", "rocprof", stdin=csv)
-        assert proc.returncode == 1
+        assert proc.returncode == 2  # as for any reader that needs a file
         assert proc.stderr.decode().strip() == (
             "error: <stdin>: rocprof CSV is read from its file or folder (with the other files "
-            "of its run), not from standard input")
+            "of its run), not from standard input; save it to a file first (rocprof's v1 "
+            "results.json can be piped)")

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
-from tracekit import Source, TraceBuilder, TraceReadError
+from tracekit import Source, TraceBuilder, TraceReadError, UsageError
 from tracekit.plugins.rocprof import agents, runs, v1json
 from tracekit.plugins.rocprof.columns import OutOfRange, add_finished
 from tracekit.plugins.rocprof.convert import CONVERTERS, file_pid, stats_category
@@ -94,8 +94,10 @@ class RocprofCsvReader(tracekit.Reader):
             self._read_v1_json(source, out)
             return
         if source.is_stream:
-            raise TraceReadError("rocprof CSV is read from its file or folder (with the other "
-                                 "files of its run), not from standard input", path=source.path)
+            # What a reader that reads no stream gets (exit 2): only v1's results.json is.
+            raise UsageError(f"{source.path}: rocprof CSV is read from its file or folder "
+                             "(with the other files of its run), not from standard input; "
+                             "save it to a file first (rocprof's v1 results.json can be piped)")
         timeline = _v1_timeline_in(source) if source.is_dir else None
         if timeline is not None:
             # A v1 output folder whose CSVs are only totals: its results.json is the run's
