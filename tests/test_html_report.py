@@ -190,7 +190,7 @@ def test_csv_table_holds_raw_values_with_units_in_the_header(registry):
     assert kernels[1][1] == "8419851" and kernels[1][-1].startswith("void probe_group_by_GPU2<")
     with pytest.raises(OptionError, match=r"no table 'kernel' \(tables: kernels, api, "):
         report_table_csv(summary, "kernel")
-    with pytest.raises(OptionError, match="pick one with -O table=NAME"):
+    with pytest.raises(OptionError, match="pick one with table_name= "):
         report_table_csv(summary)
 
 

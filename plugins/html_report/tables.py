@@ -45,7 +45,7 @@ def report_table_csv(report: Report, table_name: str | None = None) -> bytes:
     if table_name is None:
         if len(report.tables) != 1:
             raise OptionError(f"analyzer '{report.analyzer}' has {len(report.tables)} tables: "
-                              f"pick one with -O table=NAME ({', '.join(report.tables)})")
+                              f"pick one with table_name= ({', '.join(report.tables)})")
         table_name = next(iter(report.tables))
     table = report.tables.get(table_name)
     if table is None:
@@ -67,7 +67,7 @@ def reports_table_csv(reports: Sequence[Report], table_name: str | None = None) 
         holders = [(r, n) for r in reports for n in r.tables]
         if len(holders) != 1:
             names = ", ".join(f"{r.analyzer}:{n}" for r, n in holders) or "none"
-            raise OptionError(f"--format csv writes one table: pick it with -O table=NAME "
+            raise OptionError(f"a CSV holds one table: pick it with table_name= "
                               f"({names})")
         return report_table_csv(*holders[0])
     for report in reports:
