@@ -379,12 +379,15 @@ def test_steps_option_cuts_the_cpu_report_to_one_step(step):
 
 
 def _trace_span(path):
-    """From the first timed event (metadata and flows aside) to the end of the last, in ns."""
+    """From the first timed event (metadata and flows aside) to the end of the last, in ns;
+    not the profiler's own span (cat Trace) and instant markers (Record Window End), which
+    outlast the program."""
     from decimal import Decimal
 
     with gzip.open(path) as f:
         events = [e for e in json.load(f)["traceEvents"]
-                  if e.get("ph") not in ("M", "s", "f") and "ts" in e]
+                  if e.get("ph") not in ("M", "s", "f", "i") and "ts" in e
+                  and e.get("cat") != "Trace"]
     ns = [(int(Decimal(str(e["ts"])) * 1000), int(Decimal(str(e.get("dur", 0))) * 1000))
           for e in events]
     return max(t + d for t, d in ns) - min(t for t, _ in ns)
@@ -582,3 +585,36 @@ def test_a_trace_of_torch_compile_compiling_says_so():
     assert "(-O steps=1:5)" in finding.suggestion
     steady = tracekit.analyze(tracekit.read(path), "cpu", options=["steps=1:5"])[0]
     assert not _titled(steady, "Compilation")
+
+
+def test_diff_of_runs_with_different_step_counts_compares_per_step_and_ranges_by_name():
+    """The small MLP (3 profiler steps, forward/backward ranges) against the waiting loop (4
+    steps, data_load/checkpoint_write ranges): the totals are not comparable, the mean steps
+    are; user ranges are compared by name (step ranges, numbered, are not)."""
+    from decimal import Decimal
+
+    from tracekit.frontend import analyze_report
+
+    paths = [FIXTURES / "torch-cpu" / name for name in
+             ("mlp_cpu.pt.trace.json.gz", "hostwait_ranges.pt.trace.json.gz")]
+    means, counts = [], []
+    for path in paths:
+        with gzip.open(path) as f:
+            steps = [int(Decimal(str(e["dur"])) * 1000) for e in json.load(f)["traceEvents"]
+                     if e.get("name", "").startswith("ProfilerStep#")]
+        counts.append(len(steps))
+        means.append(sum(steps) // len(steps))
+    assert counts == [3, 4]
+    [report] = analyze_report([str(p) for p in paths], ["diff"]).reports
+    [steps] = _titled(report, "The inputs hold")
+    change = means[1] - means[0]
+    assert steps.title == (
+        f"The inputs hold 3 and 4 profiler steps: compare per step (mean step "
+        f"{format_ns(means[0])} → {format_ns(means[1])}, +{percent(change, means[0])}%), "
+        "not the totals")
+    assert steps.evidence == {"steps_a": 3, "steps_b": 4, "mean_step_a_ns": means[0],
+                              "mean_step_b_ns": means[1]}
+    ranges = {r["name"]: r["status"] for r in report.tables["ranges"].to_pylist()}
+    assert ranges["data_load"] == ranges["checkpoint_write"] == "new"
+    assert ranges["forward"] == ranges["backward"] == "gone"
+    assert not any(n.startswith("ProfilerStep#") for n in ranges)

@@ -1,4 +1,4 @@
-"""The ``diff`` analyzer: two traces side by side, per kernel and per framework op.
+"""The ``diff`` analyzer: two traces side by side, per kernel, framework op and user range.
 
 ``tracekit analyze BASELINE CANDIDATE -a diff``: the first input is the baseline. Like HTA's
 TraceDiff (peers.md section 1) it compares counts and total durations of CPU ops and GPU
@@ -21,6 +21,7 @@ from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     DATA_LOADING_RANGE,
     format_ns,
+    is_in,
     matches,
     percent,
     report_table,
@@ -28,6 +29,11 @@ from tracekit.toolkit import (
     time_span,
 )
 from tracekit.toolkit import intervals as iv
+
+# The profiler's own records (Kineto's "PyTorch Profiler (0)" span, its "Iteration Start" and
+# "Record Window End" markers): they run past the program, by the profiler's shut-down.
+PROFILER_OWN = ("host.profiler", "host.instant")
+STEP_RANGE = r"^ProfilerStep#\d+$"
 
 
 class DiffAnalyzer(tracekit.Analyzer):
@@ -51,12 +57,19 @@ class DiffAnalyzer(tracekit.Analyzer):
         report.tables["totals"] = _totals(trace, a, b)
         report.table_titles["totals"] = "Totals (baseline, candidate, change)"
         for key, category, title in (("kernels", "gpu.kernel", "GPU kernels"),
-                                     ("ops", "host.op", "Framework ops (host time)")):
+                                     ("ops", "host.op", "Framework ops (host time)"),
+                                     ("ranges", "host.annotation", "User ranges (host time)")):
             per_name = _per_name(trace, category, a, b)
+            if key == "ranges":  # step ranges are numbered: each run's would be new or gone
+                per_name = per_name.filter(pc.invert(matches(per_name["name"], STEP_RANGE)))
+                if not per_name.num_rows:
+                    continue
             report.tables[key] = per_name.slice(0, self.options.top or None)
             report.table_titles[key] = f"{title}, largest time change first"
             report.findings.extend(_name_findings(per_name, title.split(" (")[0]))
-        report.findings[:0] = _total_findings(report.tables["totals"])
+        steps = _step_finding(trace, a, b)
+        report.findings[:0] = _total_findings(report.tables["totals"]) + (
+            [steps] if steps else [])
         return report
 
 
@@ -98,9 +111,39 @@ def _totals(trace: Trace, a: str, b: str) -> pa.Table:
 
 
 def _traced_span(events: pa.Table, source: str) -> int:
-    """From the input's first timed event to the end of its last (wall-clock time)."""
-    span = time_span(events.filter(pc.equal(events["source"].cast(pa.string()), source)))
+    """From the input's first timed event to the end of its last (wall-clock time), the
+    profiler's own span and markers left out (``PROFILER_OWN``)."""
+    span = time_span(events.filter(pc.and_(pc.equal(events["source"].cast(pa.string()), source),
+                                           pc.invert(is_in(events["category"], PROFILER_OWN)))))
     return span[1] - span[0] if span else 0
+
+
+def _step_finding(trace: Trace, a: str, b: str) -> Finding | None:
+    """Inputs holding different numbers of ``ProfilerStep`` ranges: their totals are not
+    comparable, their mean steps are."""
+    ev = trace.events
+    steps = ev.filter(pc.and_(matches(ev["name"], STEP_RANGE),
+                              pc.and_(pc.equal(ev["category"].cast(pa.string()),
+                                               "host.annotation"),
+                                      pc.is_valid(ev["dur_ns"]))))
+    source = steps["source"].cast(pa.string())
+    counts, means = [], []
+    for s in (a, b):
+        dur = steps.filter(pc.equal(source, s))["dur_ns"].to_numpy(zero_copy_only=False)
+        counts.append(len(dur))
+        means.append(int(dur.mean()) if len(dur) else 0)
+    if not all(counts) or counts[0] == counts[1]:
+        return None
+    change = means[1] - means[0]
+    sign = "+" if change > 0 else ""
+    return Finding(
+        "warning", f"The inputs hold {counts[0]} and {counts[1]} profiler steps: compare per "
+        f"step (mean step {format_ns(means[0])} → {format_ns(means[1])}, {sign}"
+        f"{percent(change, means[0])}%), not the totals",
+        {"steps_a": counts[0], "steps_b": counts[1], "mean_step_a_ns": means[0],
+         "mean_step_b_ns": means[1]},
+        "record the same number of steps (torch.profiler.schedule(active=N)) for totals that "
+        "compare; per name, divide each time by its count")
 
 
 def _range_time(slices: pa.Table, source: pa.ChunkedArray, category: pa.ChunkedArray,
@@ -181,7 +224,7 @@ def _host_findings(rows: dict[str, dict]) -> list[Finding]:
         severity="info" if change <= 0 else "warning",
         title=f"Traced span {sign}{format_ns(change)} ({sign}{span['change_pct']}%)",
         evidence=evidence,
-        suggestion="" if change <= 0 else "the ops below changed the most",
+        suggestion="" if change <= 0 else "the ops and ranges below changed the most",
         cost_ns=max(change, 0))]
 
 
