@@ -35,6 +35,12 @@ from tracekit.gcpause import gc_paused
 from tracekit.inputs import HEAD_SIZE, decode_text, read_errors
 from tracekit.links import launch_links, mix64
 from tracekit.model import SYNTHETIC_ID_MAX, TABLE_NAMES
+from tracekit.optimizers import (
+    FOREACH_OPTIMIZERS,
+    FUSED_OPTIMIZERS,
+    OPTIMIZER_STEP_RANGE,
+    optimizer_fix,
+)
 from tracekit.outputs import check_not_input, open_output, preflight
 from tracekit.pipeline import default_registry
 from tracekit.progress import NO_PROGRESS, Progress
@@ -159,6 +165,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
       "COLLECTIVE_KERNEL", "match_by_order", "end_offsets", "align_collectives", "Alignment",
       "check_align", "ALIGN_CHOICES",
       "shift_sources", "world_size", "untraced_ns"]),
+    ("Advice", "Fixes that several analyzers give, worded once.",
+     ["optimizer_fix", "OPTIMIZER_STEP_RANGE", "FOREACH_OPTIMIZERS", "FUSED_OPTIMIZERS"]),
     ("Reports", "Building report tables and the numbers in findings.",
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
       "format_evidence"]),
@@ -204,6 +212,12 @@ CONSTANTS: dict[str, str] = {
     "compiling: the phases PyTorch times with ``dynamo_timed``, ``dynamo``, "
     "``entire_frame_compile``, ``compile_fx``, Triton's compiler; not the compiled code running "
     "nor the guard check of each call.",
+    "OPTIMIZER_STEP_RANGE": "The regular expression (for ``matches``) of host ranges of an "
+    "optimizer step, which PyTorch names after the class (``Optimizer.step#AdamW.step``).",
+    "FOREACH_OPTIMIZERS": "torch.optim's optimizers with a foreach (multi-tensor) "
+    "implementation, lower-case class names.",
+    "FUSED_OPTIMIZERS": "Those of ``FOREACH_OPTIMIZERS`` with fused kernels (CUDA, and the CPU "
+    "since PyTorch 2.4).",
     "DATA_LOADING_RANGE": "The regular expression (for ``matches``) of host ranges that load "
     "input data: PyTorch's DataLoader iterator, its fetch and collate, a Dataset.",
     "COLLECTIVE_KERNEL": "The regular expression (searched in kernel names, any case) of "
@@ -218,8 +232,11 @@ __all__ = [
     "CONSTANTS",
     "DATA_LOADING_RANGE",
     "FEW_SAMPLES",
+    "FOREACH_OPTIMIZERS",
+    "FUSED_OPTIMIZERS",
     "HEAD_SIZE",
     "NO_PROGRESS",
+    "OPTIMIZER_STEP_RANGE",
     "SAMPLE_COLUMNS",
     "SAMPLE_EVENT_ARG",
     "SECTIONS",
@@ -271,6 +288,7 @@ __all__ = [
     "matches",
     "mix64",
     "open_output",
+    "optimizer_fix",
     "percent",
     "plural",
     "preflight",

@@ -28,6 +28,7 @@ from tracekit.toolkit import (
     COMPILE_RANGE,
     DATA_LOADING_RANGE,
     FEW_SAMPLES,
+    OPTIMIZER_STEP_RANGE,
     STEPS_HELP,
     SYNTHETIC_ID_MAX,
     WINDOW_HELP,
@@ -42,6 +43,7 @@ from tracekit.toolkit import (
     is_in,
     is_kernel,
     matches,
+    optimizer_fix,
     percent,
     plural,
     report_table,
@@ -96,6 +98,8 @@ TRAINING = re.compile(r"autograd::engine|Backward\d*$|^Optimizer\.(step|zero_gra
 INPUT_BOUND_PCT = 20.0
 # torch.compile compiling over this share of the traced span: the trace is mostly start-up.
 COMPILE_PCT = 10.0
+# A training loop spending this share of its span in optimizer steps is told how to cut them.
+OPTIMIZER_PCT = 20.0
 # Ops covering less of their busiest thread's span than this: the time is outside ops.
 OP_COVER_PCT = 50.0
 # Outside ops, a frame or range named when its self time is at least this share of the span.
@@ -438,9 +442,17 @@ class CpuAnalyzer(tracekit.Analyzer):
         late = _last_to_arrive(comms)
         if late is not None:
             report.findings.append(late)
+        optimizer = next(iter(_range_shares(ev, span, OPTIMIZER_STEP_RANGE)), None)
+        if not training or optimizer is None or optimizer.pct < OPTIMIZER_PCT:
+            optimizer = None
+        if optimizer is not None:
+            report.findings.append(optimizer.optimizer_finding())
         shares = {"data loading": loading.pct if loading else 0.0,
-                  "collectives": comms[0].pct if comms else 0.0}
-        cover = _busiest_thread(ev, ops, top_level, span) if span else None
+                  "collectives": comms[0].pct if comms else 0.0,
+                  "optimizer steps": optimizer.pct if optimizer else 0.0}
+        explained = [DATA_LOADING_RANGE, COLLECTIVE_RANGE] + (
+            [OPTIMIZER_STEP_RANGE] if optimizer else [])
+        cover = _busiest_thread(ev, ops, top_level, span, explained) if span else None
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
                                             training, shares, torch, cover))
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
@@ -648,6 +660,26 @@ class _Share:
             {"data_loading_ns": self.ns, "data_loading_pct_of_span": self.pct,
              "pid": self.pid, "loader": short_name(self.name, 80)}, fix)
 
+    def optimizer_finding(self) -> Finding:
+        """A training loop's optimizer steps: the fix by the optimizer's class (fused on the
+        CPU); a first step that takes twice the mean of the others created its state."""
+        evidence: dict[str, Any] = {
+            "optimizer_ns": self.ns, "optimizer_pct_of_span": self.pct, "pid": self.pid,
+            "optimizer": short_name(self.name, 80), "calls": self.calls,
+            "first_call_ns": self.first_ns}
+        first = ""
+        if self.calls > 1 and self.first_ns > 2 * (self.ns - self.first_ns) / (self.calls - 1):
+            # The steady state: the span and the steps' time without the first step.
+            steady = percent(self.ns - self.first_ns, self.span - self.first_ns)
+            evidence["after_first_call_pct"] = steady
+            first = (f"; the first took {format_ns(self.first_ns)}: it creates the optimizer's "
+                     f"state; {steady}% after it")
+        fix = optimizer_fix(self.name, cpu=True)
+        return Finding(
+            "warning", f"Optimizer: the training loop spends {self.pct}% of the traced span in "
+            f"optimizer steps ({format_ns(self.ns)}; {self.calls:,} × "
+            f"{short_name(self.name)}{first})", evidence, fix[0].upper() + fix[1:] + ".")
+
     def communication_finding(self, training: str | None, missing: str | None) -> Finding:
         """Collectives on the loop's path. A first call that is half of all their time is
         the ranks arriving at different times (start-up skew), not the transfer; a trace
@@ -785,12 +817,12 @@ class _Cover:
 
 
 def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
-                    span: int) -> _Cover:
+                    span: int, explained: list[str]) -> _Cover:
     """The thread whose top-level ops take the most time: the share of ``span`` they cover
     (their union), and the self time (duration minus nested frames, ranges and ops) of its
     Python frames and host ranges by name: where its time outside ops went. Step ranges
-    (``ProfilerStep#N``), data loading and collective ranges (their own findings) are not
-    named."""
+    (``ProfilerStep#N``) and ranges matching a pattern of ``explained`` (data loading,
+    collectives: their own findings) are not named."""
     pid = ops["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
     tid = ops["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
     start = ops["ts_ns"].to_numpy(zero_copy_only=False)
@@ -814,8 +846,8 @@ def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
     outside: list[tuple[str, int]] = []
     if rows.num_rows:
         self_ns = _nesting(rows.select(["name", "ts_ns", "dur_ns", "pid", "tid"]))[0]
-        named = pc.and_(pc.invert(equals(rows["category"], "host.op")), pc.invert(matches(
-            rows["name"], f"{DATA_LOADING_RANGE}|{COLLECTIVE_RANGE}")))
+        named = pc.and_(pc.invert(equals(rows["category"], "host.op")),
+                        pc.invert(matches(rows["name"], "|".join(explained))))
         keep = named.to_numpy(zero_copy_only=False)
         names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[keep]
         by: defaultdict[str, float] = defaultdict(float)

@@ -618,3 +618,27 @@ def test_diff_of_runs_with_different_step_counts_compares_per_step_and_ranges_by
     assert ranges["data_load"] == ranges["checkpoint_write"] == "new"
     assert ranges["forward"] == ranges["backward"] == "gone"
     assert not any(n.startswith("ProfilerStep#") for n in ranges)
+
+
+def test_a_training_loop_in_optimizer_steps_is_told_to_fuse_them():
+    """Recorded here (fixtures/torch-cpu/record_adamw_cpu.py): AdamW(foreach=True) over 40
+    small parameter tensors; on the CPU only fused=True makes the step one pass."""
+    path = FIXTURES / "torch-cpu" / "adamw_cpu.pt.trace.json.gz"
+    step_ns, pid, span, ranges = _range_share(
+        path, lambda name: name.startswith("Optimizer.step#"))
+    assert [n for _, _, n in ranges] == ["Optimizer.step#AdamW.step"] * 4
+    first = ranges[0][1]
+    assert first <= 2 * (step_ns - first) / 3  # no state-creation note for this run
+    [finding] = _titled(cpu_report(path), "Optimizer")
+    pct = percent(step_ns, span)
+    assert finding.title == (f"Optimizer: the training loop spends {pct}% of the traced span in "
+                             f"optimizer steps ({format_ns(step_ns)}; 4 × "
+                             "Optimizer.step#AdamW.step)")
+    assert finding.evidence == {"optimizer_ns": step_ns, "optimizer_pct_of_span": pct,
+                                "pid": pid, "optimizer": "Optimizer.step#AdamW.step",
+                                "calls": 4, "first_call_ns": first}
+    assert finding.suggestion.startswith(
+        "Use a fused optimizer (torch.optim.AdamW(..., fused=True), on the CPU since")
+    # Below the line, or not training: no finding (the MLP's SGD steps).
+    assert not _titled(cpu_report(FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"),
+                       "Optimizer")

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from tracekit.plugins.diagnosis.program import Program
-from tracekit.toolkit import format_bytes, format_ns
+from tracekit.toolkit import format_bytes, format_ns, optimizer_fix
 
 # Pageable copies are worth pinning when they take at least this share of copy time.
 PAGEABLE_SHARE_PCT = 10.0
@@ -259,36 +259,6 @@ def _vendor_gemm(p: Program, f: Facts, tool: str) -> Fix:
                f"remains with {tool}",
                f"top kernel {f.top_kernel} takes {_pct(f.top_kernel_pct)} of compute and is "
                "not a library kernel")
-
-
-# torch.optim's optimizers with a foreach (multi-tensor) implementation; of them, these also
-# have fused kernels.
-FOREACH_OPTIMIZERS = frozenset({"adadelta", "adafactor", "adagrad", "adam", "adamw", "adamax",
-                                "asgd", "nadam", "radam", "rmsprop", "rprop", "sgd"})
-FUSED_OPTIMIZERS = frozenset({"adam", "adamw", "sgd", "adagrad"})
-# PyTorch names the optimizer's ranges after its class: Optimizer.step#AdamW.step.
-_OPTIMIZER_CLASS = re.compile(r"Optimizer\.(?:step|zero_grad)#(\w+)\.")
-
-
-def optimizer_fix(where: str) -> str:
-    """The fix for host time in an optimizer, by its class where the range names it: a fused
-    or foreach implementation for torch.optim's own; for another optimizer its own knobs
-    (Shampoo inverts preconditioners: less often, or split over the ranks)."""
-    found = _OPTIMIZER_CLASS.search(where)
-    name = found.group(1) if found else None
-    if name is None or name.lower() in FOREACH_OPTIMIZERS:
-        use = (f"torch.optim.{name}(..., "
-               f"{'fused' if name.lower() in FUSED_OPTIMIZERS else 'foreach'}=True)" if name
-               else "torch.optim.AdamW(..., fused=True)")
-        return (f"use a fused or foreach optimizer (e.g. {use}) so the step is a few kernels, "
-                "not one per parameter")
-    if "shampoo" in name.lower():
-        return (f"{name}'s step updates and inverts its preconditioners: invert them less "
-                "often (Distributed Shampoo's precondition_frequency, "
-                "start_preconditioning_step) or split the work over the ranks (its "
-                "distributed_config)")
-    return (f"{name} is not one of torch.optim's foreach or fused optimizers: shorten its host "
-            "work per step (a multi-tensor implementation, its costly updates less often)")
 
 
 def _gap_place(f: Facts) -> tuple[str, str]:
