@@ -473,3 +473,15 @@ def test_analyze_page_draws_in_chromium(case, tmp_path):
     for pid, plot in dom.plots.items():
         assert plot["svg"] and plot["marks"], f"{case}: {pid} drew nothing"
     assert len(dom.scripts) == 2 + len(dom.plots)
+
+
+def test_the_summary_section_is_titled_after_what_it_holds(registry):
+    """A GPU trace's summary lists kernels, API calls and memory operations; a CPU-only
+    trace's holds its annotation ranges alone and says so."""
+    _, _, gpu = _page(registry, TORCH)
+    path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+    trace = tracekit.read(path, registry=registry)
+    reports = tracekit.analyze(trace, report_analyzers(trace, registry), registry=registry)
+    cpu = render_html(trace, reports, [str(path)], registry=registry)
+    assert b"<h2>Top kernels, API calls and memory operations" in gpu
+    assert b"Top kernels" not in cpu and b"<h2>Summary: annotation ranges" in cpu

@@ -210,7 +210,11 @@ def _summary(page: Page, report: Report | None) -> None:
     if empty:
         body.append(f'<p class="note">nothing in this trace for: {text(", ".join(empty))}</p>')
     body.append(notes_html(report.notes))
-    page.section("summary", "Top kernels, API calls and memory operations", "".join(body))
+    gpu = any(report.tables[n].num_rows for n in ("kernels", "api", "memops_time")
+              if n in report.tables)
+    # A trace without GPU work: its summary holds annotation ranges only.
+    page.section("summary", "Top kernels, API calls and memory operations" if gpu else
+                 "Summary: annotation ranges", "".join(body))
 
 
 def _cpu(page: Page, trace: Trace | None, reports: list[Report], on_top: set[str]) -> None:
