@@ -69,13 +69,13 @@ def starts_with(column: Column, prefix: str) -> pa.ChunkedArray:
 #: a Dataset's ``__getitem__``): a regular expression over names, for ``matches``.
 DATA_LOADING_RANGE = r"(?i)dataloader|_next_data|collate|\bdataset\b"
 #: Host ranges of torch.compile compiling (TorchDynamo's tracing, AOTAutograd, Inductor's code
-#: generation, Triton's compiler): the phases PyTorch times with ``dynamo_timed``, its
-#: outermost ``dynamo`` and ``entire_frame_compile`` ranges, ``compile_fx``. Not the compiled
-#: code running (``Torch-Compiled Region``, ``CompiledFunction``) nor the guard check of
-#: each call (``TorchDynamo Cache Lookup``).
+#: generation): the phases PyTorch times with ``dynamo_timed``, its outermost ``dynamo`` and
+#: ``entire_frame_compile`` ranges, ``compile_fx…``. Not the compiled code running
+#: (``Torch-Compiled Region``, ``CompiledFunction``, Python frames under ``torch/_inductor/``
+#: or ``triton/``, which every call of a compiled model has) nor the guard check of each call
+#: (``TorchDynamo Cache Lookup``).
 COMPILE_RANGE = (r"\(dynamo_timed\)$|^(dynamo|entire_frame_compile|backend_compile"
-                 r"|inductor_compile|async_compile\.wait)$|^compile_fx|triton/compiler"
-                 r"|_inductor/")
+                 r"|inductor_compile|async_compile\.wait)$|^compile_fx")
 #: Host ranges of an exchange between ranks: PyTorch's ``record_param_comms``, ``c10d::`` ops
 #: and the process groups' own ranges (``nccl:all_reduce``, ``gloo:all_reduce``, ``mpi:``,
 #: ``ucc:``, ``xccl:``), and MPI's blocking calls (``MPI_Wait``, ``MPI_Allreduce``,

@@ -98,6 +98,7 @@ from tracekit.stats import (
     share_margins,
 )
 from tracekit.window import (
+    STEP_RANGE,
     STEPS_HELP,
     WINDOW_HELP,
     restrict,
@@ -177,7 +178,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["preflight", "open_output", "check_not_input"]),
     ("Windows", "For analyzers that look at a part of a trace: ``-O window=START:END`` and "
      "``-O steps=A:B``, with the same rules and help everywhere.",
-     ["restrict", "window_of", "time_span", "step_ranges", "WINDOW_HELP", "STEPS_HELP"]),
+     ["restrict", "window_of", "time_span", "step_ranges", "STEP_RANGE", "WINDOW_HELP",
+      "STEPS_HELP"]),
     ("Running", "For plugin commands: the registry the command line uses, and what a plain "
      "``analyze`` would run on a trace.", ["default_registry", "trace_kind",
                                             "default_analyzers"]),
@@ -210,8 +212,10 @@ CONSTANTS: dict[str, str] = {
     "``MPI_Allreduce``, ``MPI_Recv`` ...).",
     "COMPILE_RANGE": "The regular expression (for ``matches``) of host ranges of torch.compile "
     "compiling: the phases PyTorch times with ``dynamo_timed``, ``dynamo``, "
-    "``entire_frame_compile``, ``compile_fx``, Triton's compiler; not the compiled code running "
-    "nor the guard check of each call.",
+    "``entire_frame_compile``, ``compile_fx…``; not the compiled code running (nor its Python "
+    "frames under ``torch/_inductor/`` or ``triton/``) nor the guard check of each call.",
+    "STEP_RANGE": "The regular expression (for ``matches``) of PyTorch's step ranges, "
+    "``ProfilerStep#N`` (N its group).",
     "OPTIMIZER_STEP_RANGE": "The regular expression (for ``matches``) of host ranges of an "
     "optimizer step, which PyTorch names after the class (``Optimizer.step#AdamW.step``).",
     "FOREACH_OPTIMIZERS": "torch.optim's optimizers with a foreach (multi-tensor) "
@@ -243,6 +247,7 @@ __all__ = [
     "SQLITE_MAGIC",
     "STAT_COLUMNS",
     "STEPS_HELP",
+    "STEP_RANGE",
     "SYNTHETIC_ID_MAX",
     "TABLE_NAMES",
     "TIME_EVENTS",

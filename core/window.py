@@ -18,7 +18,9 @@ from tracekit.columns import equals, starts_with
 from tracekit.errors import OptionError
 from tracekit.model import Trace
 
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+#: PyTorch's step ranges, ``ProfilerStep#N`` (a regular expression for ``matches``).
+STEP_RANGE = r"^ProfilerStep#(\d+)$"
+STEP_NAME = re.compile(STEP_RANGE)
 #: ``-O`` help of the options ``restrict`` takes, for analyzers that offer them.
 WINDOW_HELP = "analyze only START:END (times since the first event: 2s:5s, :500ms)"
 STEPS_HELP = "analyze only ProfilerStep#A..B (A:B, or N)"

@@ -29,6 +29,7 @@ from tracekit.toolkit import (
     DATA_LOADING_RANGE,
     FEW_SAMPLES,
     OPTIMIZER_STEP_RANGE,
+    STEP_RANGE,
     STEPS_HELP,
     SYNTHETIC_ID_MAX,
     WINDOW_HELP,
@@ -385,7 +386,7 @@ class CpuAnalyzer(tracekit.Analyzer):
     def _host_ops(self, trace: Trace, report: Report) -> None:
         ev = trace.events
         ops = ev.filter(equals(ev["category"], "host.op")).select(
-            ["name", "ts_ns", "dur_ns", "pid", "tid"])
+            ["name", "ts_ns", "dur_ns", "pid", "tid", "source"])
         ops = ops.filter(pc.and_(pc.is_valid(ops["ts_ns"]), pc.is_valid(ops["dur_ns"])))
         self_ns, top_level = _nesting(ops)
         by = _by_name(ops, self_ns)
@@ -818,44 +819,79 @@ class _Cover:
 
 def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
                     span: int, explained: list[str]) -> _Cover:
-    """The thread whose top-level ops take the most time: the share of ``span`` they cover
-    (their union), and the self time (duration minus nested frames, ranges and ops) of its
-    Python frames and host ranges by name: where its time outside ops went. Step ranges
-    (``ProfilerStep#N``) and ranges matching a pattern of ``explained`` (data loading,
-    collectives: their own findings) are not named."""
+    """The thread whose top-level ops take the most time, and the share of its process' span
+    (``span`` where one process ran ops) that those ops cover (their union). Under
+    ``OP_COVER_PCT``, where the thread's time outside ops went: the time each of its Python
+    frames and host ranges is the innermost open event (``innermost_times``), by name. Step
+    ranges (``ProfilerStep#N``) and ranges matching a pattern of ``explained`` (data loading,
+    collectives, optimizer steps: their own findings) are not named."""
+    source = ops["source"].cast(pa.string()).to_numpy(zero_copy_only=False)
     pid = ops["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
     tid = ops["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
     start = ops["ts_ns"].to_numpy(zero_copy_only=False)
     end = start + ops["dur_ns"].to_numpy(zero_copy_only=False)
-    code, (pids, tids) = factorize(pid[top_level], tid[top_level])
+    code, (sources, pids, tids) = factorize(source[top_level], pid[top_level], tid[top_level])
     busy = np.bincount(code, weights=(end - start)[top_level], minlength=len(pids))
-    best = int(np.argmax(busy)) if len(busy) else 0
-    mine = top_level & (pid == pids[best]) & (tid == tids[best]) if len(busy) else top_level
-    covered = iv.total(iv.union(start[mine], end[mine]))
-    key = (None if pids[best] < 0 else int(pids[best]), None if tids[best] < 0 else
-           int(tids[best])) if len(busy) else (None, None)
-    rows = events.filter(pc.and_(is_in(events["category"], ["host.op", "host.python",
-                                                             "host.annotation"]),
-                                 pc.and_(pc.is_valid(events["ts_ns"]),
-                                         pc.is_valid(events["dur_ns"]))))
-    rows = rows.filter(pc.and_(pc.equal(rows["pid"].fill_null(-1), int(pids[best]) if len(
-        busy) else -1), pc.equal(rows["tid"].fill_null(-1), int(tids[best]) if len(busy) else -1)))
-    # Step ranges begin and end inside the profiler's step() call: they overlap its frames
-    # without nesting, and would take the frames' children as theirs.
-    rows = rows.filter(pc.invert(matches(rows["name"], r"^ProfilerStep#\d+$")))
-    outside: list[tuple[str, int]] = []
-    if rows.num_rows:
-        self_ns = _nesting(rows.select(["name", "ts_ns", "dur_ns", "pid", "tid"]))[0]
-        named = pc.and_(pc.invert(equals(rows["category"], "host.op")),
-                        pc.invert(matches(rows["name"], "|".join(explained))))
-        keep = named.to_numpy(zero_copy_only=False)
-        names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[keep]
-        by: defaultdict[str, float] = defaultdict(float)
-        for name, ns in zip(names.tolist(), self_ns[keep].tolist(), strict=True):
-            by[name] += ns
-        outside = sorted(((n, int(v)) for n, v in by.items()
-                          if percent(v, span) >= OUTSIDE_NAMED_PCT), key=lambda nv: -nv[1])[:3]
-    return _Cover(key, len(pids), span, percent(covered, span), outside)
+    if not len(busy):
+        return _Cover((None, None), 0, span, 0.0, [])
+    best = int(np.argmax(busy))
+    where = (str(sources[best]), int(pids[best]), int(tids[best]))
+    mine = top_level & (source == where[0]) & (pid == where[1]) & (tid == where[2])
+    processes = len(set(zip(sources.tolist(), pids.tolist(), strict=True)))
+    if processes > 1:  # processes start at different times: its own span
+        span = _process_spans(events).get(where[:2], span)
+    cover = _Cover((None if where[1] < 0 else where[1], None if where[2] < 0 else where[2]),
+                   len(pids), span, percent(iv.total(iv.union(start[mine], end[mine])), span),
+                   [])
+    if cover.pct >= OP_COVER_PCT or not span:
+        return cover
+    rows = events.select(["category", "name", "ts_ns", "dur_ns", "source", "pid", "tid"])
+    rows = rows.filter(pc.and_(
+        pc.and_(is_in(rows["category"], ["host.op", "host.python", "host.annotation"]),
+                pc.and_(pc.is_valid(rows["ts_ns"]), pc.is_valid(rows["dur_ns"]))),
+        pc.and_(pc.equal(rows["source"].cast(pa.string()), where[0]),
+                pc.and_(pc.equal(rows["pid"].fill_null(-1), where[1]),
+                        pc.equal(rows["tid"].fill_null(-1), where[2])))))
+    first = rows["ts_ns"].to_numpy(zero_copy_only=False)
+    inner = innermost_times(first, first + rows["dur_ns"].to_numpy(zero_copy_only=False))
+    named = pc.and_(pc.invert(equals(rows["category"], "host.op")), pc.invert(matches(
+        rows["name"], "|".join([STEP_RANGE, *explained])))).to_numpy(zero_copy_only=False)
+    ranked = _by_name(rows.filter(named), inner[named]).ranked
+    cover.outside = [(n, int(ns)) for n, ns in ranked
+                     if percent(ns, span) >= OUTSIDE_NAMED_PCT][:3]
+    return cover
+
+
+def innermost_times(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per event: how long it is the innermost open event, the latest started of those open
+    (a flame chart's self time). Unlike nesting by containment, this holds where events
+    overlap without nesting: a ``record_function`` range begins inside its ``__enter__``
+    frame and outlives it, a ``ProfilerStep`` range spans two ``step()`` calls."""
+    n = len(start)
+    out = np.zeros(n, dtype=np.float64)
+    if not n:
+        return out
+    times = np.concatenate([end, start])
+    is_start = np.repeat([0, 1], n)  # at one time, ends before starts
+    # Starts at one time: the longer first, so that the shorter is the innermost.
+    order = np.lexsort((np.concatenate([np.zeros(n), -(end - start)]), is_start, times))
+    rows = np.concatenate([np.arange(n), np.arange(n)])[order].tolist()
+    starts = is_start[order].tolist()
+    at = times[order].tolist()
+    closed = [False] * n
+    stack: list[int] = []
+    before = at[0]
+    for row, opens, t in zip(rows, starts, at, strict=True):
+        while stack and closed[stack[-1]]:
+            stack.pop()
+        if stack and t > before:
+            out[stack[-1]] += t - before
+        before = t
+        if opens:
+            stack.append(row)
+        else:
+            closed[row] = True
+    return out
 
 
 def _compile_finding(trace: Trace, compiling: _Share) -> Finding:
@@ -936,9 +972,11 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
 def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Finding:
     """Ops cover little of the span: what the input-bound and communication findings account
     for, then the Python frames and ranges that hold the rest, if the trace recorded any."""
+    ids = ", ".join(f"{what} {i}" for what, i in zip(("pid", "tid"), cover.thread,
+                                                     strict=True) if i is not None)
     where = "" if cover.threads == 1 else (
-        f" on their busiest thread (pid {cover.thread[0]}, tid {cover.thread[1]})")
-    evidence: dict[str, Any] = {"op_time_pct_of_span": cover.pct}
+        " on their busiest thread" + (f" ({ids})" if ids else ""))
+    evidence: dict[str, Any] = {"op_cover_pct": cover.pct}
     if cover.threads > 1:
         evidence["threads_with_ops"] = cover.threads
     named = ", ".join(f"{short_name(n, 60)} ({format_ns(ns)}, {percent(ns, cover.span)}%)"

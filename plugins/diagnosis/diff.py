@@ -20,20 +20,25 @@ from tracekit.plugins.diagnosis.timeline import device_timelines
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     DATA_LOADING_RANGE,
+    STEP_RANGE,
+    equals,
     format_ns,
-    is_in,
     matches,
     percent,
     report_table,
     short_name,
+    step_ranges,
     time_span,
 )
 from tracekit.toolkit import intervals as iv
 
-# The profiler's own records (Kineto's "PyTorch Profiler (0)" span, its "Iteration Start" and
-# "Record Window End" markers): they run past the program, by the profiler's shut-down.
-PROFILER_OWN = ("host.profiler", "host.instant")
-STEP_RANGE = r"^ProfilerStep#\d+$"
+# The profiler's own records: its span (Kineto's "PyTorch Profiler (0)") and Kineto's
+# instant markers; they run past the program, by the profiler's shut-down.
+PROFILER_SPANS = "host.profiler"
+PROFILER_MARKERS = r"^(Iteration Start: PyTorch Profiler|Record Window End)$"
+# The per-op counters that emit_nvtx (and record_shapes) append to range names: a name per
+# call, which would make every range new or gone.
+RANGE_COUNTERS = r", (seq|op_id|sizes|input_op_ids) = .*$"
 
 
 class DiffAnalyzer(tracekit.Analyzer):
@@ -59,7 +64,8 @@ class DiffAnalyzer(tracekit.Analyzer):
         for key, category, title in (("kernels", "gpu.kernel", "GPU kernels"),
                                      ("ops", "host.op", "Framework ops (host time)"),
                                      ("ranges", "host.annotation", "User ranges (host time)")):
-            per_name = _per_name(trace, category, a, b)
+            per_name = _per_name(trace, category, a, b, RANGE_COUNTERS if key == "ranges"
+                                 else None)
             if key == "ranges":  # step ranges are numbered: each run's would be new or gone
                 per_name = per_name.filter(pc.invert(matches(per_name["name"], STEP_RANGE)))
                 if not per_name.num_rows:
@@ -112,25 +118,24 @@ def _totals(trace: Trace, a: str, b: str) -> pa.Table:
 
 def _traced_span(events: pa.Table, source: str) -> int:
     """From the input's first timed event to the end of its last (wall-clock time), the
-    profiler's own span and markers left out (``PROFILER_OWN``)."""
+    profiler's own span and markers left out (``PROFILER_SPANS``, ``PROFILER_MARKERS``)."""
+    own = pc.or_(equals(events["category"], PROFILER_SPANS), pc.and_(
+        equals(events["category"], "host.instant"), matches(events["name"], PROFILER_MARKERS)))
     span = time_span(events.filter(pc.and_(pc.equal(events["source"].cast(pa.string()), source),
-                                           pc.invert(is_in(events["category"], PROFILER_OWN)))))
+                                           pc.invert(own))))
     return span[1] - span[0] if span else 0
 
 
 def _step_finding(trace: Trace, a: str, b: str) -> Finding | None:
-    """Inputs holding different numbers of ``ProfilerStep`` ranges: their totals are not
-    comparable, their mean steps are."""
-    ev = trace.events
-    steps = ev.filter(pc.and_(matches(ev["name"], STEP_RANGE),
-                              pc.and_(pc.equal(ev["category"].cast(pa.string()),
-                                               "host.annotation"),
-                                      pc.is_valid(ev["dur_ns"]))))
-    source = steps["source"].cast(pa.string())
+    """Inputs holding different numbers of ``ProfilerStep`` ranges (distinct step numbers:
+    the ranks of a run each record the same steps): their totals are not comparable, their
+    mean steps are."""
+    steps = step_ranges(trace)
     counts, means = [], []
     for s in (a, b):
-        dur = steps.filter(pc.equal(source, s))["dur_ns"].to_numpy(zero_copy_only=False)
-        counts.append(len(dur))
+        mine = steps.filter(pc.equal(steps["source"], s))
+        dur = pc.subtract(mine["end"], mine["start"]).to_numpy(zero_copy_only=False)
+        counts.append(len(pc.unique(mine["step"])))
         means.append(int(dur.mean()) if len(dur) else 0)
     if not all(counts) or counts[0] == counts[1]:
         return None
@@ -157,13 +162,18 @@ def _range_time(slices: pa.Table, source: pa.ChunkedArray, category: pa.ChunkedA
     return iv.total(iv.union(start, start + rows["dur_ns"].fill_null(0).to_numpy()))
 
 
-def _per_name(trace: Trace, category: str, a: str, b: str) -> pa.Table:
-    """Per name: count and total time in each input, the change, and new/gone/changed."""
+def _per_name(trace: Trace, category: str, a: str, b: str,
+              strip: str | None = None) -> pa.Table:
+    """Per name (without what matches ``strip``): count and total time in each input, the
+    change, and new/gone/changed."""
     ev = trace.events
     rows = ev.filter(pc.and_(pc.equal(ev["category"].cast(pa.string()), category),
                              pc.equal(ev["kind"].cast(pa.string()), "slice")))
+    names = rows["name"].cast(pa.string())
+    if strip:
+        names = pc.replace_substring_regex(names, strip, "")
     grouped = pa.table({"source": rows["source"].cast(pa.string()),
-                        "name": rows["name"].cast(pa.string()),
+                        "name": names,
                         "dur": rows["dur_ns"].fill_null(0)}) \
         .group_by(["source", "name"], use_threads=False) \
         .aggregate([("dur", "sum"), ("dur", "count")])

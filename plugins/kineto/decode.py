@@ -7,7 +7,7 @@ blocks split between two events, so neither the whole text nor a Python object p
 the whole document is ever held.
 
 Timestamps are read as floats while a float holds them to the ns; from the first block with
-one that it does not (absolute epoch µs with a fraction, as PyTorch wrote them in 2023-2024),
+one that it does not (absolute epoch µs with a fraction, as PyTorch wrote them from 2024-03),
 ``ts`` and ``dur`` are taken as their decimal text and converted exactly by Arrow's decimal
 cast.
 
