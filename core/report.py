@@ -4,6 +4,7 @@ one table as CSV); plugins add more as ``ReportFormat`` components."""
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import textwrap
 from dataclasses import dataclass, field
@@ -203,6 +204,14 @@ def table_csv(reports: list[Report], name: str | None) -> bytes:
     return out.getvalue()
 
 
+def table_subject(report: Report, name: str) -> str:
+    """What a table of ``report`` lists, for "nothing in this trace for: ...": its title up
+    to a parenthesis or a comma ("GPU kernels, largest time change first" -> "GPU kernels"),
+    its first letter lower-cased unless the word is an acronym."""
+    head = re.split(r" \(|, ", report.table_titles.get(name, name))[0]
+    return head[:1].lower() + head[1:] if head[1:2].islower() else head
+
+
 def render_text(reports: list[Report], width: int | None = None) -> str:
     """Render reports for a terminal: findings first, then each table."""
     width = width or shutil.get_terminal_size((100, 24)).columns
@@ -224,7 +233,7 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
         empty = []
         for name, table in report.tables.items():
             if table.num_rows == 0:
-                empty.append(report.table_titles.get(name, name).split(" (")[0].lower())
+                empty.append(table_subject(report, name))
                 continue
             out.append("")
             out.append(report.table_titles.get(name, name))

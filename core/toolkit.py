@@ -68,6 +68,7 @@ from tracekit.report import (
     percent,
     report_table,
     short_name,
+    table_subject,
 )
 from tracekit.stacks import (
     SAMPLE_COLUMNS,
@@ -170,7 +171,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["optimizer_fix", "OPTIMIZER_STEP_RANGE", "FOREACH_OPTIMIZERS", "FUSED_OPTIMIZERS"]),
     ("Reports", "Building report tables and the numbers in findings.",
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
-      "format_evidence"]),
+      "format_evidence", "table_subject"]),
     ("Reading and progress", "", ["Progress", "NO_PROGRESS", "HEAD_SIZE", "read_errors",
                                    "decode_text", "gc_paused"]),
     ("Outputs", "For plugin commands that write files: the rules ``tracekit convert`` "
@@ -314,6 +315,7 @@ __all__ = [
     "starts_with",
     "step_ranges",
     "table_names",
+    "table_subject",
     "text_or_none",
     "thread_names",
     "time_event",

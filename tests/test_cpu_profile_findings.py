@@ -733,3 +733,14 @@ def test_diff_span_keeps_tracepoint_instants(tmp_path):
     [report] = analyze_report([str(one), str(later)], ["diff"]).reports
     totals = {r["metric"]: r for r in report.tables["totals"].to_pylist()}
     assert [totals["traced span"][k] for k in ("baseline", "candidate")] == [0, 500_000_000]
+
+
+def test_empty_tables_are_named_by_what_they_list():
+    """A diff of two CPU runs has no GPU kernels: the text says so in the table's own words,
+    without its ordering and with its acronym kept."""
+    from tracekit.frontend import analyze_report
+
+    paths = [str(FIXTURES / "torch-cpu" / f"loader_workers{w}.pt.trace.json.gz") for w in (0, 2)]
+    [report] = analyze_report(paths, ["diff"]).reports
+    assert report.table_titles["kernels"] == "GPU kernels, largest time change first"
+    assert "(nothing in this trace for: GPU kernels)" in render_text([report], width=200)

@@ -19,7 +19,7 @@ from tracekit.plugins.html_report.markup import (
     text,
 )
 from tracekit.plugins.html_report.strip import busy_strip
-from tracekit.toolkit import default_analyzers, format_ns, trace_kind
+from tracekit.toolkit import default_analyzers, format_ns, table_subject, trace_kind
 
 if TYPE_CHECKING:
     from tracekit import Registry
@@ -205,8 +205,7 @@ def _summary(page: Page, report: Report | None) -> None:
         return
     body = [_table(report, n) for n in (*SUMMARY_TABLES, *[t for t in report.tables
                                                           if t not in SUMMARY_TABLES])]
-    empty = [report.table_titles.get(n, n).split(" (")[0] for n, t in report.tables.items()
-             if not t.num_rows]
+    empty = [table_subject(report, n) for n, t in report.tables.items() if not t.num_rows]
     if empty:
         body.append(f'<p class="note">nothing in this trace for: {text(", ".join(empty))}</p>')
     body.append(notes_html(report.notes))
