@@ -994,7 +994,12 @@ def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Find
         evidence.update({f"{what.replace(' ', '_')}_pct_of_span": pct
                          for what, pct in found.items()})
         said = " and ".join(f"{what} {pct}%" for what, pct in found.items())
-        fix = f"Of the span, {said} (the findings above); for the rest, {rest}."
+        if cover.pct + sum(found.values()) >= 100 - OUTSIDE_NAMED_PCT and not cover.outside:
+            # Nothing left worth a profile of its own.
+            fix = (f"Of the span, {said} (the findings above): that accounts for the time "
+                   "outside ops.")
+        else:
+            fix = f"Of the span, {said} (the findings above); for the rest, {rest}."
     else:
         fix = f"The rest is {rest}." if not cover.outside else rest[0].upper() + rest[1:] + "."
     return Finding("warning", f"Ops cover {cover.pct}% of the traced span{where}", evidence,
