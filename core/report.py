@@ -296,9 +296,10 @@ _ID_KEYS = frozenset({"pid", "tid", "device", "stream", "rank"})
 def format_evidence(key: str, v: Any) -> str:
     """An evidence value by the unit its key names: ``*_ns`` as a duration, ``*bytes`` as a
     size, ``*_pct`` as a percentage, an id (``pid``, ``tid``, ``device``, ``stream``,
-    ``rank``, ``*_id``) as its digits; anything else as it is."""
+    ``rank``, ``*_id`` and those names after a prefix: ``late_pid``) as its digits; anything
+    else as it is."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if key in _ID_KEYS or key.endswith("_id"):
+        if key.rsplit("_", 1)[-1] in _ID_KEYS or key.endswith("_id"):
             return str(v)
         if key.endswith("_ns"):
             return format_ns(v)

@@ -41,6 +41,7 @@ from tracekit.toolkit import (
     factorize,
     format_ns,
     idle_rows,
+    input_ranks,
     is_in,
     is_kernel,
     matches,
@@ -112,6 +113,9 @@ COMMUNICATION_PCT = 20.0
 SMALL_OP_NS = 20_000  # top-level ops averaging less: per-op dispatch overhead dominates
 MATMUL_OPS = re.compile(r"aten::(addmm|mm|bmm|matmul|linear|conv\w*|_convolution|baddbmm"
                         r"|mkldnn_\w+|einsum)$")
+# DistributedDataParallel's own ranges and ops: DDP is in use.
+DDP_RANGE = r"^DistributedDataParallel\.forward|reducer::|^torch\.distributed\.ddp"
+CONV_OPS = re.compile(r"aten::(conv\w*|_convolution|mkldnn_convolution)$")
 KERNEL_HINTS = (
     (re.compile(r"copy_user\w*|copy_to_user|copy_from_user|\w*memcpy\w*|skb_copy\w*"),
      "copying data between kernel and user space (read/recv/send): use larger buffers, fewer "
@@ -428,32 +432,43 @@ class CpuAnalyzer(tracekit.Analyzer):
         report.findings.append(Finding("info", title, evidence))
         durations = ops["dur_ns"].to_numpy(zero_copy_only=False)[top_level]
         training = _training(ev)
-        compiling = next(iter(_range_shares(ev, span, COMPILE_RANGE)), None)
+        # Ranges, frames and ops that overlap a window are kept whole: their shares are of
+        # their part within it.
+        bounds = (start, end)
+        compiling = next(iter(_range_shares(ev, span, COMPILE_RANGE, bounds)), None)
         if compiling is not None and compiling.pct >= COMPILE_PCT:
             report.findings.append(_compile_finding(trace, compiling))
-        loading = next(iter(_range_shares(ev, span, DATA_LOADING_RANGE)), None)
+        loading = next(iter(_range_shares(ev, span, DATA_LOADING_RANGE, bounds)), None)
         if loading is not None and loading.pct < INPUT_BOUND_PCT:
             loading = None
         if loading is not None:
             report.findings.append(loading.loading_finding(training))
-        comms = [c for c in _range_shares(ev, span, COLLECTIVE_RANGE)
-                 if c.pct >= COMMUNICATION_PCT]
+        every_comm = _range_shares(ev, span, COLLECTIVE_RANGE, bounds)
+        comms = [c for c in every_comm if c.pct >= COMMUNICATION_PCT]
         missing = _ranks_missing(trace)
-        report.findings.extend(c.communication_finding(training, missing) for c in comms)
+        straggler = _straggler(trace, every_comm)
+        ddp = bool(pc.any(matches(ev["name"], DDP_RANGE)).as_py()) if ev.num_rows else False
+        report.findings.extend(c.communication_finding(training, missing, straggler, ddp)
+                               for c in comms)
+        if straggler is not None:
+            report.findings.append(straggler.finding)
         late = _last_to_arrive(comms)
         if late is not None:
             report.findings.append(late)
-        optimizer = next(iter(_range_shares(ev, span, OPTIMIZER_STEP_RANGE)), None)
+        optimizer = next(iter(_range_shares(ev, span, OPTIMIZER_STEP_RANGE, bounds)), None)
         if not training or optimizer is None or optimizer.pct < OPTIMIZER_PCT:
             optimizer = None
         if optimizer is not None:
             report.findings.append(optimizer.optimizer_finding())
-        shares = {"data loading": loading.pct if loading else 0.0,
-                  "collectives": comms[0].pct if comms else 0.0,
-                  "optimizer steps": optimizer.pct if optimizer else 0.0}
         explained = [DATA_LOADING_RANGE, COLLECTIVE_RANGE] + (
             [OPTIMIZER_STEP_RANGE] if optimizer else [])
-        cover = _busiest_thread(ev, ops, top_level, span, explained) if span else None
+        cover = _busiest_thread(ev, ops, top_level, span, explained, bounds) if span else None
+        # What the findings above say of the busiest thread's process, not of another one.
+        shares = {what: found.pct for what, found in (
+            ("data loading", loading), *(("collectives", c) for c in comms),
+            ("optimizer steps", optimizer))
+            if found is not None and cover is not None
+            and (found.source, found.pid) == (cover.source, cover.thread[0])}
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
                                             training, shares, torch, cover))
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
@@ -681,11 +696,23 @@ class _Share:
             f"optimizer steps ({format_ns(self.ns)}; {self.calls:,} × "
             f"{short_name(self.name)}{first})", evidence, fix[0].upper() + fix[1:] + ".")
 
-    def communication_finding(self, training: str | None, missing: str | None) -> Finding:
+    def communication_finding(self, training: str | None, missing: str | None,
+                              straggler: _Straggler | None = None,
+                              ddp: bool = False) -> Finding:
         """Collectives on the loop's path. A first call that is half of all their time is
         the ranks arriving at different times (start-up skew), not the transfer; a trace
-        holding fewer ranks than the run's world size cannot tell waiting from sending."""
-        if training:
+        holding fewer ranks than the run's world size cannot tell waiting from sending; where
+        another process is the straggler, this one waits for it; DistributedDataParallel in
+        use is not told to use it."""
+        if straggler is not None and straggler.late.pid != self.pid:
+            fix = (f"The collectives wait for process {straggler.late.pid}"
+                   f"{straggler.rank_words} (the straggler finding): make its work per step "
+                   "match the others', not the exchange.")
+        elif training and ddp:
+            fix = ("DistributedDataParallel is in use: its gradient buckets already overlap "
+                   "backward; tune bucket_cap_mb, and check that the ranks reach each "
+                   "collective together: a late rank makes the others wait here.")
+        elif training:
             fix = ("Overlap gradient communication with backward: DistributedDataParallel "
                    "all-reduces gradient buckets while backward runs (bucket_cap_mb); fewer, "
                    "larger collectives (one all-reduce of a flattened buffer, not one per "
@@ -720,7 +747,8 @@ class _Share:
             f"{after})", evidence, fix)
 
 
-def _range_shares(events: pa.Table, span: int, pattern: str) -> list[_Share]:
+def _range_shares(events: pa.Table, span: int, pattern: str,
+                  bounds: tuple[int, int] | None = None) -> list[_Share]:
     """Time in host ranges whose name matches ``pattern``, per process, most first (ranges
     nest, and a process may run them on several threads: their union per process); none
     where no range matches. Shares are of ``span``, or where several processes hold such
@@ -734,13 +762,15 @@ def _range_shares(events: pa.Table, span: int, pattern: str) -> list[_Share]:
         return []
     start = rows["ts_ns"].to_numpy(zero_copy_only=False)
     end = start + rows["dur_ns"].to_numpy(zero_copy_only=False)
+    if bounds is not None:  # each range's part within them
+        start, end = np.clip(start, *bounds), np.clip(end, *bounds)
     process = list(zip(rows["source"].cast(pa.string()).to_pylist(),
                        rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False).tolist(),
                        strict=True))
     codes = {p: i for i, p in enumerate(dict.fromkeys(process))}  # order of first appearance
     keys = np.array([codes[p] for p in process])
     names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
-    own = _process_spans(events) if len(codes) > 1 else {}
+    own = _process_spans(events, bounds) if len(codes) > 1 else {}
     shares = []
     for (source, pid), key in codes.items():
         mine = keys == key
@@ -756,12 +786,15 @@ def _range_shares(events: pa.Table, span: int, pattern: str) -> list[_Share]:
     return sorted(shares, key=lambda sh: -sh.ns)
 
 
-def _process_spans(events: pa.Table) -> dict[tuple[str, int], int]:
-    """Per (input, pid): the span of its program's ops and ranges."""
+def _process_spans(events: pa.Table, bounds: tuple[int, int] | None = None
+                   ) -> dict[tuple[str, int], int]:
+    """Per (input, pid): the span of its program's ops and ranges (within ``bounds``)."""
     rows = events.filter(pc.and_(is_in(events["category"], PROGRAM_CATEGORIES),
                                  pc.is_valid(events["ts_ns"])))
     start = rows["ts_ns"].to_numpy(zero_copy_only=False)
     end = start + rows["dur_ns"].fill_null(0).to_numpy(zero_copy_only=False)
+    if bounds is not None:
+        start, end = np.clip(start, *bounds), np.clip(end, *bounds)
     source = rows["source"].cast(pa.string()).to_numpy(zero_copy_only=False)
     code, (sources, pids) = factorize(source, rows["pid"].fill_null(-1).to_numpy(
         zero_copy_only=False))
@@ -793,6 +826,42 @@ def _last_to_arrive(comms: list[_Share]) -> Finding | None:
         "shows it.")
 
 
+@dataclass
+class _Straggler:
+    """The process the others wait for in their collectives, and what says so."""
+
+    late: _Share
+    waiting: _Share
+    rank_words: str  # " (rank N)" where the inputs name their ranks
+    finding: Finding
+
+
+def _straggler(trace: Trace, every: list[_Share]) -> _Straggler | None:
+    """Of processes that run collectives, the one the others wait for: a collective ends
+    when the last rank arrives, so the ranks that arrive early spend their time in it. Where
+    one process spends the most of its span in collectives (at least COMMUNICATION_PCT) and
+    another at most a third of that, the latter is the straggler."""
+    if len(every) < 2:
+        return None
+    waiting = max(every, key=lambda c: c.pct)
+    late = min(every, key=lambda c: c.pct)
+    if waiting.pct < COMMUNICATION_PCT or late.pct * 3 > waiting.pct:
+        return None
+    ranks = {r.source: r.rank for r in input_ranks(trace)} if len(trace.sources) > 1 else {}
+    rank = ranks.get(late.source)
+    words = f" (rank {rank})" if rank is not None else ""
+    finding = Finding(
+        "warning", f"Straggler: process {late.pid}{words} spends {late.pct}% of its span in "
+        f"collectives against {waiting.pct}% on process {waiting.pid}: the others wait for it",
+        {"late_pid": late.pid, "late_collectives_pct": late.pct, "waiting_pid": waiting.pid,
+         "waiting_collectives_pct": waiting.pct, **({"late_rank": rank} if words else {})},
+        f"A collective ends when the last rank arrives: process {late.pid} arrives late and "
+        "the others wait. Balance the work per rank (data shards, sequence lengths), and see "
+        f"where process {late.pid}'s time goes (tracekit analyze its trace -a cpu); check its "
+        "host too (CPU affinity, other processes).")
+    return _Straggler(late, waiting, words, finding)
+
+
 def _ranks_missing(trace: Trace) -> str | None:
     """"the input holds N of the run's M ranks" where the traces name a larger world size
     (Kineto ``distributedInfo``) than the processes they hold; else None."""
@@ -810,6 +879,7 @@ class _Cover:
     """How much of ``span`` the ops of the thread with the most op time cover, and what its
     Python frames and ranges outside ops take (name, self ns), most first."""
 
+    source: str
     thread: tuple[int | None, int | None]
     threads: int
     span: int
@@ -818,29 +888,35 @@ class _Cover:
 
 
 def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
-                    span: int, explained: list[str]) -> _Cover:
+                    span: int, explained: list[str],
+                    bounds: tuple[int, int] | None = None) -> _Cover:
     """The thread whose top-level ops take the most time, and the share of its process' span
     (``span`` where one process ran ops) that those ops cover (their union). Under
     ``OP_COVER_PCT``, where the thread's time outside ops went: the time each of its Python
     frames and host ranges is the innermost open event (``innermost_times``), by name. Step
     ranges (``ProfilerStep#N``) and ranges matching a pattern of ``explained`` (data loading,
-    collectives, optimizer steps: their own findings) are not named."""
+    collectives, optimizer steps: their own findings) are not named; those of the process'
+    other threads count as the thread's, so that their time is not named again. Everything is
+    cut to ``bounds`` (a window)."""
     source = ops["source"].cast(pa.string()).to_numpy(zero_copy_only=False)
     pid = ops["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
     tid = ops["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
     start = ops["ts_ns"].to_numpy(zero_copy_only=False)
     end = start + ops["dur_ns"].to_numpy(zero_copy_only=False)
+    if bounds is not None:
+        start, end = np.clip(start, *bounds), np.clip(end, *bounds)
     code, (sources, pids, tids) = factorize(source[top_level], pid[top_level], tid[top_level])
     busy = np.bincount(code, weights=(end - start)[top_level], minlength=len(pids))
     if not len(busy):
-        return _Cover((None, None), 0, span, 0.0, [])
+        return _Cover("", (None, None), 0, span, 0.0, [])
     best = int(np.argmax(busy))
     where = (str(sources[best]), int(pids[best]), int(tids[best]))
     mine = top_level & (source == where[0]) & (pid == where[1]) & (tid == where[2])
     processes = len(set(zip(sources.tolist(), pids.tolist(), strict=True)))
     if processes > 1:  # processes start at different times: its own span
-        span = _process_spans(events).get(where[:2], span)
-    cover = _Cover((None if where[1] < 0 else where[1], None if where[2] < 0 else where[2]),
+        span = _process_spans(events, bounds).get(where[:2], span)
+    cover = _Cover(where[0], (None if where[1] < 0 else where[1],
+                              None if where[2] < 0 else where[2]),
                    len(pids), span, percent(iv.total(iv.union(start[mine], end[mine])), span),
                    [])
     if cover.pct >= OP_COVER_PCT or not span:
@@ -851,9 +927,13 @@ def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
                 pc.and_(pc.is_valid(rows["ts_ns"]), pc.is_valid(rows["dur_ns"]))),
         pc.and_(pc.equal(rows["source"].cast(pa.string()), where[0]),
                 pc.and_(pc.equal(rows["pid"].fill_null(-1), where[1]),
-                        pc.equal(rows["tid"].fill_null(-1), where[2])))))
+                        pc.or_(pc.equal(rows["tid"].fill_null(-1), where[2]),
+                               matches(rows["name"], "|".join(explained)))))))
     first = rows["ts_ns"].to_numpy(zero_copy_only=False)
-    inner = innermost_times(first, first + rows["dur_ns"].to_numpy(zero_copy_only=False))
+    last = first + rows["dur_ns"].to_numpy(zero_copy_only=False)
+    if bounds is not None:
+        first, last = np.clip(first, *bounds), np.clip(last, *bounds)
+    inner = innermost_times(first, last)
     named = pc.and_(pc.invert(equals(rows["category"], "host.op")), pc.invert(matches(
         rows["name"], "|".join([STEP_RANGE, *explained])))).to_numpy(zero_copy_only=False)
     ranked = _by_name(rows.filter(named), inner[named]).ranked
@@ -961,11 +1041,13 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
         out.append(_cover_finding(cover, shares or {}, torch))
     math = sum(s for n, s in ranked if MATMUL_OPS.match(n))
     if math / total >= 0.3 and not low:
+        convs = any(CONV_OPS.match(n) for n, _ in ranked)
         out.append(Finding(
             "info", f"Matrix math (mm, addmm, bmm, matmul, linear, conv, einsum) takes "
             f"{percent(math, total)}% of op self time", {"matmul_pct": percent(math, total)},
             "CPU GEMM speed is the lever: use torch.set_num_threads() up to the physical "
-            "cores, bfloat16 autocast on CPUs with AVX512-BF16/AMX, channels_last for convs."))
+            "cores, bfloat16 autocast on CPUs with AVX512-BF16/AMX"
+            + (", channels_last for convs." if convs else ".")))
     return out
 
 
@@ -983,8 +1065,9 @@ def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Find
                       for n, ns in cover.outside)
     if cover.outside:
         evidence["outside_ops"] = named
-        rest = (f"outside any op the time is in {named}: that code (waiting, I/O or Python "
-                "work) is what to speed up, overlap or take off the loop, not the ops below")
+        rest = (f"outside any op the time is in {named}: that code (native library work, "
+                "Python, waiting or I/O) is what to make cheaper or to move off the loop "
+                "(worker processes, a background thread), not the ops below")
     else:
         rest = ("Python or waiting outside any op: profile the Python side (py-spy, perf "
                 "with -X perf)" + (", or record with with_stack=True to see its frames"

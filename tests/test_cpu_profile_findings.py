@@ -749,3 +749,78 @@ def test_empty_tables_are_named_by_what_they_list():
     [report] = analyze_report(paths, ["diff"]).reports
     assert report.table_titles["kernels"] == "GPU kernels, largest time change first"
     assert "(nothing in this trace for: GPU kernels)" in render_text([report], width=200)
+
+
+def _union_within(ranges, lo, hi):
+    """Length of the union of (start, duration) ranges, each cut to [lo, hi]."""
+    covered, end = 0, None
+    for a, b in sorted((max(t, lo), min(t + d, hi)) for t, d in ranges):
+        if b <= a:
+            continue
+        if end is None or a > end:
+            covered, end = covered + b - a, b
+        elif b > end:
+            covered, end = covered + b - end, b
+    return covered
+
+
+def test_a_window_counts_the_part_of_each_range_within_it():
+    """``-O window=`` keeps the ranges that overlap it whole, but their shares are of their
+    part within it: num_workers=0 loading in 100 ms to 300 ms, by the JSON."""
+    from decimal import Decimal
+
+    path = FIXTURES / "torch-cpu" / "loader_workers0.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"]
+                  if e.get("ph") not in ("M", "s", "f") and "ts" in e]
+    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+    origin = min(ns(e["ts"]) for e in events)
+    program = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
+    lo = max(min(ns(e["ts"]) for e in program), origin + 100_000_000)
+    hi = min(max(ns(e["ts"]) + ns(e.get("dur", 0)) for e in program), origin + 300_000_000)
+    loading = _union_within([(ns(e["ts"]), ns(e["dur"])) for e in program
+                             if "DataLoader" in e["name"]], lo, hi)
+    report = tracekit.analyze(tracekit.read(path), "cpu", options=["window=100ms:300ms"])[0]
+    [finding] = _titled(report, "Input-bound")
+    assert report.findings[0].evidence["span_ns"] == hi - lo
+    assert finding.evidence["data_loading_ns"] == loading
+    assert finding.evidence["data_loading_pct_of_span"] == percent(loading, hi - lo) <= 100
+
+
+def _collective_shares(path):
+    """Independently: pid, rank, and the share of the process' program span in collective
+    ranges (their union), by the JSON."""
+    from decimal import Decimal
+
+    with gzip.open(path) as f:
+        doc = json.load(f)
+    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+    program = [e for e in doc["traceEvents"] if e.get("ph") == "X"
+               and e.get("cat") in ("cpu_op", "user_annotation")]
+    lo = min(ns(e["ts"]) for e in program)
+    hi = max(ns(e["ts"]) + ns(e["dur"]) for e in program)
+    comm = [(ns(e["ts"]), ns(e["dur"])) for e in program if e["name"] == "record_param_comms"
+            or e["name"].startswith(("c10d::", "gloo:"))]
+    return program[0]["pid"], doc["distributedInfo"]["rank"], percent(
+        _union_within(comm, lo, hi), hi - lo)
+
+
+def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp():
+    """Recorded here (fixtures/torch-cpu/record_ddp_cpu.py): gloo DDP, rank 1 sleeps 80 ms a
+    step before its forward. Rank 0 spends most of its span in all-reduce waiting for it;
+    rank 1 little. Alone, rank 0 is told DDP is in use, not to use it."""
+    paths = [FIXTURES / "torch-cpu" / f"ddp_rank{r}.pt.trace.json.gz" for r in (0, 1)]
+    (pid0, rank0, pct0), (pid1, rank1, pct1) = map(_collective_shares, paths)
+    assert (rank0, rank1) == (0, 1) and pct1 * 3 <= pct0
+    report = cpu_report_of(paths)
+    [late] = _titled(report, "Straggler")
+    assert late.title == (f"Straggler: process {pid1} (rank 1) spends {pct1}% of its span in "
+                          f"collectives against {pct0}% on process {pid0}: the others wait for "
+                          "it")
+    assert late.evidence == {"late_pid": pid1, "late_collectives_pct": pct1, "waiting_pid": pid0,
+                             "waiting_collectives_pct": pct0, "late_rank": 1}
+    [waits] = _titled(report, "Communication")
+    assert waits.suggestion.startswith(f"The collectives wait for process {pid1} (rank 1)")
+    [alone] = _titled(cpu_report(paths[0]), "Communication")
+    assert alone.suggestion.startswith("DistributedDataParallel is in use")
+    assert "use DistributedDataParallel" not in alone.suggestion
