@@ -824,3 +824,28 @@ def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp():
     [alone] = _titled(cpu_report(paths[0]), "Communication")
     assert alone.suggestion.startswith("DistributedDataParallel is in use")
     assert "use DistributedDataParallel" not in alone.suggestion
+
+
+def test_diff_of_runs_recorded_with_different_settings_says_so():
+    """One run recorded with with_stack=True, the other without (record_hostwait_cpu.py): a
+    warning says so, and the totals give each run's host op time (the union of its ops), so
+    that a span change outside ops is not put on the ops."""
+    from decimal import Decimal
+
+    from tracekit.frontend import analyze_report
+
+    paths = [FIXTURES / "torch-cpu" / f"hostwait_{v}.pt.trace.json.gz" for v in ("ranges", "stack")]
+    op_time = []
+    for path in paths:
+        with gzip.open(path) as f:
+            ops = [(int(Decimal(str(e["ts"])) * 1000), int(Decimal(str(e["dur"])) * 1000))
+                   for e in json.load(f)["traceEvents"]
+                   if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+        op_time.append(_union_within(ops, 0, 2**62))
+    [report] = analyze_report([str(p) for p in paths], ["diff"]).reports
+    totals = {r["metric"]: r for r in report.tables["totals"].to_pylist()}
+    assert [totals["host op time"][k] for k in ("baseline", "candidate")] == op_time
+    [settings] = _titled(report, "Only ")
+    assert settings.title == (f"Only {paths[1].name} has Python frames (recorded with "
+                              "with_stack=True): the two were recorded with different settings")
+    assert settings.evidence == {"with_python_frames": paths[1].name}

@@ -73,9 +73,8 @@ class DiffAnalyzer(tracekit.Analyzer):
             report.tables[key] = per_name.slice(0, self.options.top or None)
             report.table_titles[key] = f"{title}, largest time change first"
             report.findings.extend(_name_findings(per_name, title.split(" (")[0]))
-        steps = _step_finding(trace, a, b)
-        report.findings[:0] = _total_findings(report.tables["totals"]) + (
-            [steps] if steps else [])
+        extra = [f for f in (_step_finding(trace, a, b), _settings_finding(trace, a, b)) if f]
+        report.findings[:0] = _total_findings(report.tables["totals"]) + extra
         return report
 
 
@@ -102,6 +101,10 @@ def _totals(trace: Trace, a: str, b: str) -> pa.Table:
     if not any(v for _, _, values in metrics for v in values):
         metrics = []  # neither input ran GPU work: no rows of zeros
     metrics.append(("traced span", "ns", [_traced_span(trace.events, s) for s in (a, b)]))
+    # Where a span's change lies: in framework ops (their union over threads) or outside.
+    host_ops = [_range_time(ev, source, category, s, ".", "host.op") for s in (a, b)]
+    if any(host_ops):
+        metrics.append(("host op time", "ns", host_ops))
     for label, pattern in (("host time in data loading", DATA_LOADING_RANGE),
                            ("host time in collectives", COLLECTIVE_RANGE)):
         values = [_range_time(ev, source, category, s, pattern) for s in (a, b)]
@@ -124,6 +127,23 @@ def _traced_span(events: pa.Table, source: str) -> int:
     span = time_span(events.filter(pc.and_(pc.equal(events["source"].cast(pa.string()), source),
                                            pc.invert(own))))
     return span[1] - span[0] if span else 0
+
+
+def _settings_finding(trace: Trace, a: str, b: str) -> Finding | None:
+    """One input recorded with Python frames (the PyTorch profiler's with_stack) and the other
+    without: recording them adds host time, so host times do not compare as they are."""
+    python = trace.events.filter(equals(trace.events["category"], "host.python"))
+    have = set(pc.unique(python["source"].cast(pa.string())).to_pylist()) if \
+        python.num_rows else set()
+    if len(have & {a, b}) != 1:
+        return None
+    (with_frames,) = have & {a, b}
+    return Finding(
+        "warning", f"Only {with_frames} has Python frames (recorded with with_stack=True): "
+        "the two were recorded with different settings",
+        {"with_python_frames": with_frames},
+        "recording Python frames adds host time to every call: record both runs with the "
+        "same profiler settings before comparing host times")
 
 
 def _step_finding(trace: Trace, a: str, b: str) -> Finding | None:
@@ -152,10 +172,11 @@ def _step_finding(trace: Trace, a: str, b: str) -> Finding | None:
 
 
 def _range_time(slices: pa.Table, source: pa.ChunkedArray, category: pa.ChunkedArray,
-                which: str, pattern: str) -> int:
-    """Host time the input spent in ranges named as ``pattern`` (their union: nested ranges
-    and ranges of several threads at once count once)."""
-    keep = pc.and_(pc.and_(pc.equal(source, which), pc.starts_with(category, "host.")),
+                which: str, pattern: str, prefix: str = "host.") -> int:
+    """Host time the input spent in ranges named as ``pattern`` whose category starts with
+    ``prefix`` (their union: nested ranges and ranges of several threads at once count
+    once)."""
+    keep = pc.and_(pc.and_(pc.equal(source, which), pc.starts_with(category, prefix)),
                    pc.and_(pc.is_valid(slices["ts_ns"]), matches(slices["name"], pattern)))
     rows = slices.filter(keep)
     start = rows["ts_ns"].to_numpy()
@@ -226,16 +247,21 @@ def _host_findings(rows: dict[str, dict]) -> list[Finding]:
     change = span["change"]
     evidence = {"baseline_ns": span["baseline"], "candidate_ns": span["candidate"]}
     for label, key in (("host time in data loading", "data_loading_change_ns"),
-                       ("host time in collectives", "collectives_change_ns")):
+                       ("host time in collectives", "collectives_change_ns"),
+                       ("host op time", "host_op_change_ns")):
         if label in rows:
             evidence[key] = rows[label]["change"]
     sign = "+" if change > 0 else ""
+    fix = "" if change <= 0 else "the ops and ranges below changed the most"
+    ops = evidence.get("host_op_change_ns")
+    if change > 0 and ops is not None and abs(ops) * 2 < change:
+        fix = (f"framework ops account for {format_ns(ops)} of it: the change is outside ops "
+               "(the ranges below, data loading, Python or waiting; Python frames, recorded "
+               "with with_stack=True, show where)")
     return [Finding(
         severity="info" if change <= 0 else "warning",
         title=f"Traced span {sign}{format_ns(change)} ({sign}{span['change_pct']}%)",
-        evidence=evidence,
-        suggestion="" if change <= 0 else "the ops and ranges below changed the most",
-        cost_ns=max(change, 0))]
+        evidence=evidence, suggestion=fix, cost_ns=max(change, 0))]
 
 
 def _name_findings(per_name: pa.Table, what: str) -> list[Finding]:
