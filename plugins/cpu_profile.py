@@ -39,6 +39,7 @@ from tracekit.toolkit import (
     equals,
     event_base,
     factorize,
+    format_bytes,
     format_ns,
     idle_rows,
     input_ranks,
@@ -460,6 +461,9 @@ class CpuAnalyzer(tracekit.Analyzer):
             optimizer = None
         if optimizer is not None:
             report.findings.append(optimizer.optimizer_finding())
+        memory = _memory_finding(ev, ops)
+        if memory is not None:
+            report.findings.append(memory)
         explained = [DATA_LOADING_RANGE, COLLECTIVE_RANGE] + (
             [OPTIMIZER_STEP_RANGE] if optimizer else [])
         cover = _busiest_thread(ev, ops, top_level, span, explained, bounds) if span else None
@@ -972,6 +976,35 @@ def innermost_times(start: np.ndarray, end: np.ndarray) -> np.ndarray:
         else:
             closed[row] = True
     return out
+
+
+def _memory_finding(events: pa.Table, ops: pa.Table) -> Finding | None:
+    """What a profile_memory=True trace says of host memory: the peak of the allocator's
+    "CPU memory allocated" counter, and the largest single allocation with the innermost op
+    on its thread at that moment (the op that asked for it)."""
+    peak = events.filter(pc.and_(equals(events["name"], "CPU memory allocated"),
+                                 equals(events["kind"], "counter")))
+    if not peak.num_rows:
+        return None
+    top = pc.max(peak["value"]).as_py()
+    evidence: dict[str, Any] = {"peak_allocated_bytes": int(top or 0)}
+    title = f"Memory: host allocations peak at {format_bytes(top or 0)}"
+    allocs = events.filter(pc.and_(equals(events["category"], "host.memory"),
+                                   pc.greater(pc.fill_null(events["bytes"], 0), 0)))
+    if allocs.num_rows:
+        row = allocs.slice(pc.index(allocs["bytes"], pc.max(allocs["bytes"])).as_py(), 1)
+        size, at = row["bytes"][0].as_py(), row["ts_ns"][0].as_py()
+        evidence["largest_allocation_bytes"] = size
+        title += f"; the largest allocation is {format_bytes(size)}"
+        mine = ops.filter(pc.and_(
+            pc.and_(pc.equal(ops["pid"], row["pid"][0]), pc.equal(ops["tid"], row["tid"][0])),
+            pc.and_(pc.less_equal(ops["ts_ns"], at),
+                    pc.greater_equal(pc.add(ops["ts_ns"], ops["dur_ns"]), at))))
+        if mine.num_rows:
+            by = str(mine["name"][int(np.argmax(mine["ts_ns"].to_numpy()))].as_py())
+            evidence["largest_by"] = short_name(by, 60)
+            title += f", by {short_name(by, 60)}"
+    return Finding("info", title, evidence)
 
 
 def _compile_finding(trace: Trace, compiling: _Share) -> Finding:

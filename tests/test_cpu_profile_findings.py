@@ -849,3 +849,28 @@ def test_diff_of_runs_recorded_with_different_settings_says_so():
     assert settings.title == (f"Only {paths[1].name} has Python frames (recorded with "
                               "with_stack=True): the two were recorded with different settings")
     assert settings.evidence == {"with_python_frames": paths[1].name}
+
+
+def test_a_memory_profile_gives_the_peak_and_the_largest_allocation():
+    """profile_memory=True (the MLP, record_mlp_cpu.py): the allocator's peak, the largest
+    allocation and the innermost op on its thread at that moment, by the JSON."""
+    from decimal import Decimal
+
+    from tracekit.toolkit import format_bytes
+
+    path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    memory = [e for e in events if e.get("name") == "[memory]"]
+    peak = max(e["args"]["Total Allocated"] for e in memory)
+    largest = max(memory, key=lambda e: e["args"]["Bytes"])
+    at = Decimal(str(largest["ts"]))
+    around = [e for e in events if e.get("cat") == "cpu_op" and e["tid"] == largest["tid"]
+              and Decimal(str(e["ts"])) <= at <= Decimal(str(e["ts"])) + Decimal(str(e["dur"]))]
+    by = max(around, key=lambda e: Decimal(str(e["ts"])))["name"]
+    [finding] = _titled(cpu_report(path), "Memory")
+    size = largest["args"]["Bytes"]
+    assert finding.title == (f"Memory: host allocations peak at {format_bytes(peak)}; the "
+                             f"largest allocation is {format_bytes(size)}, by {by}")
+    assert finding.evidence == {"peak_allocated_bytes": peak, "largest_allocation_bytes": size,
+                                "largest_by": by}
