@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -596,7 +597,9 @@ def op_self_times(ops: pa.Table) -> np.ndarray:
 
 def _nesting(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """Per op: its self time (``op_self_times``), and whether it is top-level: no op on the
-    same thread encloses it."""
+    same thread encloses it. Thread by thread: where the thread's ops nest (each within the
+    one it is found under), column-wise (``_nested_thread``); else, and where an op lasts no
+    time (two at one instant nest by the loop's rule), by the loop over a stack."""
     n = ops.num_rows
     out = ops["dur_ns"].to_numpy(zero_copy_only=False).astype(np.float64)
     top = np.ones(n, dtype=bool)
@@ -607,12 +610,49 @@ def _nesting(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     pid = pc.fill_null(ops["pid"], -1).to_numpy(zero_copy_only=False)
     tid = pc.fill_null(ops["tid"], -1).to_numpy(zero_copy_only=False)
     order = np.lexsort((-dur, ts, tid, pid))
+    p, q = pid[order], tid[order]
+    cuts = np.flatnonzero(np.r_[True, (p[1:] != p[:-1]) | (q[1:] != q[:-1]), True]).tolist()
+    for a, b in pairwise(cuts):
+        rows = order[a:b]
+        if not _nested_thread(rows, ts, dur, out, top):
+            _nested_loop(rows, ts, dur, out, top)
+    return np.maximum(out, 0.0), top
+
+
+def _nested_thread(rows: np.ndarray, ts: np.ndarray, dur: np.ndarray, out: np.ndarray,
+                   top: np.ndarray) -> bool:
+    """One thread's ``rows`` (by start, longer first), column-wise: an op's depth is the ops
+    before it still open when it starts; its parent the last op one level up. False (nothing
+    written) where an op lasts no time or is not within its parent (ops that overlap without
+    nesting): the loop's rules decide those."""
+    t, d = ts[rows], dur[rows]
+    if not len(rows) or (d <= 0).any():
+        return False
+    e = t + d
+    m = len(rows)
+    depth = np.arange(m) - np.searchsorted(np.sort(e), t, side="right")
+    inner = np.flatnonzero(depth > 0)
+    if len(inner):
+        keys = np.sort(depth.astype(np.int64) * m + np.arange(m))
+        at = np.searchsorted(keys, (depth[inner] - 1).astype(np.int64) * m + inner) - 1
+        parent = keys[np.maximum(at, 0)] % m
+        if not ((at >= 0) & (keys[np.maximum(at, 0)] // m == depth[inner] - 1)
+                & (e[parent] >= e[inner]) & (e[parent] > t[inner])).all():
+            return False
+        children = np.zeros(m, dtype=np.float64)
+        np.add.at(children, parent, d[inner])
+        out[rows] -= children
+        top[rows[inner]] = False
+    return True
+
+
+def _nested_loop(rows: np.ndarray, ts: np.ndarray, dur: np.ndarray, out: np.ndarray,
+                 top: np.ndarray) -> None:
+    """One thread's ``rows`` (by start, longer first) over a stack: an op ended by the next
+    one's start is popped (two that last no time at one instant nest), and an op that ends
+    within the top one is its child."""
     stack: list[int] = []
-    key = None
-    for i in order.tolist():
-        k = (pid[i], tid[i])
-        if k != key:
-            stack, key = [], k
+    for i in rows.tolist():
         end = ts[i] + dur[i]
         while stack and ts[stack[-1]] + dur[stack[-1]] <= ts[i] and not (
                 dur[i] == 0 and ts[stack[-1]] + dur[stack[-1]] == ts[i] and dur[stack[-1]] == 0):
@@ -621,7 +661,6 @@ def _nesting(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
             out[stack[-1]] -= dur[i]
             top[i] = False
         stack.append(i)
-    return np.maximum(out, 0.0), top
 
 
 def _training(events: pa.Table) -> str | None:

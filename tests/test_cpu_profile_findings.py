@@ -874,3 +874,48 @@ def test_a_memory_profile_gives_the_peak_and_the_largest_allocation():
                              f"largest allocation is {format_bytes(size)}, by {by}")
     assert finding.evidence == {"peak_allocated_bytes": peak, "largest_allocation_bytes": size,
                                 "largest_by": by}
+
+
+def test_column_wise_nesting_agrees_with_the_stack_loop():
+    """The CPU report's op self times: column-wise where a thread's ops nest, the stack loop
+    where they do not (or last no time). On random ops (nested ones, and ones that overlap
+    without nesting, touch or repeat) both give the loop's self times and top-level ops."""
+    import numpy as np
+    import pyarrow as pa
+    from tracekit.plugins.cpu_profile import _nested_loop, _nested_thread, _nesting
+
+    rng = np.random.default_rng(7)
+
+    def nested(lo, hi, depth, out):
+        for _ in range(int(rng.integers(0, 4)) if depth < 4 and hi - lo > 4 else 0):
+            a = int(rng.integers(lo, hi - 2))
+            b = int(rng.integers(a + 1, hi))
+            out.append((a, b - a))
+            nested(a, b, depth + 1, out)
+            lo = b
+            if lo >= hi - 2:
+                break
+        return out
+
+    for trial in range(400):
+        spans = nested(0, 10_000, 0, []) if trial % 2 else [
+            (int(a), int(d)) for a, d in zip(rng.integers(0, 200, 30), rng.integers(0, 40, 30),
+                                             strict=True)]
+        if not spans:
+            continue
+        n = len(spans)
+        ops = pa.table({"ts_ns": [a for a, _ in spans], "dur_ns": [d for _, d in spans],
+                        "pid": rng.integers(0, 2, n), "tid": rng.integers(0, 2, n)})
+        self_ns, top = _nesting(ops)
+        ts, dur = ops["ts_ns"].to_numpy(), ops["dur_ns"].to_numpy()
+        order = np.lexsort((-dur, ts, ops["tid"].to_numpy(), ops["pid"].to_numpy()))
+        want, want_top = dur.astype(np.float64), np.ones(n, dtype=bool)
+        for key in {(int(p), int(t)) for p, t in zip(ops["pid"].to_numpy(),
+                                                     ops["tid"].to_numpy(), strict=True)}:
+            mine = order[(ops["pid"].to_numpy()[order] == key[0])
+                         & (ops["tid"].to_numpy()[order] == key[1])]
+            _nested_loop(mine, ts, dur, want, want_top)
+            if trial % 2:  # nested ops of positive length: the column-wise path takes them
+                assert _nested_thread(mine, ts, dur, dur.astype(np.float64), np.ones(n, bool))
+        assert np.array_equal(self_ns, np.maximum(want, 0.0)), spans
+        assert np.array_equal(top, want_top), spans
