@@ -821,6 +821,11 @@ def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp():
                              "waiting_collectives_pct": pct0, "late_rank": 1}
     [waits] = _titled(report, "Communication")
     assert waits.suggestion.startswith(f"The collectives wait for process {pid1} (rank 1)")
+    # The ranks analyzer, of GPU timelines, says where CPU-only ranks are compared.
+    [ranks] = tracekit.analyze(tracekit.read([str(p) for p in paths]), "ranks")
+    assert ranks.notes == ["no GPU activity in this trace: a rank here is one GPU's timeline; "
+                           "the CPU report (-a cpu) compares CPU-only ranks by their time in "
+                           "collectives and names a straggler"]
     [alone] = _titled(cpu_report(paths[0]), "Communication")
     assert alone.suggestion.startswith("DistributedDataParallel is in use")
     assert "use DistributedDataParallel" not in alone.suggestion

@@ -238,7 +238,10 @@ class RanksAnalyzer(tracekit.Analyzer):
         report = Report(analyzer=self.name, title="Across ranks")
         ranks = number_ranks([r for part in parts for r in part])
         if not ranks:
-            report.notes.append(NO_GPU)
+            # A rank here is one GPU timeline; the CPU report compares CPU-only processes.
+            report.notes.append(f"{NO_GPU}: a rank here is one GPU's timeline; the CPU "
+                                "report (-a cpu) compares CPU-only ranks by their time in "
+                                "collectives and names a straggler")
             return report
         report.tables["ranks"] = _ranks_table(ranks)
         report.table_titles["ranks"] = "Per rank (one GPU each), first to last GPU activity"
