@@ -429,15 +429,8 @@ def _exact_micros(raws: list[msgspec.Raw]) -> Micros:
     of scale 3 holds the ns as its unscaled integer. Missing or null is not valid; text that
     is not a number, or has more than three decimals (which exact_ns rounds), is Unfit."""
     n = len(raws)
-    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = b"".join(raws)
-    if len(data) > INT32_MAX:
-        raise Unfit
-    text = pa.Array.from_buffers(pa.string(), n, [
-        pa.array(lengths > 0).buffers()[1], pa.py_buffer(offsets.astype(np.int32)),
-        pa.py_buffer(data)], null_count=int((lengths == 0).sum()))
+    lengths, offsets, data = _joined(raws)
+    text = _text_column(lengths > 0, offsets, data, pa.string())
     text = pc.if_else(pc.equal(text, "null"), pa.scalar(None, pa.string()), text)
     try:
         scaled = text.cast(pa.decimal128(38, 3))
@@ -455,11 +448,7 @@ def _texts(raws: list[msgspec.Raw]) -> tuple[pa.Array, np.ndarray]:
     """The args column: each event's raw JSON text, null when absent, null or ``{}`` (whose
     text stays in the data, as decoded by ``_decode_rows``); and which events have an object
     (empty or not) as args."""
-    n = len(raws)
-    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = b"".join(raws)
+    lengths, offsets, data = _joined(raws)
     if _lone_surrogate(data):
         raise Unfit  # msgspec keeps it in raw args; the forgiving path refuses it
     first = np.frombuffer(data, dtype=np.uint8)[offsets[:-1][lengths > 0]]
@@ -471,12 +460,27 @@ def _texts(raws: list[msgspec.Raw]) -> tuple[pa.Array, np.ndarray]:
     for i in np.flatnonzero(keep & (lengths < 16)).tolist():
         if _EMPTY_OBJECT.fullmatch(data, int(offsets[i]), int(offsets[i + 1])):
             keep[i] = False
-    if len(data) > INT32_MAX:
-        raise Unfit  # more than a string column holds
-    arr = pa.Array.from_buffers(pa.binary(), n, [
-        pa.array(keep).buffers()[1], pa.py_buffer(offsets.astype(np.int32)),
-        pa.py_buffer(data)], null_count=int(n - keep.sum()))
+    arr = _text_column(keep, offsets, data, pa.binary())
     return arr.cast(pa.string()), objects  # the cast checks the text is UTF-8
+
+
+def _joined(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """Raw JSON texts end to end: each one's length, their offsets (n + 1) and the bytes."""
+    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
+    offsets = np.zeros(len(raws) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return lengths, offsets, b"".join(raws)
+
+
+def _text_column(keep: np.ndarray, offsets: np.ndarray, data: bytes,
+                 type: pa.DataType) -> pa.Array:
+    """A column of ``type`` (string or binary) over ``data`` at ``offsets``, null where not
+    ``keep``; Unfit past what a string column holds."""
+    if len(data) > INT32_MAX:
+        raise Unfit
+    return pa.Array.from_buffers(type, len(keep), [
+        pa.array(keep).buffers()[1], pa.py_buffer(offsets.astype(np.int32)),
+        pa.py_buffer(data)], null_count=int(len(keep) - keep.sum()))
 
 
 def _keys(part: dict[str, Any], has_args: np.ndarray, slices: tuple[int, int] | None
