@@ -686,6 +686,7 @@ class _Share:
     calls: int
     first_start: int  # the first range of that name: its start and end (ns)
     first_end: int
+    end: int  # where the process' last range of the kind ends (ns)
     span: int  # the traced span the shares are of
     source: str
 
@@ -797,8 +798,7 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
     where no range matches. Shares are of ``span``, or where several processes hold such
     ranges (ranks, which start at different times) of each one's own span."""
     rows = events.filter(pc.and_(matches(events["name"], pattern),
-                                 pc.and_(pc.starts_with(events["category"].cast(pa.string()),
-                                                        "host."),
+                                 pc.and_(starts_with(events["category"], "host."),
                                          pc.is_valid(events["dur_ns"]))))
     rows = rows.filter(pc.is_valid(rows["ts_ns"]))
     if not rows.num_rows or span <= 0:
@@ -807,15 +807,16 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
     end = start + rows["dur_ns"].to_numpy(zero_copy_only=False)
     if bounds is not None:  # each range's part within them
         start, end = np.clip(start, *bounds), np.clip(end, *bounds)
-    process = list(zip(rows["source"].cast(pa.string()).to_pylist(),
-                       rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False).tolist(),
-                       strict=True))
-    codes = {p: i for i, p in enumerate(dict.fromkeys(process))}  # order of first appearance
-    keys = np.array([codes[p] for p in process])
+    keys, (sources, pids) = factorize(
+        rows["source"].cast(pa.string()).to_numpy(zero_copy_only=False),
+        rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False))
+    first_row = np.full(len(pids), len(keys))
+    np.minimum.at(first_row, keys, np.arange(len(keys)))
     names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
-    own = _process_spans(events, bounds) if len(codes) > 1 else {}
+    own = _process_spans(events, bounds) if len(pids) > 1 else {}
     shares = []
-    for (source, pid), key in codes.items():
+    for key in np.argsort(first_row).tolist():  # processes in order of first appearance
+        source, pid = str(sources[key]), int(pids[key])
         mine = keys == key
         loaded = iv.total(iv.union(start[mine], end[mine]))
         span = own.get((source, pid), span)
@@ -825,7 +826,8 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
         shares.append(_Share(ns=int(loaded), pct=percent(loaded, span),
                              pid=None if pid < 0 else pid, name=str(names[longest]),
                              calls=len(same), first_start=int(start[first]),
-                             first_end=int(end[first]), span=span, source=source))
+                             first_end=int(end[first]), end=int(end[mine].max()), span=span,
+                             source=source))
     return sorted(shares, key=lambda sh: -sh.ns)
 
 
@@ -968,7 +970,7 @@ def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
     rows = rows.filter(pc.and_(
         pc.and_(is_in(rows["category"], ["host.op", "host.python", "host.annotation"]),
                 pc.and_(pc.is_valid(rows["ts_ns"]), pc.is_valid(rows["dur_ns"]))),
-        pc.and_(pc.equal(rows["source"].cast(pa.string()), where[0]),
+        pc.and_(equals(rows["source"], where[0]),
                 pc.and_(pc.equal(rows["pid"].fill_null(-1), where[1]),
                         pc.or_(pc.equal(rows["tid"].fill_null(-1), where[2]),
                                matches(rows["name"], "|".join(explained)))))))
@@ -1049,17 +1051,11 @@ def _memory_finding(events: pa.Table, ops: pa.Table) -> Finding | None:
 def _compile_finding(trace: Trace, compiling: _Share) -> Finding:
     """torch.compile compiling in the traced span: start-up, not the steady state. Where the
     trace has ``ProfilerStep`` ranges after the compilation, the fix names them."""
-    ev = trace.events
-    rows = ev.filter(pc.and_(matches(ev["name"], COMPILE_RANGE),
-                             pc.and_(starts_with(ev["category"], "host."),
-                                     pc.is_valid(ev["dur_ns"]))))
-    if compiling.pid is not None:
-        rows = rows.filter(pc.equal(rows["pid"], compiling.pid))
-    done = pc.max(pc.add(rows["ts_ns"], rows["dur_ns"])).as_py()
     steps = step_ranges(trace)
     if compiling.pid is not None and steps.num_rows:
         steps = steps.filter(pc.equal(steps["pid"], compiling.pid))
-    after = steps.filter(pc.greater_equal(steps["start"], done)) if steps.num_rows else steps
+    after = steps.filter(pc.greater_equal(steps["start"], compiling.end)) if steps.num_rows \
+        else steps
     evidence: dict[str, Any] = {
         "compile_ns": compiling.ns, "compile_pct_of_span": compiling.pct, "pid": compiling.pid,
         "longest": short_name(compiling.name, 80)}

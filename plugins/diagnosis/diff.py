@@ -102,7 +102,7 @@ def _totals(trace: Trace, a: str, b: str) -> pa.Table:
         metrics = []  # neither input ran GPU work: no rows of zeros
     metrics.append(("traced span", "ns", [_traced_span(trace.events, s) for s in (a, b)]))
     # Where a span's change lies: in framework ops (their union over threads) or outside.
-    host_ops = [_range_time(ev, source, category, s, ".", "host.op") for s in (a, b)]
+    host_ops = [_range_time(ev, source, category, s, None, "host.op") for s in (a, b)]
     if any(host_ops):
         metrics.append(("host op time", "ns", host_ops))
     for label, pattern in (("host time in data loading", DATA_LOADING_RANGE),
@@ -172,12 +172,14 @@ def _step_finding(trace: Trace, a: str, b: str) -> Finding | None:
 
 
 def _range_time(slices: pa.Table, source: pa.ChunkedArray, category: pa.ChunkedArray,
-                which: str, pattern: str, prefix: str = "host.") -> int:
-    """Host time the input spent in ranges named as ``pattern`` whose category starts with
-    ``prefix`` (their union: nested ranges and ranges of several threads at once count
-    once)."""
+                which: str, pattern: str | None, prefix: str = "host.") -> int:
+    """Host time the input spent in ranges named as ``pattern`` (None: any) whose category
+    starts with ``prefix`` (their union: nested ranges and ranges of several threads at once
+    count once)."""
     keep = pc.and_(pc.and_(pc.equal(source, which), pc.starts_with(category, prefix)),
-                   pc.and_(pc.is_valid(slices["ts_ns"]), matches(slices["name"], pattern)))
+                   pc.is_valid(slices["ts_ns"]))
+    if pattern is not None:
+        keep = pc.and_(keep, matches(slices["name"], pattern))
     rows = slices.filter(keep)
     start = rows["ts_ns"].to_numpy()
     return iv.total(iv.union(start, start + rows["dur_ns"].fill_null(0).to_numpy()))
