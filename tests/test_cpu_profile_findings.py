@@ -240,6 +240,19 @@ def test_time_event_with_terms_ranks_cpu_time(tmp_path):
 
 # --- PyTorch host ops: input-bound ------------------------------------------------------------
 
+def _union_within(ranges, lo, hi):
+    """Length of the union of (start, duration) ranges, each cut to [lo, hi]."""
+    covered, end = 0, None
+    for a, b in sorted((max(t, lo), min(t + d, hi)) for t, d in ranges):
+        if b <= a:
+            continue
+        if end is None or a > end:
+            covered, end = covered + b - a, b
+        elif b > end:
+            covered, end = covered + b - end, b
+    return covered
+
+
 def _range_share(path, test):
     """Independently: the union of the ranges whose name passes ``test`` in the process that
     has the most of them (over its threads), its pid, the span of the program's ops and
@@ -260,13 +273,7 @@ def _range_share(path, test):
             per_process.setdefault(e["pid"], []).append((t, d, e["name"]))
     best = (0, None)
     for pid, ranges in per_process.items():
-        covered, end = 0, None
-        for lo, hi in sorted((t, t + d) for t, d, _ in ranges):
-            if end is None or lo > end:
-                covered, end = covered + hi - lo, hi
-            elif hi > end:
-                covered, end = covered + hi - end, hi
-        best = max(best, (covered, pid))
+        best = max(best, (_union_within([(t, d) for t, d, _ in ranges], 0, 2**62), pid))
     return best[0], best[1], span, sorted(per_process.get(best[1], []))
 
 
@@ -438,21 +445,29 @@ def test_the_html_report_of_a_diff_keeps_captures_of_one_process_apart(tmp_path)
     assert report.findings[0].title in page
 
 
-def test_window_is_shared_by_the_verdict_and_the_cpu_report_and_bounds_the_span():
-    """``-O window=0:1ms`` on a CPU-only trace goes to both default analyzers (one meaning,
-    one help: the toolkit's restrict), each report says so, and the CPU report's span is
-    the program's within the window: from the first timed event of the trace + 0 to + 1 ms."""
+def _program_window(path, lo_ns, hi_ns):
+    """Independently: the program's ops and ranges (cpu_op, user_annotation) of a trace,
+    a µs-text-to-ns converter, and the window [first timed event + lo_ns, + hi_ns] cut to
+    their span, as ``-O window=`` bounds the CPU report's span."""
     from decimal import Decimal
 
-    path = FIXTURES / "torch-cpu" / "sched_cycle1.pt.trace.json.gz"
     with gzip.open(path) as f:
         events = [e for e in json.load(f)["traceEvents"]
                   if e.get("ph") not in ("M", "s", "f") and "ts" in e]
     ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
     origin = min(ns(e["ts"]) for e in events)
     program = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
-    start = max(min(ns(e["ts"]) for e in program), origin)
-    end = min(max(ns(e["ts"]) + ns(e.get("dur", 0)) for e in program), origin + 1_000_000)
+    start = max(min(ns(e["ts"]) for e in program), origin + lo_ns)
+    end = min(max(ns(e["ts"]) + ns(e.get("dur", 0)) for e in program), origin + hi_ns)
+    return program, ns, start, end
+
+
+def test_window_is_shared_by_the_verdict_and_the_cpu_report_and_bounds_the_span():
+    """``-O window=0:1ms`` on a CPU-only trace goes to both default analyzers (one meaning,
+    one help: the toolkit's restrict), each report says so, and the CPU report's span is
+    the program's within the window: from the first timed event of the trace + 0 to + 1 ms."""
+    path = FIXTURES / "torch-cpu" / "sched_cycle1.pt.trace.json.gz"
+    _, _, start, end = _program_window(path, 0, 1_000_000)
     reports = tracekit.analyze(tracekit.read(path), options=["window=0:1ms"])
     assert [r.analyzer for r in reports] == ["bottleneck", "cpu"]
     note = "analyzed only window=0:1ms: the events that overlap it, kept whole"
@@ -751,33 +766,11 @@ def test_empty_tables_are_named_by_what_they_list():
     assert "(nothing in this trace for: GPU kernels)" in render_text([report], width=200)
 
 
-def _union_within(ranges, lo, hi):
-    """Length of the union of (start, duration) ranges, each cut to [lo, hi]."""
-    covered, end = 0, None
-    for a, b in sorted((max(t, lo), min(t + d, hi)) for t, d in ranges):
-        if b <= a:
-            continue
-        if end is None or a > end:
-            covered, end = covered + b - a, b
-        elif b > end:
-            covered, end = covered + b - end, b
-    return covered
-
-
 def test_a_window_counts_the_part_of_each_range_within_it():
     """``-O window=`` keeps the ranges that overlap it whole, but their shares are of their
     part within it: num_workers=0 loading in 100 ms to 300 ms, by the JSON."""
-    from decimal import Decimal
-
     path = FIXTURES / "torch-cpu" / "loader_workers0.pt.trace.json.gz"
-    with gzip.open(path) as f:
-        events = [e for e in json.load(f)["traceEvents"]
-                  if e.get("ph") not in ("M", "s", "f") and "ts" in e]
-    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
-    origin = min(ns(e["ts"]) for e in events)
-    program = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
-    lo = max(min(ns(e["ts"]) for e in program), origin + 100_000_000)
-    hi = min(max(ns(e["ts"]) + ns(e.get("dur", 0)) for e in program), origin + 300_000_000)
+    program, ns, lo, hi = _program_window(path, 100_000_000, 300_000_000)
     loading = _union_within([(ns(e["ts"]), ns(e["dur"])) for e in program
                              if "DataLoader" in e["name"]], lo, hi)
     report = tracekit.analyze(tracekit.read(path), "cpu", options=["window=100ms:300ms"])[0]
