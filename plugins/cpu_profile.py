@@ -936,13 +936,14 @@ def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
                     span: int, explained: list[str],
                     bounds: tuple[int, int] | None = None) -> _Cover:
     """The thread whose top-level ops take the most time, and the share of its process' span
-    (``span`` where one process ran ops) that those ops cover (their union). Under
-    ``OP_COVER_PCT``, where the thread's time outside ops went: the time each of its Python
-    frames and host ranges is the innermost open event (``innermost_times``), by name. Step
-    ranges (``ProfilerStep#N``) and ranges matching a pattern of ``explained`` (data loading,
-    collectives, optimizer steps: their own findings) are not named; those of the process'
-    other threads count as the thread's, so that their time is not named again. Everything is
-    cut to ``bounds`` (a window)."""
+    (``span`` where one process ran ops) that the process' top-level ops, on any thread,
+    cover (their union). Under ``OP_COVER_PCT``, where that thread's time outside ops went:
+    the time each of its Python frames and host ranges is the innermost open event
+    (``innermost_times``), by name. Step ranges (``ProfilerStep#N``) and ranges matching a
+    pattern of ``explained`` (data loading, collectives, optimizer steps: their own findings)
+    are not named; those and the ops of the process' other threads count as the thread's, so
+    that their time is not named as outside ops. Everything is cut to ``bounds`` (a
+    window)."""
     source = ops["source"].cast(pa.string()).to_numpy(zero_copy_only=False)
     pid = ops["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
     tid = ops["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
@@ -956,7 +957,9 @@ def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
         return _Cover("", (None, None), 0, span, 0.0, [])
     best = int(np.argmax(busy))
     where = (str(sources[best]), int(pids[best]), int(tids[best]))
-    mine = top_level & (source == where[0]) & (pid == where[1]) & (tid == where[2])
+    # Framework work of the process on any thread: a thread that waits while another runs
+    # ops (autograd's device threads run a CUDA backward) is not waiting outside ops.
+    mine = top_level & (source == where[0]) & (pid == where[1])
     processes = len(set(zip(sources.tolist(), pids.tolist(), strict=True)))
     if processes > 1:  # processes start at different times: its own span
         span = _process_spans(events, bounds).get(where[:2], span)
@@ -972,7 +975,8 @@ def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
                 pc.and_(pc.is_valid(rows["ts_ns"]), pc.is_valid(rows["dur_ns"]))),
         pc.and_(equals(rows["source"], where[0]),
                 pc.and_(pc.equal(rows["pid"].fill_null(-1), where[1]),
-                        pc.or_(pc.equal(rows["tid"].fill_null(-1), where[2]),
+                        pc.or_(pc.or_(pc.equal(rows["tid"].fill_null(-1), where[2]),
+                                      equals(rows["category"], "host.op")),
                                matches(rows["name"], "|".join(explained)))))))
     first = rows["ts_ns"].to_numpy(zero_copy_only=False)
     last = first + rows["dur_ns"].to_numpy(zero_copy_only=False)
@@ -1122,10 +1126,9 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
 def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Finding:
     """Ops cover little of the span: what the input-bound and communication findings account
     for, then the Python frames and ranges that hold the rest, if the trace recorded any."""
-    ids = ", ".join(f"{what} {i}" for what, i in zip(("pid", "tid"), cover.thread,
-                                                     strict=True) if i is not None)
     where = "" if cover.threads == 1 else (
-        " on their busiest thread" + (f" ({ids})" if ids else ""))
+        f" of process {cover.thread[0]} (its ops on any thread)" if cover.thread[0] is not None
+        else " (ops on any thread)")
     evidence: dict[str, Any] = {"op_cover_pct": cover.pct}
     if cover.threads > 1:
         evidence["threads_with_ops"] = cover.threads
