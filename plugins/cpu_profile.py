@@ -413,9 +413,13 @@ class CpuAnalyzer(tracekit.Analyzer):
         # program's calls in an nsys export) are not told they are PyTorch's.
         torch = bool(pc.any(matches(ops["name"], r"^(aten|c10d|torch)::")).as_py()) \
             if ops.num_rows else False
+        # Asked for (-a cpu) on a trace with GPU work: its host side, not a CPU-only trace.
+        gpu = bool(pc.any(starts_with(ev["category"], "gpu.")).as_py()) if ev.num_rows else False
         evidence: dict[str, Any] = {
             "verdict": "cpu-profile",
-            "input": f"{'PyTorch ' if torch else ''}host ops (no GPU work)",
+            "input": f"{'PyTorch ' if torch else ''}host ops " + (
+                "(the trace has GPU work too: the bottleneck verdict weighs it)" if gpu
+                else "(no GPU work)"),
             "weight_unit": "ns of host op self time", "ops": ops.num_rows,
             "op_self_ns": int(total_self), "span_ns": int(span), "threads": threads}
         if untraced:
@@ -426,7 +430,8 @@ class CpuAnalyzer(tracekit.Analyzer):
             evidence["top_op"], evidence["top_op_pct"] = ranked[0][0], percent(
                 ranked[0][1], total_self)
             evidence["top_op_self_ns"] = int(ranked[0][1])
-        title = (f"CPU-only {'PyTorch ' if torch else ''}trace: {ops.num_rows:,} host ops, "
+        title = ((f"Host side of a GPU {'PyTorch ' if torch else ''}trace" if gpu else
+                  f"CPU-only {'PyTorch ' if torch else ''}trace") + f": {ops.num_rows:,} host ops, "
                  f"{format_ns(total_self)} op self time over {format_ns(span)}"
                  + (" traced" if untraced else ""))
         if ranked:

@@ -916,3 +916,19 @@ def test_column_wise_nesting_agrees_with_the_stack_loop():
                 assert _nested_thread(mine, ts, dur, dur.astype(np.float64), np.ones(n, bool))
         assert np.array_equal(self_ns, np.maximum(want, 0.0)), spans
         assert np.array_equal(top, want_top), spans
+
+
+def test_the_cpu_report_of_a_gpu_trace_says_it_is_the_host_side():
+    """``-a cpu`` on a GPU training trace (HTA's trace_diff control rank): its title and
+    input say the trace has GPU work; the main thread waiting in backward while autograd's
+    device thread runs the ops is not 'outside ops'."""
+    path = shared_path("torch-trace", "hta", "trace_diff_control_rank3_a100.json.gz")
+    with gzip.open(path) as f:
+        ops = sum(1 for e in json.load(f)["traceEvents"]
+                  if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    [report] = tracekit.analyze(tracekit.read(path), "cpu")
+    first = report.findings[0]
+    assert first.title.startswith(f"Host side of a GPU PyTorch trace: {ops:,} host ops")
+    assert first.evidence["input"] == ("PyTorch host ops (the trace has GPU work too: the "
+                                       "bottleneck verdict weighs it)")
+    assert not _titled(report, "Ops cover")
