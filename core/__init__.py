@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "hookimpl": "tracekit.hookspecs",
     "Source": "tracekit.inputs",
     "Analyzer": "tracekit.interfaces",
+    "BatchSink": "tracekit.interfaces",
     "DefaultFor": "tracekit.interfaces",
     "DirectoryWriter": "tracekit.interfaces",
     "NoOptions": "tracekit.interfaces",
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from tracekit.inputs import Source
     from tracekit.interfaces import (
         Analyzer,
+        BatchSink,
         DefaultFor,
         DirectoryWriter,
         NoOptions,
@@ -123,6 +125,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AnalysisError",
     "Analyzer",
+    "BatchSink",
     "DefaultFor",
     "DirectoryWriter",
     "EmptyOutputError",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,8 @@ class TraceBuilder:
     """
 
     def __init__(self, source: str, reader: str = "?",
-                 progress: Progress = NO_PROGRESS) -> None:
+                 progress: Progress = NO_PROGRESS,
+                 sink: Callable[[pa.RecordBatch], None] | None = None) -> None:
         self.source = source
         self.reader = reader
         #: Where the reader reports how far it got (``progress.update(done, total)``).
@@ -56,6 +57,11 @@ class TraceBuilder:
         self.log = ReadLog()
         self._adopted: Trace | None = None  # a whole trace taken as it is (adopt)
         self._batches: list[pa.RecordBatch] = []
+        # Streaming (see Reader.streams_events): each batch goes to the sink as it is added,
+        # and the trace built holds no events.
+        self._sink = sink
+        #: Event rows added so far (those given to the sink included).
+        self.rows = 0
         self._bulk: dict[str, list[pa.Table]] = {}
         self._rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
             "processes": {}, "threads": {}, "devices": {}, "stacks": {}, "frames": {},
@@ -94,7 +100,12 @@ class TraceBuilder:
                 continue
             data = columns.get(f.name)
             arrays.append(self._column(f, data, n))
-        self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=EVENTS_SCHEMA))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=EVENTS_SCHEMA)
+        self.rows += n
+        if self._sink is not None:
+            self._sink(batch)
+        else:
+            self._batches.append(batch)
 
     def _column(self, f: pa.Field, data: ColumnData | None, n: int) -> pa.Array:
         if data is None:
@@ -170,6 +181,9 @@ class TraceBuilder:
     def adopt(self, trace: Trace) -> None:
         """Take a whole Trace as read, sources and account included (for readers of formats
         that store the event model itself, such as tracekit's Parquet datasets)."""
+        if self._sink is not None:
+            raise PluginContractError(f"reader '{self.reader}' streams its events "
+                                      "(streams_events) and cannot adopt a whole trace")
         for name in ("events", "processes", "threads", "devices", "stacks", "frames"):
             table = trace.table(name)
             if not table.schema.equals(SCHEMAS[name]):
@@ -179,7 +193,8 @@ class TraceBuilder:
 
     # -- result ----------------------------------------------------------------------------
     def build(self) -> Trace:
-        """Return the Trace of everything added so far."""
+        """Return the Trace of everything added so far (streaming to a sink: all but the
+        events, which the sink took)."""
         if self._adopted is not None:
             return self._adopted
         if self._batches:

@@ -96,7 +96,8 @@ def convert(
     started = time.monotonic()
     with _progress(quiet) as progress:
         trace, result = run_convert(inputs, output, from_=from_, to=to, options=option,
-                                    annotations=annotate_, force=force, progress=progress)
+                                    annotations=annotate_, force=force, progress=progress,
+                                    stream=True)
     if not quiet:
         _echo(convert_summary(trace, result, output, time.monotonic() - started), err=True)
 

@@ -58,6 +58,10 @@ class Reader(Component):
     #: which ``read`` reads only those columns, the others as empty: a run analyzed one input
     #: per task asks for what its analyzers declare (``Analyzer.event_columns``).
     reads_columns: ClassVar[bool] = False
+    #: Whether ``read`` hands its events to ``out`` in batches as it reads, all of them of one
+    #: source, without ``out.adopt``: a writer that takes batches (``Writer.batch_sink``) then
+    #: writes each batch as it comes, so that memory follows the batch, not the trace.
+    streams_events: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -100,6 +104,9 @@ class Writer(Component):
     #: The ``WriteResult.written`` keys that count event rows: with the rows counted as
     #: skipped they add up to the trace's events (``check_writer`` checks that too).
     event_counts: ClassVar[tuple[str, ...]] = ()
+    #: Whether ``batch_sink`` is implemented: the output can be written batch by batch, in
+    #: memory that follows the batch, from a reader that ``streams_events``.
+    takes_batches: ClassVar[bool] = False
 
     def __init__(self, options: Any = None, progress: Progress | None = None) -> None:
         super().__init__(options)
@@ -108,6 +115,29 @@ class Writer(Component):
     @abstractmethod
     def write(self, trace: Trace, stream: IO[bytes]) -> WriteResult:
         """Write ``trace`` to ``stream``; count everything it cannot represent."""
+
+    def batch_sink(self, stream: Any) -> BatchSink:
+        """Where ``takes_batches`` writers write the events of one input to ``stream`` (what
+        ``write`` would get) batch by batch, as a reader that ``streams_events`` adds them."""
+        raise NotImplementedError(f"writer '{self.name}' does not take batches")
+
+
+class BatchSink(ABC):
+    """A writer's output taking one input's events batch by batch (``Writer.batch_sink``).
+
+    ``add_events`` gets each batch of the event schema as the reader adds it (its
+    dictionaries are its own); ``close`` gets the rest of the trace (side tables, metadata,
+    read account; no events) once the reader is done, and finishes the output. The output is
+    kept only if ``close`` returns: an error on the way removes it.
+    """
+
+    @abstractmethod
+    def add_events(self, batch: pa.RecordBatch) -> None:
+        """Write one batch of event rows."""
+
+    @abstractmethod
+    def close(self, trace: Trace) -> WriteResult:
+        """Finish the output with the rest of ``trace``; return what was written in all."""
 
 
 class DirectoryWriter(Writer):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,31 +147,34 @@ def _options(cls: type[Any], options: Iterable[str] | Any) -> Any:
     return options if dataclasses.is_dataclass(options) else parse_options(cls, options)
 
 
-def read_one(path: str | Path, *, format: str | type[Reader] | None = None,
+def read_one(path: str | Path | Source, *, format: str | type[Reader] | None = None,
              options: Iterable[str] | Any = (), registry: Registry | None = None,
-             progress: Progress = NO_PROGRESS, name: str | None = None) -> Trace:
+             progress: Progress = NO_PROGRESS, name: str | None = None,
+             sink: Callable[[pa.RecordBatch], None] | None = None) -> Trace:
     """Read one input (a file, a directory, or ``"-"`` for standard input) into a Trace whose
-    rows carry ``name`` (default: the file name) as their ``source``."""
+    rows carry ``name`` (default: the file name) as their ``source``; with ``sink``, each
+    batch of events goes to it as the reader adds it, and the Trace holds none."""
     registry = registry or default_registry()
-    source = Source(path)
+    source = path if isinstance(path, Source) else Source(path)
+    where = source.path if isinstance(path, Source) else path
     reader_cls = _resolve(registry, "reader", format, lambda: detect_format(source, registry))
     if source.is_stream and not reader_cls.reads_streams:
         raise UsageError(f"{source.path}: the {reader_cls.name} reader needs a file it can "
                          "open by name; save the input to a file first (readers of streams: "
                          f"{', '.join(_stream_readers(registry))})")
     reader = reader_cls(_options(reader_cls, options))
-    out = TraceBuilder(name or source.name, reader_cls.name, progress=progress)
+    out = TraceBuilder(name or source.name, reader_cls.name, progress=progress, sink=sink)
     try:
         reader.read(source, out)
         return out.build()
     except TracekitError:
         raise
     except MemoryError as exc:
-        raise TraceReadError("out of memory while reading", path=path,
+        raise TraceReadError("out of memory while reading", path=where,
                              reader=reader_cls.name) from exc
     except Exception as exc:  # a reader bug on odd input must still give one clear line
         raise ReaderCrashError(f"reader '{reader_cls.name}' failed: {type(exc).__name__}: "
-                               f"{exc}", path=path, reader=reader_cls.name) from exc
+                               f"{exc}", path=where, reader=reader_cls.name) from exc
 
 
 def read(paths: str | Path | Sequence[str | Path], *, format: str | type[Reader] | None = None,
@@ -293,20 +297,41 @@ def write(trace: Trace, path: str | Path, *, format: str | type[Writer] | None =
         raise UsageError("-o - writes to standard output: pass --to FORMAT")
     writer_cls = _resolve(registry, "writer", format, lambda: writer_for_path(path, registry))
     writer = writer_cls(_options(writer_cls, options), progress=progress)
+    with _write_errors(path, writer_cls, lambda: trace), \
+            _output(path, writer_cls, force) as target:
+        return writer.write(trace, target)
+
+
+@contextlib.contextmanager
+def _output(path: str | Path, writer_cls: type[Writer], force: bool) -> Iterator[Any]:
+    """The output a writer writes into: a fresh directory for directory writers, else a
+    stream (gzip-compressed for a ``.gz`` file); see ``tracekit.outputs``."""
+    if issubclass(writer_cls, DirectoryWriter):
+        with open_output_directory(path, force=force, owns=writer_cls.owns) as directory:
+            yield directory
+        return
+    compress = (os.fspath(path).lower().endswith(".gz")
+                and resolve_output(path).kind in ("new", "file"))
+    with open_output(path, force=force) as stream:
+        if compress:
+            with gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=6, mtime=0) as gz:
+                yield gz
+        else:
+            yield stream
+
+
+@contextlib.contextmanager
+def _write_errors(path: str | Path, writer_cls: type[Writer],
+                  trace: Callable[[], Trace | None]) -> Iterator[None]:
+    """What writing raises as one error naming the output (``trace``: the trace being
+    written, once there is one, for the readers' warnings an empty output quotes)."""
     try:
-        if isinstance(writer, DirectoryWriter):
-            with open_output_directory(path, force=force, owns=writer_cls.owns) as directory:
-                return writer.write(trace, directory)
-        compress = (os.fspath(path).lower().endswith(".gz")
-                    and resolve_output(path).kind in ("new", "file"))
-        with open_output(path, force=force) as stream:
-            if compress:
-                with gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=6, mtime=0) as gz:
-                    return writer.write(trace, gz)
-            return writer.write(trace, stream)
+        yield
     except EmptyOutputError as exc:
         where = "standard output" if os.fspath(path) == STDIO else os.fspath(path)
-        raise EmptyOutputError(f"{where}: {_with_reader_warnings(str(exc), trace)}") from None
+        read = trace()
+        why = str(exc) if read is None else _with_reader_warnings(str(exc), read)
+        raise EmptyOutputError(f"{where}: {why}") from None
     except TracekitError:
         raise
     except BrokenPipeError:
@@ -340,10 +365,14 @@ def route_options(pairs: Sequence[str], reader_cls: type[Reader] | None,
 def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
             from_: str | None = None, to: str | None = None, options: Sequence[str] = (),
             annotations: bool = False, force: bool = False, registry: Registry | None = None,
-            progress: Progress = NO_PROGRESS) -> tuple[Trace, WriteResult]:
+            progress: Progress = NO_PROGRESS, stream: bool = False) -> tuple[Trace, WriteResult]:
     """Read ``inputs``, add the analyzers' annotation tracks if asked, and write ``output``:
     what ``tracekit convert`` does. The output is checked before anything is read (see
     ``tracekit.outputs``); return the trace read and what was written.
+
+    With ``stream`` (what the command asks for), one input whose reader ``streams_events``
+    going to a writer that ``takes_batches`` is written batch by batch as it is read, so that
+    memory follows the batch and not the trace; the trace returned then holds no events.
     """
     registry = registry or default_registry()
     if isinstance(inputs, (str, Path)):
@@ -357,6 +386,12 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     target = preflight(output, force=force, directory=directory,
                        owns=writer_cls.owns if directory else lambda _: False)
     check_not_input(target, list(inputs))
+    writer_options = split_options(writer_opts, [writer_cls])[0]
+    if stream and not annotations and writer_cls.takes_batches:
+        one = _streamed_input(inputs, reader_cls, registry)
+        if one is not None:
+            return _convert_streaming(one, output, reader_opts, writer_cls, writer_options,
+                                      force=force, registry=registry, progress=progress)
     progress.phase("reading")
     trace = read(inputs, format=from_, options=reader_opts, registry=registry,
                  progress=progress)
@@ -364,8 +399,59 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
         progress.phase("annotating")
         trace = annotate(trace, registry)
     progress.phase(f"writing {Path(output).name}")
-    result = write(trace, output, format=writer_cls, options=split_options(
-        writer_opts, [writer_cls])[0], registry=registry, progress=progress, force=force)
+    result = write(trace, output, format=writer_cls, options=writer_options,
+                   registry=registry, progress=progress, force=force)
+    return trace, result
+
+
+def _streamed_input(inputs: Sequence[str | Path], reader_cls: type[Reader] | None,
+                    registry: Registry) -> tuple[Source, type[Reader]] | None:
+    """The one input (opened: standard input can be opened once) and its reader when
+    ``inputs`` are one input (not a run folder) whose reader ``streams_events``; None
+    otherwise."""
+    if len(inputs) != 1:
+        return None
+    run = expand_inputs(inputs, format=reader_cls, registry=registry)
+    if len(run.paths) != 1 or run.skipped or os.fspath(run.paths[0]) != os.fspath(inputs[0]):
+        return None
+    source = Source(run.paths[0])
+    chosen = reader_cls or detect_format(source, registry)
+    return (source, chosen) if chosen.streams_events else None
+
+
+class _SinkFailed(TracekitError):
+    """The writer failed on a batch: carried through the reader, raised again as it was."""
+
+
+def _convert_streaming(one: tuple[Source, type[Reader]], output: str | Path,
+                       reader_options: list[str], writer_cls: type[Writer],
+                       writer_options: list[str], *, force: bool, registry: Registry,
+                       progress: Progress) -> tuple[Trace, WriteResult]:
+    """``convert`` of one input, each batch written as the reader adds it."""
+    source, reader_cls = one
+    writer = writer_cls(_options(writer_cls, writer_options), progress=progress)
+    read_trace: list[Trace] = []
+    with _write_errors(output, writer_cls, lambda: read_trace[0] if read_trace else None), \
+            _output(output, writer_cls, force) as target:
+        sink = writer.batch_sink(target)
+        failure: list[BaseException] = []
+
+        def add(batch: pa.RecordBatch) -> None:
+            try:
+                sink.add_events(batch)
+            except BaseException as exc:  # the writer's: not to be taken for the reader's
+                failure.append(exc)
+                raise _SinkFailed(str(exc)) from exc
+
+        progress.phase("reading")
+        try:
+            trace = read_one(source, format=reader_cls, options=reader_options,
+                             registry=registry, progress=progress, sink=add)
+        except _SinkFailed:
+            raise failure[0] from None
+        read_trace.append(trace)
+        progress.phase(f"writing {Path(output).name}")
+        result = sink.close(trace)
     return trace, result
 
 

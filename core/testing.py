@@ -128,6 +128,8 @@ def check_writer(writer_cls: type[Writer], trace: Trace | None = None,
     rows counted as skipped add up to the trace's events; and that every typed column that
     holds values is in ``native_columns``, appears in the output under its own name (the
     rule of ``tracekit.fields``), or is counted as ``field <column>: ...`` in ``skipped``.
+    A writer that ``takes_batches`` also writes a trace of one source through its
+    ``batch_sink``, the events in two batches, and must count what ``write`` counts.
     """
     import io
     import tempfile
@@ -163,7 +165,33 @@ def check_writer(writer_cls: type[Writer], trace: Trace | None = None,
         assert column in writer_cls.native_columns or _named(data, column) or counted, (
             f"{name}: column {column!r} is neither in native_columns, nor written under its "
             f"own name, nor counted as skipped")
+    if writer_cls.takes_batches and len(trace.sources) == 1:
+        streamed = _through_batch_sink(writer_cls, trace, options)
+        assert streamed.written == result.written, (
+            f"{name}: batch_sink wrote {dict(streamed.written)}, write {dict(result.written)}")
     return data, result
+
+
+def _through_batch_sink(writer_cls: type[Writer], trace: Trace, options: Any) -> WriteResult:
+    """What ``writer_cls`` writes of ``trace`` through its batch sink, its events in two
+    batches and the rest of the trace at ``close``."""
+    import dataclasses
+    import io
+    import tempfile
+    from pathlib import Path
+
+    writer = writer_cls(options)
+    half = trace.events.num_rows // 2
+    events = trace.events.combine_chunks()
+    batches = [b for part in (events.slice(0, half), events.slice(half))
+               for b in part.to_batches() if b.num_rows]
+    rest = dataclasses.replace(trace, events=trace.events.schema.empty_table())
+    with tempfile.TemporaryDirectory() as tmp:
+        sink = writer.batch_sink(Path(tmp) if isinstance(writer, DirectoryWriter)
+                                 else io.BytesIO())
+        for batch in batches:
+            sink.add_events(batch)
+        return sink.close(rest)
 
 
 def _named(data: bytes, name: str) -> bool:

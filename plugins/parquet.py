@@ -88,6 +88,7 @@ class ParquetWriter(tracekit.DirectoryWriter):
     extensions = (".parquet",)
     native_columns = frozenset(fields.TYPED_COLUMNS)  # the events table as it is
     event_counts = ("events rows",)
+    takes_batches = True  # one input: a row group at a time (batch_sink)
 
     @dataclass(frozen=True)
     class Options:
@@ -137,26 +138,85 @@ class ParquetWriter(tracekit.DirectoryWriter):
     def _write_file(self, trace: Trace, path: Path) -> None:
         """One events file: the trace's events as rows, the rest in its footer."""
         import pyarrow.parquet as pq
-        manifest = {
-            "format": FORMAT,
-            "schema_version": SCHEMA_VERSION,
-            "tables": list(TABLE_NAMES),
-            "metadata": trace.metadata,
-            "read_log": [{"source": s, "input": k, "outcome": o, "count": n}
-                         for (s, k, o), n in sorted(trace.log.outcomes.items())],
-        }
-        footer = {KEY: orjson.dumps(manifest)}
-        for name in SIDE_TABLES:
-            footer[side_key(name)] = _encode(trace.table(name))
         events = trace.events
-        # The pandas entry goes in the schema, where pyarrow's to_pandas finds it; the large
-        # footer entries are added apart, so that the stored Arrow schema does not repeat them.
-        schema = events.schema.with_metadata({**(events.schema.metadata or {}),
-                                              b"pandas": _pandas_metadata(events.schema)})
+        schema = _file_schema(events.schema)
         with pq.ParquetWriter(path, schema, compression=self.options.compression) as writer:
             writer.write_table(events.replace_schema_metadata(schema.metadata),
                                row_group_size=self.options.row_group_size)
-            writer.add_key_value_metadata(footer)
+            writer.add_key_value_metadata(_footer_of(trace))
+
+    def batch_sink(self, stream: Any) -> tracekit.BatchSink:
+        return _EventsFileSink(Path(stream) / EVENTS, self.options.compression,
+                               self.options.row_group_size)
+
+
+class _EventsFileSink(tracekit.BatchSink):
+    """One events file written a row group at a time as the batches come: memory holds at
+    most a row group of events, and the file is the one ``ParquetWriter.write`` writes."""
+
+    def __init__(self, path: Path, compression: str, row_group_size: int) -> None:
+        import pyarrow.parquet as pq
+        self._schema = _file_schema(EVENTS_SCHEMA)
+        self._file = pq.ParquetWriter(path, self._schema, compression=compression)
+        self._size = max(row_group_size, 1)
+        self._held: list[pa.RecordBatch] = []
+        self._held_rows = 0
+        self.rows = 0
+
+    def add_events(self, batch: pa.RecordBatch) -> None:
+        self._held.append(batch)
+        self._held_rows += batch.num_rows
+        self.rows += batch.num_rows
+        while self._held_rows >= self._size:
+            self._flush(self._size)
+
+    def _flush(self, rows: int) -> None:
+        """Write the first ``rows`` held rows as one row group; keep the rest."""
+        held = pa.Table.from_batches(self._held, schema=EVENTS_SCHEMA)
+        self._file.write_table(held.slice(0, rows).replace_schema_metadata(
+            self._schema.metadata), row_group_size=rows)
+        rest = held.slice(rows)
+        self._held, self._held_rows = rest.to_batches(), rest.num_rows
+
+    def close(self, trace: Trace) -> tracekit.WriteResult:
+        try:
+            if self._held_rows:
+                self._flush(self._held_rows)
+            if not self.rows and not any(trace.table(name).num_rows for name in SIDE_TABLES):
+                raise EmptyOutputError("nothing to write: the input has no events")
+            self._file.add_key_value_metadata(_footer_of(trace))
+        finally:
+            self._file.close()
+        result = tracekit.WriteResult()
+        result.written["events rows"] = self.rows
+        for name in SIDE_TABLES:
+            result.written[f"{name} rows"] = trace.table(name).num_rows
+        return result
+
+
+def _file_schema(schema: pa.Schema) -> pa.Schema:
+    """The events file's schema: the events' with the ``pandas`` entry, where pyarrow's
+    to_pandas finds it (the large footer entries are added apart, so that the stored Arrow
+    schema does not repeat them)."""
+    return schema.with_metadata({**(schema.metadata or {}),
+                                 b"pandas": _pandas_metadata(schema)})
+
+
+def _footer_of(trace: Trace) -> dict[str | bytes, bytes]:
+    """The events file's footer entries: the manifest (format, schema version, metadata,
+    read account) and each side table."""
+    manifest = {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "tables": list(TABLE_NAMES),
+        "metadata": trace.metadata,
+        "read_log": [{"source": s, "input": k, "outcome": o, "count": n}
+                     for (s, k, o), n in sorted(trace.log.outcomes.items())],
+    }
+    footer: dict[str | bytes, bytes] = {KEY: orjson.dumps(manifest)}
+    for name in SIDE_TABLES:
+        footer[side_key(name)] = _encode(trace.table(name))
+    return footer
 
 
 class ParquetReader(tracekit.Reader):

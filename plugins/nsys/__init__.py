@@ -55,6 +55,7 @@ class NsysReader(tracekit.Reader):
     name = "nsys"
     description = "Nsight Systems SQLite export (nsys export --type sqlite)"
     extensions = (".sqlite", ".nsys-rep", ".qdrep")
+    streams_events = True  # each table's rows leave a fetched batch at a time
 
     @dataclass(frozen=True)
     class Options:

@@ -37,6 +37,7 @@ class PerfScriptReader(tracekit.Reader):
     description = "Linux perf script text: CPU samples with call stacks, tracepoints"
     extensions = (".perf", ".perf.gz", ".perf.txt")
     reads_streams = True  # one pass through source.open()
+    streams_events = True  # rows leave in batches as the text is read (_hand_over)
 
     @dataclass(frozen=True)
     class Options:

@@ -1,0 +1,215 @@
+"""Streaming conversion: one input whose reader ``streams_events`` (perf script, Nsight
+Systems), to a writer that ``takes_batches`` (Parquet), is written batch by batch as it is
+read (``tracekit convert``; ``pipeline.convert(stream=True)``), and reads back as the
+whole-trace conversion does."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tracekit
+from tracekit import TraceReadError, TraceWriteError
+from tracekit.pipeline import convert
+from tracekit.plugins import parquet
+from tracekit.testing import check_writer, full_trace
+from typer.testing import CliRunner
+
+from tests.helpers import SHARED, shared_path, sweep
+
+PERF = "perf-script/haandfeng_aarch64/out.perf"
+NSYS = "nsys-sqlite/pipit_cloverleaf_nsys2024.5.1_a100.sqlite"
+
+
+def streamed_inputs() -> list[str]:
+    """Every real perf script file and Nsight Systems export under ../shared/fixtures."""
+    files = [p for kind in ("perf-script", "nsys-sqlite") if (SHARED / kind).exists()
+             for p in (SHARED / kind).rglob("*") if p.is_file()]
+    return sorted(str(p.relative_to(SHARED)) for p in files) or ["<missing>"]
+
+
+def logical(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary columns decoded: batches streamed keep dictionaries of
+    their own, where the whole-trace path unifies them."""
+    return pa.table({c: table[c].cast(pa.string()) if pa.types.is_dictionary(table[c].type)
+                     else table[c] for c in table.column_names})
+
+
+def assert_same_trace(a: tracekit.Trace, b: tracekit.Trace) -> None:
+    assert logical(a.events).equals(logical(b.events))
+    for name in ("processes", "threads", "devices", "stacks", "frames"):
+        assert a.table(name).equals(b.table(name)), name
+    assert a.metadata == b.metadata
+    assert a.log.outcomes == b.log.outcomes
+
+
+def row_groups(dataset: Path) -> list[int]:
+    meta = pq.ParquetFile(dataset / parquet.EVENTS).metadata
+    return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+
+
+@pytest.mark.parametrize("rel", sweep(streamed_inputs(), PERF, NSYS))
+def test_streamed_dataset_reads_back_as_the_whole_trace_one(rel, tmp_path, registry):
+    path = shared_path(*rel.split("/"))
+    perf = rel.startswith("perf-script")
+    options = ["row_group_size=700", *(["batch_rows=300"] if perf else [])]
+    fmt = "perf" if perf else None
+    try:
+        whole_trace, whole = convert(path, tmp_path / "w.parquet", from_=fmt, options=options,
+                                     registry=registry)
+    except tracekit.TracekitError as exc:  # the same error, and nothing written
+        with pytest.raises(type(exc)) as streamed_error:
+            convert(path, tmp_path / "s.parquet", from_=fmt, options=options,
+                    registry=registry, stream=True)
+        assert str(streamed_error.value) == str(exc)
+        assert sorted(os.listdir(tmp_path)) == []
+        return
+    trace, streamed = convert(path, tmp_path / "s.parquet", from_=fmt, options=options,
+                              registry=registry, stream=True)
+    assert trace.events.num_rows == 0  # the events went to the file as they were read
+    assert streamed.written == whole.written
+    assert streamed.written["events rows"] == whole_trace.events.num_rows
+    back = tracekit.read(tmp_path / "s.parquet", registry=registry)
+    assert_same_trace(back, tracekit.read(tmp_path / "w.parquet", registry=registry))
+    assert_same_trace(back, whole_trace)
+    rows = whole_trace.events.num_rows
+    assert row_groups(tmp_path / "s.parquet") == \
+        [700] * (rows // 700) + ([rows % 700] if rows % 700 else [])
+
+
+def test_events_leave_in_batches_of_the_readers_size(tmp_path, registry):
+    """The perf reader hands batches of ``batch_rows`` to the sink as it reads: the sink
+    never holds more than a row group, and the file has one per 1,000 rows."""
+    held: list[int] = []
+    real_add = parquet._EventsFileSink.add_events
+
+    def add(sink, batch):
+        held.append(batch.num_rows)
+        real_add(sink, batch)
+        assert sink._held_rows < 1000
+
+    path = shared_path(*PERF.split("/"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(parquet._EventsFileSink, "add_events", add)
+        _, result = convert(path, tmp_path / "s.parquet", registry=registry, stream=True,
+                                options=["batch_rows=250", "row_group_size=1000"])
+    rows = tracekit.read(path, registry=registry).events.num_rows
+    assert rows == 3570 and result.written["events rows"] == rows
+    assert max(held) == 250 and sum(held) == rows
+    assert row_groups(tmp_path / "s.parquet") == [1000, 1000, 1000, 570]
+
+
+def test_readers_that_do_not_stream_and_annotations_take_the_whole_trace(tmp_path,
+                                                                            registry):
+    torch = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    trace, result = convert(torch, tmp_path / "k.parquet", registry=registry, stream=True)
+    assert trace.events.num_rows == result.written["events rows"] > 0
+    nsys = shared_path(*NSYS.split("/"))
+    trace, result = convert(nsys, tmp_path / "n.parquet", registry=registry, stream=True,
+                            annotations=True)
+    assert trace.events.num_rows == result.written["events rows"] > 0
+
+
+def test_a_writer_failing_mid_stream_leaves_nothing(tmp_path, registry):
+    calls = []
+    real_add = parquet._EventsFileSink.add_events
+
+    def add(sink, batch):
+        calls.append(batch.num_rows)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        real_add(sink, batch)
+
+    out = tmp_path / "out.parquet"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(parquet._EventsFileSink, "add_events", add)
+        with pytest.raises(TraceWriteError, match=rf"^{out}: No space left on device$"):
+            convert(shared_path(*PERF.split("/")), out, registry=registry, stream=True,
+                    options=["batch_rows=500"])
+    assert len(calls) == 3
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_reader_failing_mid_stream_leaves_nothing(tmp_path, registry):
+    """A gzip stream cut short: batches were written before the reader found it, and the
+    error names the input, not the writer."""
+    text = shared_path(*PERF.split("/")).read_bytes()
+    data = gzip.compress(text * 8)  # 10.8 MB of text: more than one block of the reader
+    damaged = tmp_path / "cut.perf.gz"
+    damaged.write_bytes(data[:int(len(data) * 0.9)])
+    written = []
+    real_add = parquet._EventsFileSink.add_events
+
+    def add(sink, batch):
+        written.append(batch.num_rows)
+        real_add(sink, batch)
+
+    out = tmp_path / "out.parquet"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(parquet._EventsFileSink, "add_events", add)
+        with pytest.raises(TraceReadError, match="gzip data is truncated") as err:
+            convert(damaged, out, registry=registry, stream=True)
+    assert str(damaged) in str(err.value)
+    assert sum(written) > 0
+    assert sorted(os.listdir(tmp_path)) == ["cut.perf.gz"]
+
+
+def test_an_input_without_events_writes_nothing(tmp_path, registry):
+    empty = tmp_path / "empty.perf"
+    empty.write_text("# ========\n# captured on: x\n# ========\n")
+    with pytest.raises(TraceReadError, match="no perf script samples found"):
+        convert(empty, tmp_path / "out.parquet", from_="perf", registry=registry,
+                stream=True)
+    assert sorted(os.listdir(tmp_path)) == ["empty.perf"]
+
+
+def test_the_command_streams_standard_input(tmp_path, registry):
+    """``perf script | tracekit convert - --from perf -o x.parquet``: one pass over a pipe."""
+    from tracekit.cli import app
+
+    path = shared_path(*PERF.split("/"))
+    out = tmp_path / "x.parquet"
+    result = CliRunner().invoke(app, ["convert", "-", "--from", "perf", "-o", str(out),
+                                      "-O", "row_group_size=1000"],
+                                input=path.read_bytes())
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.output and "3,570 events rows" in result.output
+    assert row_groups(out) == [1000, 1000, 1000, 570]
+    back = tracekit.read(out, registry=registry)
+    whole = tracekit.read(path, registry=registry)
+    assert logical(back.events.drop_columns(["source"])).equals(
+        logical(whole.events.drop_columns(["source"])))
+    assert back.sources == ["stdin"]
+
+
+def test_check_writer_compares_the_batch_sink_with_write():
+    """A writer that takes batches must count what its whole-trace write counts."""
+    check_writer(parquet.ParquetWriter)
+
+    class Miscounting(parquet.ParquetWriter):
+        name = "miscounting"
+
+        def batch_sink(self, stream):
+            sink = super().batch_sink(stream)
+            close = sink.close
+
+            def short(trace):
+                result = close(trace)
+                result.written["events rows"] -= 1
+                return result
+
+            sink.close = short
+            return sink
+
+    with pytest.raises(AssertionError, match="batch_sink wrote"):
+        check_writer(Miscounting, full_trace())
+
+
+def test_a_sink_given_no_rows_says_there_is_nothing_to_write(tmp_path):
+    sink = parquet.ParquetWriter().batch_sink(tmp_path)
+    with pytest.raises(tracekit.EmptyOutputError, match="the input has no events"):
+        sink.close(tracekit.Trace(events=tracekit.EVENTS_SCHEMA.empty_table()))
