@@ -3,6 +3,7 @@ kernel + API rows, next to a raw ``SELECT *`` scan of the same tables in the sam
 
     python bench/run_nsys.py                 # cloverleaf export from ../shared, 5M rows
     python bench/run_nsys.py --rows 1000000 --repeat 3 --steps "read|pftrace" --old HEAD~1
+    python bench/run_nsys.py --rows 3000000 --steps parquet   # streamed against whole trace
 
 Each step runs in a fresh process; its wall and CPU seconds (user + system) and peak RSS are
 reported, with ``--repeat N`` the medians of N rounds run in turn. ``--old REV`` also converts
@@ -40,6 +41,14 @@ STEPS = {
         "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[1]), 'summary')",
     "tracekit convert -> .pftrace":
         "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2], force=True)",
+    # Parquet takes batches: the library call reads the whole trace first, the command
+    # writes each fetched batch as it comes (pipeline.convert(stream=True)).
+    "tracekit convert -> .parquet, whole trace":
+        "import sys,tracekit; tracekit.convert(sys.argv[1], sys.argv[2] + '.parquet', "
+        "force=True)",
+    "command: tracekit convert -> .parquet, streamed":
+        "import sys; from tracekit.cli import main; assert main(['convert', sys.argv[1], "
+        "'-o', sys.argv[2] + '.parquet', '--force', '-q']) == 0",
 }
 
 

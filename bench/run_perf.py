@@ -12,6 +12,7 @@ in a fresh process: wall and CPU seconds (user + system) and peak RSS, the media
 ``--repeat`` rounds.
 
     python bench/run_perf.py --mib 200 --steps "read|pftrace" --old-writer HEAD~1 --repeat 3
+    python bench/run_perf.py --mib 3072 --steps parquet   # streamed against whole-trace memory
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ STEPS = {
     "command: tracekit convert -> .pftrace":
         "import sys; from tracekit.cli import main; "
         "assert main(['convert', sys.argv[1], '-o', sys.argv[3], '--force', '-q']) == 0",
+    # Parquet takes batches: the library call reads the whole trace first, the command
+    # writes each batch as it is read (pipeline.convert(stream=True)).
+    "tracekit convert -> .parquet, whole trace":
+        "import sys,tracekit; tracekit.convert(sys.argv[1], sys.argv[4] + '/out.parquet', "
+        "force=True)",
+    "command: tracekit convert -> .parquet, streamed":
+        "import sys; from tracekit.cli import main; assert main(['convert', sys.argv[1], "
+        "'-o', sys.argv[4] + '/out.parquet', '--force', '-q']) == 0",
 }
 OLD_STEP = ("import sys; sys.path.insert(0, sys.argv[4]); import tracekit, oldperf; "
             "from tracekit.pipeline import read_one; "

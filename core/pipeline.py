@@ -387,14 +387,18 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
                        owns=writer_cls.owns if directory else lambda _: False)
     check_not_input(target, list(inputs))
     writer_options = split_options(writer_opts, [writer_cls])[0]
-    if stream and not annotations and writer_cls.takes_batches:
-        one = _streamed_input(inputs, reader_cls, registry)
-        if one is not None:
-            return _convert_streaming(one, output, reader_opts, writer_cls, writer_options,
-                                      force=force, registry=registry, progress=progress)
+    one = _one_input(inputs, reader_cls, registry) \
+        if stream and not annotations and writer_cls.takes_batches else None
+    if one is not None and one[1].streams_events:
+        return _convert_streaming(one, output, reader_opts, writer_cls, writer_options,
+                                  force=force, registry=registry, progress=progress)
     progress.phase("reading")
-    trace = read(inputs, format=from_, options=reader_opts, registry=registry,
-                 progress=progress)
+    if one is not None:  # opened already: standard input can be opened only once
+        trace = join_process_captures(read_one(one[0], format=one[1], options=reader_opts,
+                                               registry=registry, progress=progress))
+    else:
+        trace = read(inputs, format=from_, options=reader_opts, registry=registry,
+                     progress=progress)
     if annotations:
         progress.phase("annotating")
         trace = annotate(trace, registry)
@@ -404,11 +408,10 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     return trace, result
 
 
-def _streamed_input(inputs: Sequence[str | Path], reader_cls: type[Reader] | None,
-                    registry: Registry) -> tuple[Source, type[Reader]] | None:
-    """The one input (opened: standard input can be opened once) and its reader when
-    ``inputs`` are one input (not a run folder) whose reader ``streams_events``; None
-    otherwise."""
+def _one_input(inputs: Sequence[str | Path], reader_cls: type[Reader] | None,
+               registry: Registry) -> tuple[Source, type[Reader]] | None:
+    """The one input, opened (standard input can be opened only once), and its reader when
+    ``inputs`` are one input, not a run folder; None otherwise."""
     if len(inputs) != 1:
         return None
     run = expand_inputs(inputs, format=reader_cls, registry=registry)
@@ -416,7 +419,7 @@ def _streamed_input(inputs: Sequence[str | Path], reader_cls: type[Reader] | Non
         return None
     source = Source(run.paths[0])
     chosen = reader_cls or detect_format(source, registry)
-    return (source, chosen) if chosen.streams_events else None
+    return source, chosen
 
 
 class _SinkFailed(TracekitError):

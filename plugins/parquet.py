@@ -94,7 +94,8 @@ class ParquetWriter(tracekit.DirectoryWriter):
     class Options:
         compression: str = field(default="zstd", metadata={
             "help": "Parquet codec: zstd, snappy, gzip, lz4 or none"})
-        row_group_size: int = field(default=1_000_000, metadata={"help": "rows per row group"})
+        row_group_size: int = field(default=131_072, metadata={
+            "help": "rows per row group (what a streamed conversion holds at most)"})
 
     @classmethod
     def owns(cls, directory: Path) -> bool:

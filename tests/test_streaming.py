@@ -213,3 +213,20 @@ def test_a_sink_given_no_rows_says_there_is_nothing_to_write(tmp_path):
     sink = parquet.ParquetWriter().batch_sink(tmp_path)
     with pytest.raises(tracekit.EmptyOutputError, match="the input has no events"):
         sink.close(tracekit.Trace(events=tracekit.EVENTS_SCHEMA.empty_table()))
+
+
+def test_standard_input_of_a_reader_that_does_not_stream_is_read_whole(tmp_path, registry):
+    """Standard input is opened once: a PyTorch trace piped to Parquet is read whole from the
+    same stream (it once failed with 'read of closed file')."""
+    from tracekit.cli import app
+
+    path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    out = tmp_path / "k.parquet"
+    result = CliRunner().invoke(app, ["convert", "-", "-o", str(out)],
+                                input=gzip.decompress(path.read_bytes()))
+    assert result.exit_code == 0, result.output
+    whole = tracekit.read(path, registry=registry)
+    assert f"{whole.events.num_rows:,} events rows" in result.output
+    back = tracekit.read(out, registry=registry)
+    assert logical(back.events.drop_columns(["source"])).equals(
+        logical(whole.events.drop_columns(["source"])))
