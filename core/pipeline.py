@@ -386,7 +386,8 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     target = preflight(output, force=force, directory=directory,
                        owns=writer_cls.owns if directory else lambda _: False)
     check_not_input(target, list(inputs))
-    writer_options = split_options(writer_opts, [writer_cls])[0]
+    # Parsed now, so that a bad value is reported before anything is read.
+    writer_options = _options(writer_cls, split_options(writer_opts, [writer_cls])[0])
     one = _one_input(inputs, reader_cls, registry) \
         if stream and not annotations and writer_cls.takes_batches else None
     if one is not None and one[1].streams_events:
@@ -428,7 +429,7 @@ class _SinkFailed(TracekitError):
 
 def _convert_streaming(one: tuple[Source, type[Reader]], output: str | Path,
                        reader_options: list[str], writer_cls: type[Writer],
-                       writer_options: list[str], *, force: bool, registry: Registry,
+                       writer_options: Any, *, force: bool, registry: Registry,
                        progress: Progress) -> tuple[Trace, WriteResult]:
     """``convert`` of one input, each batch written as the reader adds it."""
     source, reader_cls = one

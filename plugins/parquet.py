@@ -51,6 +51,7 @@ from tracekit import (
     SCHEMA_VERSION,
     SCHEMAS,
     EmptyOutputError,
+    OptionError,
     ReadLog,
     Source,
     Trace,
@@ -96,6 +97,11 @@ class ParquetWriter(tracekit.DirectoryWriter):
             "help": "Parquet codec: zstd, snappy, gzip, lz4 or none"})
         row_group_size: int = field(default=131_072, metadata={
             "help": "rows per row group (what a streamed conversion holds at most)"})
+
+        def __post_init__(self) -> None:
+            if self.row_group_size < 1:
+                raise OptionError("writer 'parquet': row_group_size must be at least 1, "
+                                  f"not {self.row_group_size}")
 
     @classmethod
     def owns(cls, directory: Path) -> bool:

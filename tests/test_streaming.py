@@ -230,3 +230,15 @@ def test_standard_input_of_a_reader_that_does_not_stream_is_read_whole(tmp_path,
     back = tracekit.read(out, registry=registry)
     assert logical(back.events.drop_columns(["source"])).equals(
         logical(whole.events.drop_columns(["source"])))
+
+
+@pytest.mark.parametrize("size", ["0", "-5"])
+def test_a_row_group_size_below_one_is_refused_before_reading(size, tmp_path, registry):
+    """Streamed, 0 once wrote a row group per row (17 MB for 80 KB); read whole first, it
+    failed after the read. Both now refuse it up front, as a usage error."""
+    for stream in (True, False):
+        with pytest.raises(tracekit.OptionError,
+                           match=f"row_group_size must be at least 1, not {size}$"):
+            convert(shared_path(*PERF.split("/")), tmp_path / "x.parquet",
+                    options=[f"row_group_size={size}"], registry=registry, stream=stream)
+    assert os.listdir(tmp_path) == []
