@@ -316,3 +316,16 @@ def test_the_rocpd_gemm_loop_gets_the_vendor_blas_in_its_compute_finding():
         "replace the hand-written matrix multiplication void "
         "batched_matrix_multiplication_matrix_core_… with the vendor BLAS: hipBLASLt "
         "(hipblasLtMatmul) or hipBLAS/rocBLAS (hipblasGemmStridedBatchedEx)")
+
+
+def test_the_framework_evidence_names_an_op_without_emit_nvtx_counters(registry):
+    """emit_nvtx names each range 'aten::view, op_id = 314290': the program's evidence
+    names the op, not one call of it."""
+    from tracekit.plugins.diagnosis.program import classify
+
+    trace = tracekit.read(shared_path("nsys-sqlite",
+                                      "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite"),
+                          registry=registry)
+    names = set(trace.events["name"].combine_chunks().dictionary.to_pylist())
+    assert "aten::view, op_id = 314290" in names
+    assert classify(trace).evidence["framework"] == "aten::view"

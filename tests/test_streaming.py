@@ -13,13 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tracekit
+from helpers import SHARED, shared_path, sweep
 from tracekit import TraceReadError, TraceWriteError
 from tracekit.pipeline import convert
 from tracekit.plugins import parquet
 from tracekit.testing import check_writer, full_trace
 from typer.testing import CliRunner
-
-from tests.helpers import SHARED, shared_path, sweep
 
 PERF = "perf-script/haandfeng_aarch64/out.perf"
 NSYS = "nsys-sqlite/pipit_cloverleaf_nsys2024.5.1_a100.sqlite"

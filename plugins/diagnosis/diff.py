@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import AnalysisError, Finding, Report, Trace
+from tracekit.plugins.diagnosis.program import RANGE_COUNTERS  # per-call range suffixes
 from tracekit.plugins.diagnosis.timeline import device_timelines
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
@@ -36,9 +37,6 @@ from tracekit.toolkit import intervals as iv
 # instant markers; they run past the program, by the profiler's shut-down.
 PROFILER_SPANS = "host.profiler"
 PROFILER_MARKERS = r"^(Iteration Start: PyTorch Profiler|Record Window End)$"
-# The per-op counters that emit_nvtx (and record_shapes) append to range names: a name per
-# call, which would make every range new or gone.
-RANGE_COUNTERS = r", (seq|op_id|sizes|input_op_ids) = .*$"
 
 
 class DiffAnalyzer(tracekit.Analyzer):

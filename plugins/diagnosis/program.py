@@ -132,6 +132,11 @@ def _first(pattern: re.Pattern[str], names: list[str]) -> str | None:
     return next((n for n in names if pattern.search(n)), None)
 
 
+# The per-op counters that emit_nvtx (and record_shapes) append to range names
+# ("aten::view, op_id = 314290"): a name per call, not the op's.
+RANGE_COUNTERS = r", (seq|op_id|sizes|input_op_ids) = .*$"
+
+
 def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
@@ -160,7 +165,8 @@ def _classify(trace: Trace) -> Program:
     torch_op = _first(re.compile(r"^(aten|c10d|vllm)::|^ProfilerStep#"), host)
     if torch_op or ("kineto" in readers and host):
         p.framework = "PyTorch"
-        ev["framework"] = _short(torch_op or "a PyTorch profiler trace")
+        ev["framework"] = _short(re.sub(RANGE_COUNTERS, "", torch_op) if torch_op
+                                 else "a PyTorch profiler trace")
     elif (trt := _first(TENSORRT, host + kernels)) is not None:
         p.framework, p.mode = "TensorRT", "inference"
         ev["framework"] = _short(trt)
