@@ -48,7 +48,8 @@ class TraceBuilder:
 
     def __init__(self, source: str, reader: str = "?",
                  progress: Progress = NO_PROGRESS,
-                 sink: Callable[[pa.RecordBatch], None] | None = None) -> None:
+                 sink: Callable[[pa.RecordBatch], None] | None = None,
+                 table_sink: Callable[[str, pa.Table], None] | None = None) -> None:
         self.source = source
         self.reader = reader
         #: Where the reader reports how far it got (``progress.update(done, total)``).
@@ -60,6 +61,7 @@ class TraceBuilder:
         # Streaming (see Reader.streams_events): each batch goes to the sink as it is added,
         # and the trace built holds no events.
         self._sink = sink
+        self._table_sink = table_sink  # side-table rows too, as they are added (add_table)
         #: Event rows added so far (those given to the sink included).
         self.rows = 0
         self._bulk: dict[str, list[pa.Table]] = {}
@@ -160,7 +162,10 @@ class TraceBuilder:
                 columns[f.name] = table[f.name].cast(f.type)
             else:
                 columns[f.name] = pa.nulls(table.num_rows, f.type)
-        self._bulk.setdefault(name, []).append(pa.table(columns, schema=schema))
+        rows = pa.table(columns, schema=schema)
+        self._bulk.setdefault(name, []).append(rows)
+        if self._table_sink is not None and rows.num_rows:
+            self._table_sink(name, rows)
 
     def _upsert(self, table: str, key: tuple[Any, ...], values: dict[str, Any]) -> None:
         allowed = set(SCHEMAS[table].names)

@@ -135,6 +135,10 @@ class BatchSink(ABC):
     def add_events(self, batch: pa.RecordBatch) -> None:
         """Write one batch of event rows."""
 
+    def add_table(self, name: str, rows: pa.Table) -> None:  # noqa: B027 - optional hook
+        """Optional: rows of the side table ``name`` (stacks, frames ...) as the reader adds
+        them in bulk, before the events that name them; ``close`` gets them all again."""
+
     @abstractmethod
     def close(self, trace: Trace) -> WriteResult:
         """Finish the output with the rest of ``trace``; return what was written in all."""

@@ -150,10 +150,12 @@ def _options(cls: type[Any], options: Iterable[str] | Any) -> Any:
 def read_one(path: str | Path | Source, *, format: str | type[Reader] | None = None,
              options: Iterable[str] | Any = (), registry: Registry | None = None,
              progress: Progress = NO_PROGRESS, name: str | None = None,
-             sink: Callable[[pa.RecordBatch], None] | None = None) -> Trace:
+             sink: Callable[[pa.RecordBatch], None] | None = None,
+             table_sink: Callable[[str, pa.Table], None] | None = None) -> Trace:
     """Read one input (a file, a directory, or ``"-"`` for standard input) into a Trace whose
     rows carry ``name`` (default: the file name) as their ``source``; with ``sink``, each
-    batch of events goes to it as the reader adds it, and the Trace holds none."""
+    batch of events goes to it as the reader adds it, and the Trace holds none (and with
+    ``table_sink``, the side-table rows a reader adds in bulk, as it adds them)."""
     registry = registry or default_registry()
     source = path if isinstance(path, Source) else Source(path)
     where = source.path if isinstance(path, Source) else path
@@ -163,7 +165,8 @@ def read_one(path: str | Path | Source, *, format: str | type[Reader] | None = N
                          "open by name; save the input to a file first (readers of streams: "
                          f"{', '.join(_stream_readers(registry))})")
     reader = reader_cls(_options(reader_cls, options))
-    out = TraceBuilder(name or source.name, reader_cls.name, progress=progress, sink=sink)
+    out = TraceBuilder(name or source.name, reader_cls.name, progress=progress, sink=sink,
+                       table_sink=table_sink)
     try:
         reader.read(source, out)
         return out.build()
@@ -440,17 +443,20 @@ def _convert_streaming(one: tuple[Source, type[Reader]], output: str | Path,
         sink = writer.batch_sink(target)
         failure: list[BaseException] = []
 
-        def add(batch: pa.RecordBatch) -> None:
-            try:
-                sink.add_events(batch)
-            except BaseException as exc:  # the writer's: not to be taken for the reader's
-                failure.append(exc)
-                raise _SinkFailed(str(exc)) from exc
+        def guarded(write: Callable[..., None]) -> Callable[..., None]:
+            def call(*args: Any) -> None:
+                try:
+                    write(*args)
+                except BaseException as exc:  # the writer's: not to be taken for the reader's
+                    failure.append(exc)
+                    raise _SinkFailed(str(exc)) from exc
+            return call
 
         progress.phase("reading")
         try:
             trace = read_one(source, format=reader_cls, options=reader_options,
-                             registry=registry, progress=progress, sink=add)
+                             registry=registry, progress=progress,
+                             sink=guarded(sink.add_events), table_sink=guarded(sink.add_table))
         except _SinkFailed:
             raise failure[0] from None
         read_trace.append(trace)

@@ -21,11 +21,22 @@ class CallSites:
     def __init__(self) -> None:
         self.frames: dict[Frame, int] = {}
         self.sites: dict[tuple[int, int], int] = {}
+        # In id order, for the rows added since a given count (tables(since=...)).
+        self._frame_rows: list[Frame] = []
+        self._site_rows: list[tuple[int, int]] = []
 
     def site(self, parent: int | None, frame: Frame) -> int:
         """The id of ``frame`` called from call site ``parent`` (None at the root)."""
-        fid = self.frames.setdefault(frame, len(self.frames))
-        return self.sites.setdefault((-1 if parent is None else parent, fid), len(self.sites))
+        fid = self.frames.get(frame)
+        if fid is None:
+            fid = self.frames[frame] = len(self._frame_rows)
+            self._frame_rows.append(frame)
+        key = (-1 if parent is None else parent, fid)
+        sid = self.sites.get(key)
+        if sid is None:
+            sid = self.sites[key] = len(self._site_rows)
+            self._site_rows.append(key)
+        return sid
 
     def stack_of(self, leaf_first: list[Frame]) -> int | None:
         """The call-site id of a callchain given leaf first (None for an empty one)."""
@@ -34,15 +45,23 @@ class CallSites:
             site = self.site(site, frame)
         return site
 
-    def tables(self) -> tuple[pa.Table, pa.Table]:
-        """The (frames, stacks) tables of the event model, ids in order of first use."""
-        frames = pa.table({"frame_id": pa.array(range(len(self.frames)), pa.int64()),
-                           "name": pa.array([f[0] for f in self.frames], pa.string()),
-                           "module": pa.array([f[1] for f in self.frames], pa.string())})
-        stacks = pa.table({"stack_id": pa.array(range(len(self.sites)), pa.int64()),
-                           "parent_id": pa.array([p if p >= 0 else None for p, _ in self.sites],
+    @property
+    def counts(self) -> tuple[int, int]:
+        """How many frames and call sites there are so far."""
+        return len(self._frame_rows), len(self._site_rows)
+
+    def tables(self, since: tuple[int, int] = (0, 0)) -> tuple[pa.Table, pa.Table]:
+        """The (frames, stacks) tables of the event model, ids in order of first use; with
+        ``since`` (earlier ``counts``), only the rows added after it."""
+        f0, s0 = since
+        new_frames, new_sites = self._frame_rows[f0:], self._site_rows[s0:]
+        frames = pa.table({"frame_id": pa.array(range(f0, f0 + len(new_frames)), pa.int64()),
+                           "name": pa.array([f[0] for f in new_frames], pa.string()),
+                           "module": pa.array([f[1] for f in new_frames], pa.string())})
+        stacks = pa.table({"stack_id": pa.array(range(s0, s0 + len(new_sites)), pa.int64()),
+                           "parent_id": pa.array([p if p >= 0 else None for p, _ in new_sites],
                                                  pa.int64()),
-                           "frame_id": pa.array([f for _, f in self.sites], pa.int64())})
+                           "frame_id": pa.array([f for _, f in new_sites], pa.int64())})
         return frames, stacks
 
 

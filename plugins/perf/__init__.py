@@ -63,6 +63,7 @@ class PerfScriptReader(tracekit.Reader):
 
     def read(self, source: Source, out: TraceBuilder) -> None:
         parser = PerfScriptParser()
+        self._stacks_sent = (0, 0)  # the frames and call sites added to out so far
         with read_errors(source.path, self.name):
             self._parse(source, parser, out)
         counts = parser.counts
@@ -108,17 +109,21 @@ class PerfScriptReader(tracekit.Reader):
             reader = BlockParser(parser)
             for buf, size, whole in read_blocks(raw):
                 reader.feed(buf, size, whole)
-                self._hand_over(parser.take_batches(self.options.batch_rows), out)
+                self._hand_over(parser, parser.take_batches(self.options.batch_rows), out)
                 if track:
                     try:
                         out.progress.update(position.tell(), source.size)
                     except (OSError, ValueError):  # a stream that cannot tell its offset
                         track = False
         parser.finish()
-        self._hand_over(parser.take_batches(), out)
+        self._hand_over(parser, parser.take_batches(), out)
 
-    def _hand_over(self, batches: list[dict[str, Any]], out: TraceBuilder) -> None:
-        """Give ``out`` the rows of ``batches``, at most ``batch_rows`` at a time."""
+    def _hand_over(self, parser: PerfScriptParser, batches: list[dict[str, Any]],
+                   out: TraceBuilder) -> None:
+        """Give ``out`` the rows of ``batches``, at most ``batch_rows`` at a time, after the
+        call stacks they name (so that a writer taking batches can intern them first)."""
+        if batches:
+            self._add_stacks(parser, out)
         step = max(self.options.batch_rows, 1)
         for batch in batches:
             rows = len(batch["kind"])
@@ -164,11 +169,16 @@ class PerfScriptReader(tracekit.Reader):
                      "no process; re-run perf script with -F +comm,+pid,+tid",
                      counts.no_process)
 
-    @staticmethod
-    def _side_tables(parser: PerfScriptParser, out: TraceBuilder) -> None:
-        frames, stacks = parser.stacks.tables()
-        out.add_table("frames", frames)
-        out.add_table("stacks", stacks)
+    def _add_stacks(self, parser: PerfScriptParser, out: TraceBuilder) -> None:
+        """Add the frames and call sites found since the last call."""
+        if parser.stacks.counts != self._stacks_sent:
+            frames, stacks = parser.stacks.tables(since=self._stacks_sent)
+            out.add_table("frames", frames)
+            out.add_table("stacks", stacks)
+            self._stacks_sent = parser.stacks.counts
+
+    def _side_tables(self, parser: PerfScriptParser, out: TraceBuilder) -> None:
+        self._add_stacks(parser, out)
         pids = set()
         for (pid, tid), comm in parser.threads.items():
             if tid is not None:
