@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "ReportFormat": "tracekit.interfaces",
     "TraceKind": "tracekit.interfaces",
     "Writer": "tracekit.interfaces",
+    "WholeTraceSink": "tracekit.interfaces",
     "WriteResult": "tracekit.interfaces",
     "CATEGORIES": "tracekit.model",
     "EVENTS_SCHEMA": "tracekit.model",
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
         Reader,
         ReportFormat,
         TraceKind,
+        WholeTraceSink,
         Writer,
         WriteResult,
     )
@@ -155,6 +157,7 @@ __all__ = [
     "TracekitWarning",
     "UnknownFormatError",
     "UsageError",
+    "WholeTraceSink",
     "WriteResult",
     "Writer",
     "__version__",

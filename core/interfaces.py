@@ -144,6 +144,29 @@ class BatchSink(ABC):
         """Finish the output with the rest of ``trace``; return what was written in all."""
 
 
+class WholeTraceSink(BatchSink):
+    """A sink that keeps every batch and writes the whole trace with ``writer.write`` at
+    ``close``: for a writer that takes batches only under some of its options."""
+
+    def __init__(self, writer: Writer, stream: Any) -> None:
+        self._writer = writer
+        self._stream = stream
+        self._batches: list[pa.RecordBatch] = []
+
+    def add_events(self, batch: pa.RecordBatch) -> None:
+        self._batches.append(batch)
+
+    def close(self, trace: Trace) -> WriteResult:
+        import dataclasses
+
+        import pyarrow as pa
+
+        if self._batches:
+            events = pa.Table.from_batches(self._batches).unify_dictionaries()
+            trace = dataclasses.replace(trace, events=events)
+        return self._writer.write(trace, self._stream)
+
+
 class DirectoryWriter(Writer):
     """A writer whose output is a directory of files (e.g. one Parquet file per table).
 

@@ -13,10 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tracekit
-from helpers import SHARED, shared_path, sweep
+from helpers import FIXTURES, SHARED, shared_path, sweep
 from tracekit import TraceReadError, TraceWriteError
 from tracekit.pipeline import convert
 from tracekit.plugins import parquet
+from tracekit.plugins.perfetto import samples as samples_mod
 from tracekit.testing import check_writer, full_trace
 from typer.testing import CliRunner
 
@@ -241,3 +242,106 @@ def test_a_row_group_size_below_one_is_refused_before_reading(size, tmp_path, re
             convert(shared_path(*PERF.split("/")), tmp_path / "x.parquet",
                     options=[f"row_group_size={size}"], registry=registry, stream=stream)
     assert os.listdir(tmp_path) == []
+
+
+# --- Perfetto: CPU samples streamed, the rest written at the end ---------------------------
+
+def perfetto_rows(path: Path, registry) -> tuple[pa.Table, list[tuple[str, ...]], list]:
+    """A .pftrace read back: its events in a fixed order (dictionaries decoded, source left
+    out: the packets' order differs), each row's call stack as frame names, and its
+    threads."""
+    from tracekit.toolkit import StackTree
+
+    trace = tracekit.read(path, registry=registry)
+    events = logical(trace.events.drop_columns(["source"]))
+    events = events.sort_by([(c, "ascending") for c in ("ts_ns", "pid", "tid", "kind", "name",
+                                                          "stack_id")])
+    tree = StackTree(trace)
+    stacks = [tuple(tree.names_of(s)) if s is not None else () for s in
+              events["stack_id"].to_pylist()]
+    threads = sorted(trace.threads.drop_columns(["source"]).to_pylist(),
+                     key=lambda r: (r["pid"], r["tid"]))
+    return events.drop_columns(["stack_id"]), stacks, threads
+
+
+def assert_same_pftrace(streamed: Path, whole: Path, registry) -> None:
+    a, b = perfetto_rows(streamed, registry), perfetto_rows(whole, registry)
+    assert a[0].equals(b[0])
+    assert a[1] == b[1]
+    assert a[2] == b[2]
+
+
+@pytest.mark.parametrize("rel", sweep(streamed_inputs(), PERF, NSYS))
+def test_streamed_pftrace_reads_back_as_the_whole_trace_one(rel, tmp_path, registry):
+    """Samples leave in batches of 100 rows, each interning only what it adds."""
+    path = shared_path(*rel.split("/"))
+    perf = rel.startswith("perf-script")
+    options = ["batch_rows=100"] if perf else []
+    fmt = "perf" if perf else None
+    try:
+        _, whole = convert(path, tmp_path / "w.pftrace", from_=fmt, options=options,
+                           registry=registry)
+    except tracekit.TracekitError as exc:
+        with pytest.raises(type(exc)) as streamed_error:
+            convert(path, tmp_path / "s.pftrace", from_=fmt, options=options,
+                    registry=registry, stream=True)
+        assert str(streamed_error.value) == str(exc).replace("w.pftrace", "s.pftrace")
+        assert sorted(os.listdir(tmp_path)) == []
+        return
+    trace, streamed = convert(path, tmp_path / "s.pftrace", from_=fmt, options=options,
+                              registry=registry, stream=True)
+    assert trace.events.num_rows == 0
+    assert streamed.written == whole.written
+    assert streamed.skipped == whole.skipped
+    assert_same_pftrace(tmp_path / "s.pftrace", tmp_path / "w.pftrace", registry)
+
+
+def test_samples_and_tracepoints_stream_together(tmp_path, registry):
+    """Tracepoints (instants) are kept and written at the end, on their thread's track;
+    the samples around them leave as they come."""
+    text = (FIXTURES / "perf-recorded" / "burn.perf").read_bytes() + \
+        (FIXTURES / "perf-recorded" / "sched_switch.perf").read_bytes()
+    mixed = tmp_path / "mixed.perf"
+    mixed.write_bytes(text)
+    options = ["batch_rows=50"]
+    _, whole = convert(mixed, tmp_path / "w.pftrace", options=options, registry=registry)
+    packets = []
+    real_packets = samples_mod.SampleStream.packets
+
+    def counted(stream, samples):
+        packets.append(samples.num_rows)
+        yield from real_packets(stream, samples)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(samples_mod.SampleStream, "packets", counted)
+        _, streamed = convert(mixed, tmp_path / "s.pftrace", options=options,
+                              registry=registry, stream=True)
+    read = tracekit.read(mixed, registry=registry)
+    kinds = read.events["kind"].cast(pa.string()).to_pylist()
+    assert kinds.count("instant") == 1 and streamed.written["instants"] == 1
+    assert streamed.written["CPU samples"] == kinds.count("sample") > 50
+    assert max(packets) == 50 and sum(packets) == kinds.count("sample")
+    assert streamed.written == whole.written and streamed.skipped == whole.skipped
+    assert_same_pftrace(tmp_path / "s.pftrace", tmp_path / "w.pftrace", registry)
+
+
+def test_align_makes_the_perfetto_writer_take_the_whole_trace(tmp_path, registry):
+    path = shared_path(*NSYS.split("/"))
+    _, whole = convert(path, tmp_path / "w.pftrace", options=["align=collectives"],
+                       registry=registry)
+    _, streamed = convert(path, tmp_path / "s.pftrace", options=["align=collectives"],
+                          registry=registry, stream=True)
+    assert streamed.written == whole.written
+    assert (tmp_path / "s.pftrace").read_bytes() == (tmp_path / "w.pftrace").read_bytes()
+
+
+def test_streamed_samples_without_timestamps_say_why_nothing_is_drawn(tmp_path, registry):
+    untimed = tmp_path / "untimed.perf"
+    untimed.write_text("burn 123/123: cpu-clock:\n\tffff f (/bin/x)\n\n" * 3)
+    with pytest.raises(tracekit.EmptyOutputError) as whole:
+        convert(untimed, tmp_path / "w.pftrace", from_="perf", registry=registry)
+    with pytest.raises(tracekit.EmptyOutputError) as streamed:
+        convert(untimed, tmp_path / "s.pftrace", from_="perf", registry=registry, stream=True)
+    assert "no event has a timestamp (3 samples without one)" in str(whole.value)
+    assert str(streamed.value) == str(whole.value).replace("w.pftrace", "s.pftrace")
+    assert sorted(os.listdir(tmp_path)) == ["untimed.perf"]

@@ -4,6 +4,7 @@ them per thread and as flame graphs of a selection."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,50 +21,97 @@ _INTERN_BATCH = 5_000
 def sample_packets(trace: Trace, samples: pa.Table) -> Iterator[bytes]:
     """Yield the encoded packets: interned strings, mappings, frames and call stacks first,
     then one PerfSample per row of ``samples`` (rows with a stack_id, sorted by time)."""
-    stacks = {r["stack_id"]: (r["parent_id"], r["frame_id"]) for r in trace.stacks.to_pylist()}
-    frames = trace.frames.to_pylist()
-    # Sorted distinct ids by hashing (np.unique without an inverse is slow on many values).
-    used = np.sort(pc.unique(samples["stack_id"]).to_numpy()).tolist()
-    # Callstack iid = stack_id + 1; frames listed root first ("bottom frame first").
-    callstacks = []
-    for stack_id in used:
-        path, node = [], stack_id
-        while node is not None:
-            parent, frame = stacks[node]
-            path.append(frame + 1)
-            node = parent
-        callstacks.append((7, encode_message((1, stack_id + 1),
-                                             *[(2, f) for f in reversed(path)])))
-    modules = sorted({f["module"] for f in frames if f["module"]})
-    module_iid = {m: i + 1 for i, m in enumerate(modules)}
-    entries = [(17, encode_message((1, i), (2, m.encode()))) for m, i in module_iid.items()]
-    entries += [(19, encode_message((1, i), (7, i))) for i in module_iid.values()]
-    entries += [(5, encode_message((1, f["frame_id"] + 1), (2, f["name"].encode())))
-                for f in frames]
-    # A frame with a mapping needs rel_pc; the address within the module is not known here.
-    entries += [(6, encode_message((1, f["frame_id"] + 1), (2, f["frame_id"] + 1),
-                                   (3, module_iid.get(f["module"])),
-                                   (4, 0 if f["module"] else None))) for f in frames]
-    entries += callstacks
-    ts0 = int(pc.min(samples["ts_ns"]).as_py() or 0)
-    for k in range(0, len(entries), _INTERN_BATCH):
-        flags = _CLEARED | _NEEDS_STATE if k == 0 else _NEEDS_STATE
-        yield _packet((8, ts0), (10, SEQUENCE_ID), (13, flags),
-                      (12, encode_message(*entries[k:k + _INTERN_BATCH])))
-    order = np.argsort(samples["ts_ns"].to_numpy(), kind="stable")
-    ts = samples["ts_ns"].to_numpy()[order]
-    pid = samples["pid"].fill_null(0).to_numpy()[order]
-    tid = samples["tid"].fill_null(0).to_numpy()[order]
-    stack = samples["stack_id"].to_numpy()[order] + 1
-    for lo in range(0, len(order), _CHUNK):
-        hi = min(lo + _CHUNK, len(order))
-        n = hi - lo
-        # Nested messages are written in place: each byte once.
-        sample = MessageColumns(n).varint(2, pid[lo:hi]).varint(3, tid[lo:hi]) \
-            .varint(4, stack[lo:hi])
-        packet = MessageColumns(n).varint(8, ts[lo:hi]).varint(10, SEQUENCE_ID) \
-            .varint(13, _NEEDS_STATE).message(66, sample)
-        yield MessageColumns(n).message(1, packet).encode().tobytes()
+    stream = SampleStream()
+    stream.add_table("frames", trace.frames)
+    stream.add_table("stacks", trace.stacks)
+    yield from stream.packets(samples)
+
+
+class SampleStream:
+    """PerfSample packets written a batch of samples at a time: before each batch, what it
+    needs that was not interned yet (the frames and mappings added since, the call stacks
+    it uses) is interned on the samples' own sequence, which is cleared only at its first
+    packet. Given the whole trace's samples at once, it writes what a one-pass writer
+    would."""
+
+    def __init__(self) -> None:
+        self._stacks: dict[int, tuple[int | None, int]] = {}  # stack_id: (parent, frame)
+        self._new_frames: list[dict[str, Any]] = []
+        self._frame_ids: set[int] = set()
+        self._module_iid: dict[str, int] = {}
+        self._interned_stacks: set[int] = set()
+        self._started = False
+
+    def add_table(self, name: str, rows: pa.Table) -> None:
+        """Take rows of the ``frames`` or ``stacks`` table (others are not needed)."""
+        if name == "frames":  # each frame once, however often it is given
+            for f in rows.select(["frame_id", "name", "module"]).to_pylist():
+                if f["frame_id"] not in self._frame_ids:
+                    self._frame_ids.add(f["frame_id"])
+                    self._new_frames.append(f)
+        elif name == "stacks":
+            self._stacks.update(zip(rows["stack_id"].to_pylist(),
+                                    zip(rows["parent_id"].to_pylist(),
+                                        rows["frame_id"].to_pylist(), strict=True),
+                                    strict=True))
+
+    def knows(self, stack_ids: np.ndarray) -> np.ndarray:
+        """Per stack id: whether its call stack has been added (its frames too)."""
+        known = self._stacks
+        return np.fromiter((int(s) in known for s in stack_ids), dtype=bool,
+                           count=len(stack_ids))
+
+    def packets(self, samples: pa.Table) -> Iterator[bytes]:
+        """The packets of ``samples`` (ts_ns, pid, tid and stack_id; every stack known)."""
+        used = np.sort(pc.unique(samples["stack_id"]).to_numpy()).tolist()
+        # Callstack iid = stack_id + 1; frames listed root first ("bottom frame first").
+        callstacks = []
+        for stack_id in used:
+            if stack_id in self._interned_stacks:
+                continue
+            self._interned_stacks.add(stack_id)
+            path, node = [], stack_id
+            while node is not None:
+                parent, frame = self._stacks[node]
+                path.append(frame + 1)
+                node = parent
+            callstacks.append((7, encode_message((1, stack_id + 1),
+                                                 *[(2, f) for f in reversed(path)])))
+        frames, self._new_frames = self._new_frames, []
+        modules = sorted({f["module"] for f in frames if f["module"]} - set(self._module_iid))
+        for m in modules:
+            self._module_iid[m] = len(self._module_iid) + 1
+        module_iid = self._module_iid
+        entries = [(17, encode_message((1, module_iid[m]), (2, m.encode()))) for m in modules]
+        entries += [(19, encode_message((1, module_iid[m]), (7, module_iid[m])))
+                    for m in modules]
+        entries += [(5, encode_message((1, f["frame_id"] + 1), (2, f["name"].encode())))
+                    for f in frames]
+        # A frame with a mapping needs rel_pc; the address within the module is not known here.
+        entries += [(6, encode_message((1, f["frame_id"] + 1), (2, f["frame_id"] + 1),
+                                       (3, module_iid.get(f["module"])),
+                                       (4, 0 if f["module"] else None))) for f in frames]
+        entries += callstacks
+        ts0 = int(pc.min(samples["ts_ns"]).as_py() or 0)
+        for k in range(0, max(len(entries), 0 if self._started else 1), _INTERN_BATCH):
+            flags = _NEEDS_STATE if self._started else _CLEARED | _NEEDS_STATE
+            self._started = True
+            yield _packet((8, ts0), (10, SEQUENCE_ID), (13, flags),
+                          (12, encode_message(*entries[k:k + _INTERN_BATCH])))
+        order = np.argsort(samples["ts_ns"].to_numpy(), kind="stable")
+        ts = samples["ts_ns"].to_numpy()[order]
+        pid = samples["pid"].fill_null(0).to_numpy()[order]
+        tid = samples["tid"].fill_null(0).to_numpy()[order]
+        stack = samples["stack_id"].to_numpy()[order] + 1
+        for lo in range(0, len(order), _CHUNK):
+            hi = min(lo + _CHUNK, len(order))
+            n = hi - lo
+            # Nested messages are written in place: each byte once.
+            sample = MessageColumns(n).varint(2, pid[lo:hi]).varint(3, tid[lo:hi]) \
+                .varint(4, stack[lo:hi])
+            packet = MessageColumns(n).varint(8, ts[lo:hi]).varint(10, SEQUENCE_ID) \
+                .varint(13, _NEEDS_STATE).message(66, sample)
+            yield MessageColumns(n).message(1, packet).encode().tobytes()
 
 
 def _packet(*fields: tuple[int, object]) -> bytes:
