@@ -16,6 +16,7 @@ SEQUENCE_ID = 2  # a sequence of its own: its interned frames never meet the eve
 _CLEARED, _NEEDS_STATE = 1, 2
 _CHUNK = 20_000  # rows encoded at once: the encoder needs ~300 bytes a row
 _INTERN_BATCH = 5_000
+_DENSE_IDS = 1 << 26  # stack ids below this are looked up in a mask
 
 
 def sample_packets(trace: Trace, samples: pa.Table) -> Iterator[bytes]:
@@ -40,6 +41,8 @@ class SampleStream:
         self._frame_ids: set[int] = set()
         self._module_iid: dict[str, int] = {}
         self._interned_stacks: set[int] = set()
+        # Which ids are known, as a mask over ids (readers number stacks from 0).
+        self._dense: np.ndarray | None = np.zeros(0, dtype=bool)
         self._started = False
 
     def add_table(self, name: str, rows: pa.Table) -> None:
@@ -50,16 +53,30 @@ class SampleStream:
                     self._frame_ids.add(f["frame_id"])
                     self._new_frames.append(f)
         elif name == "stacks":
-            self._stacks.update(zip(rows["stack_id"].to_pylist(),
-                                    zip(rows["parent_id"].to_pylist(),
-                                        rows["frame_id"].to_pylist(), strict=True),
+            ids = rows["stack_id"].to_pylist()
+            self._stacks.update(zip(ids, zip(rows["parent_id"].to_pylist(),
+                                             rows["frame_id"].to_pylist(), strict=True),
                                     strict=True))
+            if self._dense is not None and ids:
+                top = max(ids)
+                if min(ids) < 0 or top >= _DENSE_IDS:
+                    self._dense = None  # ids too large for a mask: looked up one by one
+                else:
+                    if top >= len(self._dense):
+                        self._dense = np.concatenate([self._dense, np.zeros(
+                            max(top + 1 - len(self._dense), len(self._dense)), dtype=bool)])
+                    self._dense[np.array(ids, dtype=np.int64)] = True
 
     def knows(self, stack_ids: np.ndarray) -> np.ndarray:
         """Per stack id: whether its call stack has been added (its frames too)."""
+        ids = np.asarray(stack_ids, dtype=np.int64)
+        if self._dense is not None:  # ids below the size of a mask of every id seen
+            inside = (ids >= 0) & (ids < len(self._dense))
+            out = np.zeros(len(ids), dtype=bool)
+            out[inside] = self._dense[ids[inside]]
+            return out
         known = self._stacks
-        return np.fromiter((int(s) in known for s in stack_ids), dtype=bool,
-                           count=len(stack_ids))
+        return np.fromiter((int(s) in known for s in ids), dtype=bool, count=len(ids))
 
     def packets(self, samples: pa.Table) -> Iterator[bytes]:
         """The packets of ``samples`` (ts_ns, pid, tid and stack_id; every stack known)."""

@@ -27,6 +27,7 @@ from tracekit.toolkit import (
     any_true,
     check_align,
     equals,
+    factorize,
     fields,
     launch_links,
     mix64,
@@ -436,9 +437,11 @@ class _SampleStreamingSink(tracekit.BatchSink):
         """Keep the first sample of each thread (and device, stream) not seen before."""
         key = [samples[c].cast(pa.int64()).fill_null(_NULL_ID).to_numpy()
                for c in ("pid", "tid", "device", "stream")]
-        _, first = np.unique(np.stack(key, axis=1), axis=0, return_index=True)
-        for row in np.sort(first).tolist():
-            k = tuple(int(c[row]) for c in key)
+        code, distinct = factorize(*key)
+        first = np.empty(len(distinct[0]), dtype=np.int64)
+        first[code[::-1]] = np.arange(len(code) - 1, -1, -1)
+        for row, k in sorted(zip(first.tolist(), zip(*(d.tolist() for d in distinct),
+                                                     strict=True), strict=True)):
             if k not in self._threads:
                 one = samples.slice(row, 1)
                 self._threads[k] = one.set_column(
