@@ -41,6 +41,10 @@ STEPS = {
         "import sys,tracekit; tracekit.analyze(tracekit.read(sys.argv[1]), 'summary')",
     "tracekit convert -> .pftrace":
         "import sys,tracekit; tracekit.write(tracekit.read(sys.argv[1]), sys.argv[2], force=True)",
+    # What a user runs: the command (it streams the CPU samples, keeps the rest to the end).
+    "command: tracekit convert -> .pftrace":
+        "import sys; from tracekit.cli import main; "
+        "assert main(['convert', sys.argv[1], '-o', sys.argv[2], '--force', '-q']) == 0",
     # Parquet takes batches: the library call reads the whole trace first, the command
     # writes each fetched batch as it comes (pipeline.convert(stream=True)).
     "tracekit convert -> .parquet, whole trace":
