@@ -108,20 +108,29 @@ class ComponentInfo:
     extensions: tuple[str, ...]
     #: (option, type, default, help) per option.
     options: list[tuple[str, str, Any, str]]
+    #: A reader that ``streams_events`` or a writer that ``takes_batches``.
+    streams: bool = False
 
     def lines(self) -> list[str]:
         """The text ``tracekit formats`` prints for this component."""
         exts = f" [{', '.join(self.extensions)}]" if self.extensions else ""
-        return [f"{self.kind:<9} {self.name:<14} {self.description}{exts}",
+        streams = f"; {_STREAMS[self.kind]}" if self.streams else ""
+        return [f"{self.kind:<9} {self.name:<14} {self.description}{exts}{streams}",
                 *(f"{'':<25}-O {opt}={typ} (default {default!r}) {help_}"
                   for opt, typ, default, help_ in self.options)]
+
+
+_STREAMS = {"reader": "streams its events (docs/cli.md, Streaming)",
+            "writer": "writes one streamed input as it is read (docs/cli.md, Streaming)"}
 
 
 def components(registry: Registry | None = None) -> list[ComponentInfo]:
     """Every registered component, by kind and then name, with its options."""
     registry = registry or default_registry()
     return [ComponentInfo(kind, name, cls.description, tuple(getattr(cls, "extensions", ())),
-                          describe_options(cls))
+                          describe_options(cls),
+                          bool(getattr(cls, "streams_events", False)
+                               or getattr(cls, "takes_batches", False)))
             for kind, by_name in registry.components.items()
             for name, cls in sorted(by_name.items())]
 

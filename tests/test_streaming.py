@@ -345,3 +345,13 @@ def test_streamed_samples_without_timestamps_say_why_nothing_is_drawn(tmp_path, 
     assert "no event has a timestamp (3 samples without one)" in str(whole.value)
     assert str(streamed.value) == str(whole.value).replace("w.pftrace", "s.pftrace")
     assert sorted(os.listdir(tmp_path)) == ["untimed.perf"]
+
+
+def test_formats_names_the_readers_and_writers_that_stream(registry):
+    from tracekit.overview import components
+
+    streaming = sorted((c.kind, c.name) for c in components(registry) if c.streams)
+    assert streaming == [("reader", "nsys"), ("reader", "perf"), ("writer", "parquet"),
+                         ("writer", "perfetto")]
+    perf = next(c for c in components(registry) if c.name == "perf")
+    assert perf.lines()[0].endswith("; streams its events (docs/cli.md, Streaming)")
