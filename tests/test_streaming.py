@@ -26,9 +26,11 @@ NSYS = "nsys-sqlite/pipit_cloverleaf_nsys2024.5.1_a100.sqlite"
 
 
 def streamed_inputs() -> list[str]:
-    """Every real perf script file and Nsight Systems export under ../shared/fixtures."""
+    """Every real perf script file, Nsight Systems export and rocprof database under
+    ../shared/fixtures."""
     files = [p for kind in ("perf-script", "nsys-sqlite") if (SHARED / kind).exists()
              for p in (SHARED / kind).rglob("*") if p.is_file()]
+    files += [p for p in SHARED.rglob("*.db") if p.is_file()] if SHARED.exists() else []
     return sorted(str(p.relative_to(SHARED)) for p in files) or ["<missing>"]
 
 
@@ -351,7 +353,7 @@ def test_formats_names_the_readers_and_writers_that_stream(registry):
     from tracekit.overview import components
 
     streaming = sorted((c.kind, c.name) for c in components(registry) if c.streams)
-    assert streaming == [("reader", "nsys"), ("reader", "perf"), ("writer", "parquet"),
-                         ("writer", "perfetto")]
+    assert streaming == [("reader", "nsys"), ("reader", "perf"), ("reader", "rocprof-db"),
+                         ("writer", "parquet"), ("writer", "perfetto")]
     perf = next(c for c in components(registry) if c.name == "perf")
     assert perf.lines()[0].endswith("; streams its events (docs/cli.md, Streaming)")

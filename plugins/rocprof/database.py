@@ -7,7 +7,7 @@ import tracekit
 from tracekit import Source, TraceBuilder, TraceReadError
 from tracekit.plugins.rocprof import agents, rocpd, v1db
 from tracekit.plugins.rocprof.columns import OutOfRange, finish
-from tracekit.plugins.rocprof.side import CLOCK, add_side_tables
+from tracekit.plugins.rocprof.side import CLOCK, SeenIds, add_side_tables
 from tracekit.toolkit import SQLITE_MAGIC, SqliteInput, table_names
 
 
@@ -17,6 +17,7 @@ class RocprofDatabaseReader(tracekit.Reader):
     name = "rocprof-db"
     description = "AMD rocprof SQLite: rocpd databases (rocprofv3) and rocprof v1 results.db"
     extensions = (".db",)
+    streams_events = True  # rocpd views leave a fetched batch at a time
 
     @classmethod
     def sniff(cls, source: Source) -> float:
@@ -38,18 +39,21 @@ class RocprofDatabaseReader(tracekit.Reader):
 
     @staticmethod
     def _read_rocpd(db: SqliteInput, out: TraceBuilder) -> None:
+        seen = SeenIds()  # what each batch names: the batches leave as they are read
         try:
-            parts, unread = rocpd.read(db)
+            views, unread = rocpd.read(db)
+            for view, batches, table_rows in views:
+                written = 0
+                for columns in batches:
+                    _add(db, out, view, columns, "view", written)
+                    seen.update(columns)
+                    written += len(columns["category"])
+                out.note(view, "events", written)
+                if written != table_rows:
+                    out.note(view, "skipped: left out by the view's joins",
+                             table_rows - written)
         except OutOfRange as exc:
             raise TraceReadError(exc.message(), path=db.path, location=exc.where) from None
-        for view, batches, table_rows in parts:
-            written = 0
-            for columns in batches:
-                _add(db, out, view, columns, "view", written)
-                written += len(columns["category"])
-            out.note(view, "events", written)
-            if written != table_rows:
-                out.note(view, "skipped: left out by the view's joins", table_rows - written)
         for table, rows in unread.items():
             out.note(table, "skipped: table not read yet", rows)
         side, bad = rocpd.side_tables(db)
@@ -59,7 +63,7 @@ class RocprofDatabaseReader(tracekit.Reader):
             out.add_thread(**t)
         for view, n in bad.items():
             out.note(view, "skipped: rows whose id is not an integer", n)
-        add_side_tables([c for _, batches, _ in parts for c in batches], out)
+        seen.add_to(out)
         for d in side["devices"]:
             out.add_device(vendor="amd", kind="gpu", **d)
         version = None

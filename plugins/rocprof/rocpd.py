@@ -13,6 +13,7 @@ output's ``Agent_Id`` is.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -49,29 +50,34 @@ def _text(t: pa.Table, name: str) -> pa.Array:
     return column(t, name, pa.string())
 
 
-def read(db: SqliteInput) -> tuple[list[tuple[str, list[Columns], int]], dict[str, int]]:
-    """(view, event columns per batch of rows, rows of its table) for each view with rows,
-    and the rows of other tables that are not read."""
+def read(db: SqliteInput) -> tuple[list[tuple[str, Iterator[Columns], int]], dict[str, int]]:
+    """(view, its event columns a batch of rows at a time, rows of its table) for each view
+    with rows, and the rows of other tables that are not read. Each batch is fetched and
+    converted as it is iterated (OutOfRange then, naming its row in the view)."""
     out = []
     for view, table in VIEWS.items():
         rows = db.count(table)
         if not rows or view not in db.tables:
             continue
-        parts, before = [], 0
-        for t in db.batches(f'SELECT * FROM "{view}"'):
-            try:
-                parts.append(CONVERT[view](t))
-            except OutOfRange as exc:
-                exc.row += before
-                exc.where = f"view {view}, row {exc.row + 1}"
-                raise
-            before += t.num_rows
-        out.append((view, parts, rows))
+        out.append((view, _batches(db, view), rows))
     unread = {}
     for table in ("rocpd_pmc_event", "rocpd_sample"):
         if table in db.tables and (n := db.count(table)):
             unread[table] = n
     return out, unread
+
+
+def _batches(db: SqliteInput, view: str) -> Iterator[Columns]:
+    """The event columns of ``view``, a fetched batch of rows at a time."""
+    before = 0
+    for t in db.batches(f'SELECT * FROM "{view}"'):
+        try:
+            yield CONVERT[view](t)
+        except OutOfRange as exc:
+            exc.row += before
+            exc.where = f"view {view}, row {exc.row + 1}"
+            raise
+        before += t.num_rows
 
 
 def _regions(t: pa.Table) -> Columns:
