@@ -9,6 +9,7 @@ import gzip
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -357,3 +358,36 @@ def test_formats_names_the_readers_and_writers_that_stream(registry):
                          ("writer", "parquet"), ("writer", "perfetto")]
     perf = next(c for c in components(registry) if c.name == "perf")
     assert perf.lines()[0].endswith("; streams its events (docs/cli.md, Streaming)")
+
+
+def test_nsys_samples_leave_as_they_are_read(tmp_path, registry):
+    """The nsys reader adds the samples' call stacks before the samples, so the Perfetto
+    sink writes them at once rather than keeping them to the end."""
+    from tracekit.plugins.perfetto import writer
+
+    counted = {}
+    real_close = writer._SampleStreamingSink.close
+
+    def close(sink, trace):
+        counted["streamed"] = sink._streamed
+        counted["kept"] = sum(t.num_rows for t in sink._kept)
+        return real_close(sink, trace)
+
+    path = shared_path(*NSYS.split("/"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(writer._SampleStreamingSink, "close", close)
+        _, result = convert(path, tmp_path / "s.pftrace", registry=registry, stream=True)
+    whole = tracekit.read(path, registry=registry)
+    samples = whole.events["kind"].cast(pa.string()).to_pylist().count("sample")
+    assert samples == result.written["CPU samples"] == counted["streamed"] > 0
+    assert counted["kept"] == whole.events.num_rows - samples
+
+
+def test_a_stack_is_not_known_before_its_frames():
+    stream = samples_mod.SampleStream()
+    stream.add_table("stacks", pa.table({"stack_id": [0, 1], "parent_id": [None, 0],
+                                         "frame_id": [0, 1]}))
+    assert stream.knows(np.array([0, 1])).tolist() == [False, False]
+    stream.add_table("frames", pa.table({"frame_id": [0, 1], "name": ["main", "f"],
+                                         "module": [None, "libx.so"]}))
+    assert stream.knows(np.array([0, 1, 2])).tolist() == [True, True, False]

@@ -205,9 +205,11 @@ class NsysReader(tracekit.Reader):
             optional(samples_mod.SAMPLES, lambda: read.append(samples_mod.samples(db)))
             if read:
                 columns, tree = read[0]
-                add(samples_mod.SAMPLES, columns, len(columns["ts_ns"]))
-                out.add_table("stacks", tree.stacks)
+                # The call stacks first: a writer taking batches interns them before the
+                # samples that name them (see Reader.streams_events).
                 out.add_table("frames", tree.frames)
+                out.add_table("stacks", tree.stacks)
+                add(samples_mod.SAMPLES, columns, len(columns["ts_ns"]))
                 stack_base, frame_base = tree.stacks.num_rows, tree.frames.num_rows
                 if samples_mod.CALLCHAINS in db.tables:
                     out.note(samples_mod.CALLCHAINS, "call stacks of the samples",

@@ -39,6 +39,7 @@ class SampleStream:
         self._stacks: dict[int, tuple[int | None, int]] = {}  # stack_id: (parent, frame)
         self._new_frames: list[dict[str, Any]] = []
         self._frame_ids: set[int] = set()
+        self._missing_frames: set[int] = set()  # named by stacks, not added yet
         self._module_iid: dict[str, int] = {}
         self._interned_stacks: set[int] = set()
         # Which ids are known, as a mask over ids (readers number stacks from 0).
@@ -52,7 +53,11 @@ class SampleStream:
                 if f["frame_id"] not in self._frame_ids:
                     self._frame_ids.add(f["frame_id"])
                     self._new_frames.append(f)
+            self._missing_frames -= self._frame_ids
         elif name == "stacks":
+            self._missing_frames.update(
+                f for f in pc.unique(rows["frame_id"]).to_pylist()
+                if f is not None and f not in self._frame_ids)
             ids = rows["stack_id"].to_pylist()
             self._stacks.update(zip(ids, zip(rows["parent_id"].to_pylist(),
                                              rows["frame_id"].to_pylist(), strict=True),
@@ -68,8 +73,11 @@ class SampleStream:
                     self._dense[np.array(ids, dtype=np.int64)] = True
 
     def knows(self, stack_ids: np.ndarray) -> np.ndarray:
-        """Per stack id: whether its call stack has been added (its frames too)."""
+        """Per stack id: whether its call stack has been added (its frames too: while a
+        stack added names a frame not added yet, none counts as known)."""
         ids = np.asarray(stack_ids, dtype=np.int64)
+        if self._missing_frames:
+            return np.zeros(len(ids), dtype=bool)
         if self._dense is not None:  # ids below the size of a mask of every id seen
             inside = (ids >= 0) & (ids < len(self._dense))
             out = np.zeros(len(ids), dtype=bool)
