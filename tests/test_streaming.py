@@ -363,10 +363,10 @@ def test_formats_names_the_readers_and_writers_that_stream(registry):
 def test_nsys_samples_leave_as_they_are_read(tmp_path, registry):
     """The nsys reader adds the samples' call stacks before the samples, so the Perfetto
     sink writes them at once rather than keeping them to the end."""
-    from tracekit.plugins.perfetto import writer
+    from tracekit.plugins.perfetto import sample_sink
 
     counted = {}
-    real_close = writer._SampleStreamingSink.close
+    real_close = sample_sink.SampleStreamingSink.close
 
     def close(sink, trace):
         counted["streamed"] = sink._streamed
@@ -375,7 +375,7 @@ def test_nsys_samples_leave_as_they_are_read(tmp_path, registry):
 
     path = shared_path(*NSYS.split("/"))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(writer._SampleStreamingSink, "close", close)
+        mp.setattr(sample_sink.SampleStreamingSink, "close", close)
         _, result = convert(path, tmp_path / "s.pftrace", registry=registry, stream=True)
     whole = tracekit.read(path, registry=registry)
     samples = whole.events["kind"].cast(pa.string()).to_pylist().count("sample")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,19 +18,20 @@ from tracekit.plugins.perfetto.annotations import (
     sample_native,
 )
 from tracekit.plugins.perfetto.lanes import nest_sorted, sort_slices
-from tracekit.plugins.perfetto.samples import SampleStream, sample_packets
+from tracekit.plugins.perfetto.samples import sample_packets
 from tracekit.plugins.perfetto.tracks import plan_tracks
 from tracekit.plugins.perfetto.wire import Blob, MessageColumns, encode_message
 from tracekit.toolkit import (
     align_collectives,
-    any_true,
     check_align,
     equals,
-    factorize,
     fields,
     launch_links,
     mix64,
 )
+
+if TYPE_CHECKING:
+    from tracekit.plugins.perfetto.sample_sink import Streamed
 
 SEQUENCE_ID = 1
 _CLEARED, _NEEDS_STATE = 1, 2
@@ -41,7 +41,6 @@ _INTERN_BATCH = 10_000
 _INT64_MAX = np.iinfo(np.int64).max
 _KINDS = ("slice", "instant", "counter", "sample")
 _UNTIMED = "untimed aggregate rows (no timestamp)"
-_NULL_ID = -(2**62)  # a null id in a key of ids
 
 
 @dataclass
@@ -91,24 +90,26 @@ class PerfettoWriter(tracekit.Writer):
             trace = aligned.trace
             result.written["ranks aligned on their collectives"] = int(
                 sum(1 for o in aligned.offsets_ns if o) if aligned.matched else 0)
-        events = self._writable(trace.events, result)
+        events = self.writable_events(trace.events, result)
         if not events.num_rows:
-            raise EmptyOutputError(_nothing_to_draw(trace.events.num_rows,
-                                                    _kinds(trace.events), result))
-        return self._write(trace, events, stream, result)
+            raise EmptyOutputError(nothing_to_draw(trace.events.num_rows,
+                                                    row_kinds(trace.events), result))
+        return self.write_events(trace, events, stream, result)
 
     def batch_sink(self, stream: IO[bytes]) -> tracekit.BatchSink:
         if self.options.align:  # ranks are shifted by what the whole trace shows
             return WholeTraceSink(self, stream)
-        return _SampleStreamingSink(self, stream)
+        from tracekit.plugins.perfetto.sample_sink import SampleStreamingSink
 
-    def _write(self, trace: Trace, events: pa.Table, stream: IO[bytes],
-               result: tracekit.WriteResult, streamed: _Streamed | None = None,
+        return SampleStreamingSink(self, stream)
+
+    def write_events(self, trace: Trace, events: pa.Table, stream: IO[bytes],
+               result: tracekit.WriteResult, streamed: Streamed | None = None,
                ) -> tracekit.WriteResult:
         """Write the writable ``events`` of ``trace``; with ``streamed``, CPU samples were
-        written already (see ``_SampleStreamingSink``): none is written here."""
+        written already (see ``sample_sink``): none is written here."""
         plan = plan_tracks(trace, events)
-        native = _native(events, plan)
+        native = native_rows(events, plan)
         if streamed is not None and streamed.stand_ins:
             # Rows that only give threads their tracks: nothing of theirs is counted.
             stand_in = np.zeros(events.num_rows, dtype=bool)
@@ -147,7 +148,7 @@ class PerfettoWriter(tracekit.Writer):
                 (packets.type == _BEGIN) | (packets.type == _INSTANT)]].sum())
         return result
 
-    def _writable(self, events: pa.Table, result: tracekit.WriteResult) -> pa.Table:
+    def writable_events(self, events: pa.Table, result: tracekit.WriteResult) -> pa.Table:
         kind = events["kind"].cast(pa.string())
         is_counter = pc.equal(kind, "counter")
         checks = [
@@ -226,7 +227,7 @@ class PerfettoWriter(tracekit.Writer):
                         name_code=names, cat_code=cats)
 
 
-def _native(events: pa.Table, plan: Any) -> dict[str, Any]:
+def native_rows(events: pa.Table, plan: Any) -> dict[str, Any]:
     """Per typed column the rows whose Perfetto event or track holds it (tracekit.fields)."""
     slices, counters, samples = (equals(events["kind"], k).to_numpy()
                                  for k in ("slice", "counter", "sample"))
@@ -241,12 +242,12 @@ def _native(events: pa.Table, plan: Any) -> dict[str, Any]:
     }
 
 
-def _kinds(events: pa.Table) -> list[str]:
+def row_kinds(events: pa.Table) -> list[str]:
     """The kinds of ``events``' rows, in order of first appearance."""
     return pc.unique(events["kind"].cast(pa.string())).to_pylist()
 
 
-def _nothing_to_draw(rows: int, kinds: list[str], result: tracekit.WriteResult) -> str:
+def nothing_to_draw(rows: int, kinds: list[str], result: tracekit.WriteResult) -> str:
     """Why none of the input's ``rows`` events (of ``kinds``) could be written, for
     EmptyOutputError."""
     if not rows:
@@ -373,111 +374,3 @@ def _encode_chunk(p: _Packets, lo: int, hi: int, args: ArgColumns, flows: _FlowL
     packet.varint(13, _NEEDS_STATE)
     return prefix, MessageColumns(n).message(1, packet).encode().data
 
-
-@dataclass
-class _Streamed:
-    """What a sink wrote before ``_write``: ``samples`` CPU samples, and the last
-    ``stand_ins`` rows of the events are stand-ins for the threads they were on."""
-
-    samples: int
-    stand_ins: int
-
-
-class _SampleStreamingSink(tracekit.BatchSink):
-    """CPU samples written as their batches come (PerfSample packets on their own sequence,
-    call stacks interned as the reader adds them, see ``SampleStream``); every other row is
-    kept and written at ``close`` with the whole-trace logic, as are samples whose call stack
-    had not been added yet. One row per thread of the streamed samples stands in for them at
-    ``close``, so that their threads get the tracks and names they would get otherwise. The
-    counts are those of ``write``: per batch, each check and each value left out is counted
-    on the samples as ``write`` counts it on the whole trace."""
-
-    def __init__(self, writer: PerfettoWriter, stream: IO[bytes]) -> None:
-        self._writer = writer
-        self._stream = stream
-        self._samples = SampleStream()
-        self._kept: list[pa.Table] = []
-        self._threads: dict[tuple[int, ...], pa.Table] = {}
-        self._result = tracekit.WriteResult()
-        self._rows = 0
-        self._kinds: dict[str, None] = {}
-        self._streamed = 0
-
-    def add_table(self, name: str, rows: pa.Table) -> None:
-        self._samples.add_table(name, rows)
-
-    def add_events(self, batch: pa.RecordBatch) -> None:
-        events = pa.Table.from_batches([batch])
-        self._rows += events.num_rows
-        self._kinds.update(dict.fromkeys(_kinds(events)))
-        is_sample = equals(events["kind"], "sample")
-        if not any_true(is_sample):
-            self._kept.append(events)
-            return
-        if any_true(pc.invert(is_sample)):
-            self._kept.append(events.filter(pc.invert(is_sample)))
-            events = events.filter(is_sample)
-        samples = self._writer._writable(events, self._result)
-        known = self._samples.knows(samples["stack_id"].to_numpy())
-        if not known.all():
-            self._kept.append(samples.filter(pa.array(~known)))
-            samples = samples.filter(pa.array(known))
-        if not samples.num_rows:
-            return
-        skipped = self._result.skipped
-        annotated_args(samples, _native(samples, _SamplesPlan(samples)),
-                       self._writer.options.args, skipped)
-        self._stand_ins(samples)
-        for chunk in self._samples.packets(samples.select(["ts_ns", "pid", "tid",
-                                                            "stack_id"])):
-            self._stream.write(chunk)
-        self._streamed += samples.num_rows
-
-    def _stand_ins(self, samples: pa.Table) -> None:
-        """Keep the first sample of each thread (and device, stream) not seen before."""
-        key = [samples[c].cast(pa.int64()).fill_null(_NULL_ID).to_numpy()
-               for c in ("pid", "tid", "device", "stream")]
-        code, distinct = factorize(*key)
-        first = np.empty(len(distinct[0]), dtype=np.int64)
-        first[code[::-1]] = np.arange(len(code) - 1, -1, -1)
-        for row, k in sorted(zip(first.tolist(), zip(*(d.tolist() for d in distinct),
-                                                     strict=True), strict=True)):
-            if k not in self._threads:
-                one = samples.slice(row, 1)
-                self._threads[k] = one.set_column(
-                    one.schema.get_field_index("args"), "args", pa.nulls(1, pa.string()))
-
-    def close(self, trace: Trace) -> tracekit.WriteResult:
-        result = self._result
-        stand_ins = list(self._threads.values())
-        parts = [*self._kept, *stand_ins]
-        events = (pa.concat_tables(parts).unify_dictionaries() if parts
-                  else trace.events.schema.empty_table())
-        whole = dataclasses.replace(trace, events=events)
-        events = self._writer._writable(events, result)
-        # Samples kept because their call stack came later: written after the rest.
-        late = equals(events["kind"], "sample").to_numpy(zero_copy_only=False)
-        late[events.num_rows - len(stand_ins):] = False
-        if not events.num_rows:
-            raise EmptyOutputError(_nothing_to_draw(self._rows, list(self._kinds), result))
-        streamed = _Streamed(samples=self._streamed + int(late.sum()), stand_ins=len(stand_ins))
-        self._writer._write(whole, events, self._stream, result, streamed)
-        if late.any():  # every stack is known now
-            self._samples.add_table("frames", trace.frames)
-            self._samples.add_table("stacks", trace.stacks)
-            for chunk in self._samples.packets(events.filter(pa.array(late)).select(
-                    ["ts_ns", "pid", "tid", "stack_id"])):
-                self._stream.write(chunk)
-        return result
-
-
-class _SamplesPlan:
-    """Where the track of each of a batch of samples tells its pid, tid, device and stream,
-    as ``plan_tracks`` finds it for samples (a thread track, or a stream track for a sample
-    with a device; ``_native`` adds that a PerfSample tells its pid and tid)."""
-
-    def __init__(self, samples: pa.Table) -> None:
-        n = samples.num_rows
-        on_device = samples["device"].is_valid().to_numpy(zero_copy_only=False)
-        self.native = {"pid": np.zeros(n, dtype=bool), "tid": np.zeros(n, dtype=bool),
-                       "device": on_device, "stream": on_device}
