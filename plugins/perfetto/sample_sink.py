@@ -26,7 +26,7 @@ _NULL_ID = -(2**62)  # a null id in a key of ids
 
 @dataclass
 class Streamed:
-    """What a sink wrote before ``_write``: ``samples`` CPU samples, and the last
+    """What a sink wrote before ``write_events``: ``samples`` CPU samples, and the last
     ``stand_ins`` rows of the events are stand-ins for the threads they were on."""
 
     samples: int
