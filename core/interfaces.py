@@ -128,7 +128,9 @@ class BatchSink(ABC):
     ``add_events`` gets each batch of the event schema as the reader adds it (its
     dictionaries are its own); ``close`` gets the rest of the trace (side tables, metadata,
     read account; no events) once the reader is done, and finishes the output. The output is
-    kept only if ``close`` returns: an error on the way removes it.
+    kept only if ``close`` returns: an error on the way calls ``abort`` and removes it. Only
+    outputs that replace a file or folder when done are streamed, never standard output or
+    a FIFO, where a failed conversion would leave half a trace.
     """
 
     @abstractmethod
@@ -142,6 +144,10 @@ class BatchSink(ABC):
     @abstractmethod
     def close(self, trace: Trace) -> WriteResult:
         """Finish the output with the rest of ``trace``; return what was written in all."""
+
+    def abort(self) -> None:  # noqa: B027 - optional hook
+        """Optional: the conversion failed (the output is removed): let go of what the sink
+        holds open (files of a directory output)."""
 
 
 class WholeTraceSink(BatchSink):

@@ -391,15 +391,19 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     check_not_input(target, list(inputs))
     # Parsed now, so that a bad value is reported before anything is read.
     writer_options = _options(writer_cls, split_options(writer_opts, [writer_cls])[0])
+    # Streamed only into an output replaced when the write succeeds: what was written to
+    # standard output or a FIFO before a read error could not be taken back.
     one = _one_input(inputs, reader_cls, registry) \
-        if stream and not annotations and writer_cls.takes_batches else None
-    if one is not None and one[1].streams_events:
+        if stream and not annotations and writer_cls.takes_batches \
+        and not target.is_stream else None
+    if one is not None and one.reader.streams_events:
         return _convert_streaming(one, output, reader_opts, writer_cls, writer_options,
                                   force=force, registry=registry, progress=progress)
     progress.phase("reading")
     if one is not None:  # opened already: standard input can be opened only once
-        trace = join_process_captures(read_one(one[0], format=one[1], options=reader_opts,
-                                               registry=registry, progress=progress))
+        trace = join_process_captures(read_one(one.source, format=one.reader,
+                                               options=reader_opts, registry=registry,
+                                               progress=progress, name=one.name))
     else:
         trace = read(inputs, format=from_, options=reader_opts, registry=registry,
                      progress=progress)
@@ -412,10 +416,20 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     return trace, result
 
 
+@dataclasses.dataclass(frozen=True)
+class _OneInput:
+    """The one input of a conversion, opened, with its reader and its source name."""
+
+    source: Source
+    reader: type[Reader]
+    name: str
+
+
 def _one_input(inputs: Sequence[str | Path], reader_cls: type[Reader] | None,
-               registry: Registry) -> tuple[Source, type[Reader]] | None:
-    """The one input, opened (standard input can be opened only once), and its reader when
-    ``inputs`` are one input, not a run folder; None otherwise."""
+               registry: Registry) -> _OneInput | None:
+    """The one input, opened (standard input can be opened only once), its reader and its
+    name as ``read`` names it, when ``inputs`` are one input, not a run folder; None
+    otherwise."""
     if len(inputs) != 1:
         return None
     run = expand_inputs(inputs, format=reader_cls, registry=registry)
@@ -423,45 +437,49 @@ def _one_input(inputs: Sequence[str | Path], reader_cls: type[Reader] | None,
         return None
     source = Source(run.paths[0])
     chosen = reader_cls or detect_format(source, registry)
-    return source, chosen
+    return _OneInput(source, chosen, source_names(run.paths)[0])
 
 
 class _SinkFailed(TracekitError):
     """The writer failed on a batch: carried through the reader, raised again as it was."""
 
 
-def _convert_streaming(one: tuple[Source, type[Reader]], output: str | Path,
-                       reader_options: list[str], writer_cls: type[Writer],
-                       writer_options: Any, *, force: bool, registry: Registry,
-                       progress: Progress) -> tuple[Trace, WriteResult]:
+def _convert_streaming(one: _OneInput, output: str | Path, reader_options: list[str],
+                       writer_cls: type[Writer], writer_options: Any, *, force: bool,
+                       registry: Registry, progress: Progress) -> tuple[Trace, WriteResult]:
     """``convert`` of one input, each batch written as the reader adds it."""
-    source, reader_cls = one
     writer = writer_cls(_options(writer_cls, writer_options), progress=progress)
     read_trace: list[Trace] = []
     with _write_errors(output, writer_cls, lambda: read_trace[0] if read_trace else None), \
             _output(output, writer_cls, force) as target:
         sink = writer.batch_sink(target)
-        failure: list[BaseException] = []
+        failure: list[Exception] = []
 
         def guarded(write: Callable[..., None]) -> Callable[..., None]:
             def call(*args: Any) -> None:
                 try:
                     write(*args)
-                except BaseException as exc:  # the writer's: not to be taken for the reader's
+                except Exception as exc:  # the writer's: not to be taken for the reader's
                     failure.append(exc)
                     raise _SinkFailed(str(exc)) from exc
             return call
 
         progress.phase("reading")
         try:
-            trace = read_one(source, format=reader_cls, options=reader_options,
-                             registry=registry, progress=progress,
+            trace = read_one(one.source, format=one.reader, options=reader_options,
+                             registry=registry, progress=progress, name=one.name,
                              sink=guarded(sink.add_events), table_sink=guarded(sink.add_table))
+            if failure:  # a reader that caught the writer's error must not go on
+                raise failure[0]
+            read_trace.append(trace)
+            progress.phase(f"writing {Path(output).name}")
+            result = sink.close(trace)
         except _SinkFailed:
+            sink.abort()
             raise failure[0] from None
-        read_trace.append(trace)
-        progress.phase(f"writing {Path(output).name}")
-        result = sink.close(trace)
+        except BaseException:
+            sink.abort()
+            raise
     return trace, result
 
 

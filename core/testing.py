@@ -169,12 +169,16 @@ def check_writer(writer_cls: type[Writer], trace: Trace | None = None,
         streamed = _through_batch_sink(writer_cls, trace, options)
         assert streamed.written == result.written, (
             f"{name}: batch_sink wrote {dict(streamed.written)}, write {dict(result.written)}")
+        assert streamed.skipped == result.skipped, (
+            f"{name}: batch_sink skipped {dict(streamed.skipped)}, "
+            f"write {dict(result.skipped)}")
     return data, result
 
 
 def _through_batch_sink(writer_cls: type[Writer], trace: Trace, options: Any) -> WriteResult:
-    """What ``writer_cls`` writes of ``trace`` through its batch sink, its events in two
-    batches and the rest of the trace at ``close``."""
+    """What ``writer_cls`` writes of ``trace`` through its batch sink: the side tables first
+    (``add_table``), then its events in two batches, and the rest of the trace at
+    ``close``."""
     import dataclasses
     import io
     import tempfile
@@ -189,6 +193,9 @@ def _through_batch_sink(writer_cls: type[Writer], trace: Trace, options: Any) ->
     with tempfile.TemporaryDirectory() as tmp:
         sink = writer.batch_sink(Path(tmp) if isinstance(writer, DirectoryWriter)
                                  else io.BytesIO())
+        for table in ("frames", "stacks", "processes", "threads", "devices"):
+            if trace.table(table).num_rows:
+                sink.add_table(table, trace.table(table))
         for batch in batches:
             sink.add_events(batch)
         return sink.close(rest)

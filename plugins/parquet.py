@@ -185,6 +185,9 @@ class _EventsFileSink(tracekit.BatchSink):
         rest = held.slice(rows)
         self._held, self._held_rows = rest.to_batches(), rest.num_rows
 
+    def abort(self) -> None:
+        self._file.close()
+
     def close(self, trace: Trace) -> tracekit.WriteResult:
         try:
             if self._held_rows:

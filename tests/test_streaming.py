@@ -5,6 +5,7 @@ whole-trace conversion does."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 from pathlib import Path
@@ -19,7 +20,9 @@ from tracekit import TraceReadError, TraceWriteError
 from tracekit.pipeline import convert
 from tracekit.plugins import parquet
 from tracekit.plugins.perfetto import samples as samples_mod
+from tracekit.plugins.perfetto.writer import PerfettoWriter
 from tracekit.testing import check_writer, full_trace
+from tracekit.toolkit import fields
 from typer.testing import CliRunner
 
 PERF = "perf-script/haandfeng_aarch64/out.perf"
@@ -391,3 +394,100 @@ def test_a_stack_is_not_known_before_its_frames():
     stream.add_table("frames", pa.table({"frame_id": [0, 1], "name": ["main", "f"],
                                          "module": [None, "libx.so"]}))
     assert stream.knows(np.array([0, 1, 2])).tolist() == [True, True, False]
+
+
+def samples_with_typed_values() -> tracekit.Trace:
+    """Six CPU samples of two threads that carry values a PerfSample cannot hold (count,
+    correlation, args), on one call stack."""
+    out = tracekit.TraceBuilder("typed.perf", "test")
+    out.add_table("frames", pa.table({"frame_id": [0, 1], "name": ["main", "work"],
+                                      "module": ["app", "app"]}))
+    out.add_table("stacks", pa.table({"stack_id": [0, 1], "parent_id": [None, 0],
+                                      "frame_id": [0, 1]}))
+    out.add_events({"kind": ["sample"] * 6, "category": ["cpu.sample"] * 6,
+                    "name": ["work"] * 6, "ts_ns": [10, 20, 30, 40, 50, 60],
+                    "pid": [1] * 6, "tid": [1, 1, 1, 2, 2, 2], "stack_id": [1] * 6,
+                    "value": [1.0] * 6, "count": [5] * 6, "correlation": [7] * 6,
+                    "args": ['{"comm": "app"}'] * 6})
+    out.add_thread(1, 1, name="app")
+    out.add_thread(1, 2, name="worker")
+    return out.build()
+
+
+def test_stand_ins_count_nothing_of_their_own():
+    """The rows that give the streamed samples' threads their tracks at the end once
+    counted their count and correlation a second time (7 where write counts 6)."""
+    _, result = check_writer(PerfettoWriter, samples_with_typed_values())
+    assert result.written["CPU samples"] == 6
+    for column in ("count", "correlation", "args", "name", "value"):
+        assert result.skipped[fields.field_skip(
+            column, "a CPU sample carries no annotations in Perfetto")] == 6, column
+
+
+def test_standard_output_and_fifos_get_the_whole_trace(tmp_path, registry):
+    """What a streamed conversion wrote to a pipe before a read error could not be taken
+    back: such outputs are written from the whole trace, after the read."""
+    import threading
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    drained = []
+    drain = threading.Thread(target=lambda: drained.append(fifo.read_bytes()))
+    drain.start()
+    try:
+        trace, result = convert(shared_path(*PERF.split("/")), fifo, to="perfetto",
+                                registry=registry, stream=True)
+    finally:
+        drain.join(10)
+    assert trace.events.num_rows == result.written["CPU samples"] == 3570
+    assert len(drained[0]) > 0
+
+
+def test_a_folder_input_keeps_its_name(tmp_path, registry, monkeypatch):
+    """'.' is named as read() names it, streamed or not (it was named '')."""
+    folder = shared_path("rocprof-v1", "hgliu_mi300x_2025")
+    monkeypatch.chdir(folder)
+    streamed, _ = convert(".", tmp_path / "s.parquet", registry=registry, stream=True)
+    whole, _ = convert(".", tmp_path / "w.parquet", registry=registry)
+    assert streamed.sources == whole.sources == ["hgliu_mi300x_2025"]
+
+
+def test_a_failed_read_closes_the_dataset_file(tmp_path, registry):
+    text = shared_path(*PERF.split("/")).read_bytes()
+    data = gzip.compress(text * 8)
+    damaged = tmp_path / "cut.perf.gz"
+    damaged.write_bytes(data[:int(len(data) * 0.9)])
+    sinks = []
+    real_abort = parquet._EventsFileSink.abort
+
+    def abort(sink):
+        sinks.append(sink)
+        real_abort(sink)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(parquet._EventsFileSink, "abort", abort)
+        with pytest.raises(TraceReadError):
+            convert(damaged, tmp_path / "out.parquet", registry=registry, stream=True)
+    assert len(sinks) == 1 and not sinks[0]._file.is_open
+
+
+def test_a_writer_error_a_reader_swallowed_still_fails(tmp_path, registry):
+    """A reader that catches what the sink raised must not lead to a kept output."""
+    from tracekit.plugins.perf import PerfScriptReader
+
+    real_hand_over = PerfScriptReader._hand_over
+
+    def add(sink, batch):
+        raise OSError(28, "No space left on device")
+
+    def swallowing(reader, parser, batches, out):
+        with contextlib.suppress(Exception):  # a careless reader
+            real_hand_over(reader, parser, batches, out)
+
+    out = tmp_path / "out.parquet"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(parquet._EventsFileSink, "add_events", add)
+        mp.setattr(PerfScriptReader, "_hand_over", swallowing)
+        with pytest.raises(TraceWriteError, match="No space left on device"):
+            convert(shared_path(*PERF.split("/")), out, registry=registry, stream=True)
+    assert os.listdir(tmp_path) == []

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from tracekit.plugins.perfetto.writer import PerfettoWriter
 
 _NULL_ID = -(2**62)  # a null id in a key of ids
+# What a stand-in keeps of its sample: what decides its thread's track (kind, category and
+# name are not nullable; write_events counts nothing of a stand-in's).
+_PLACES = frozenset({"ts_ns", "pid", "tid", "device", "stream", "stack_id", "source"})
 
 
 @dataclass
@@ -94,8 +97,10 @@ class SampleStreamingSink(tracekit.BatchSink):
                                                      strict=True), strict=True)):
             if k not in self._threads:
                 one = samples.slice(row, 1)
-                self._threads[k] = one.set_column(
-                    one.schema.get_field_index("args"), "args", pa.nulls(1, pa.string()))
+                # Only what places the track; the rest null, so that nothing is counted.
+                self._threads[k] = pa.table(
+                    {f.name: one[f.name] if f.name in _PLACES or not f.nullable
+                     else pa.nulls(1, f.type) for f in one.schema}, schema=one.schema)
 
     def close(self, trace: Trace) -> tracekit.WriteResult:
         result = self._result

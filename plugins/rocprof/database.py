@@ -17,7 +17,8 @@ class RocprofDatabaseReader(tracekit.Reader):
     name = "rocprof-db"
     description = "AMD rocprof SQLite: rocpd databases (rocprofv3) and rocprof v1 results.db"
     extensions = (".db",)
-    streams_events = True  # rocpd views leave a fetched batch at a time
+    # rocpd views leave a fetched batch at a time (a v1 results.db: a table at a time).
+    streams_events = True
 
     @classmethod
     def sniff(cls, source: Source) -> float:
