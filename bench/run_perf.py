@@ -46,6 +46,9 @@ STEPS = {
     "command: tracekit convert -> .pftrace":
         "import sys; from tracekit.cli import main; "
         "assert main(['convert', sys.argv[1], '-o', sys.argv[3], '--force', '-q']) == 0",
+    "command: tracekit convert -> .folded":
+        "import sys; from tracekit.cli import main; "
+        "assert main(['convert', sys.argv[1], '-o', sys.argv[2], '--force', '-q']) == 0",
     # Parquet takes batches: the library call reads the whole trace first, the command
     # writes each batch as it is read (pipeline.convert(stream=True)).
     "tracekit convert -> .parquet, whole trace":

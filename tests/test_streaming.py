@@ -358,7 +358,7 @@ def test_formats_names_the_readers_and_writers_that_stream(registry):
 
     streaming = sorted((c.kind, c.name) for c in components(registry) if c.streams)
     assert streaming == [("reader", "nsys"), ("reader", "perf"), ("reader", "rocprof-db"),
-                         ("writer", "parquet"), ("writer", "perfetto")]
+                         ("writer", "folded"), ("writer", "parquet"), ("writer", "perfetto")]
     perf = next(c for c in components(registry) if c.name == "perf")
     assert perf.lines()[0].endswith("; streams its events (docs/cli.md, Streaming)")
 
@@ -491,3 +491,52 @@ def test_a_writer_error_a_reader_swallowed_still_fails(tmp_path, registry):
         with pytest.raises(TraceWriteError, match="No space left on device"):
             convert(shared_path(*PERF.split("/")), out, registry=registry, stream=True)
     assert os.listdir(tmp_path) == []
+
+
+# --- folded: samples grouped as they come, folded at the end --------------------------------
+
+FOLD_OPTIONS = [[], ["weight=value"], ["process=false"], ["event=instructions"]]
+
+
+@pytest.mark.parametrize("rel", sweep([r for r in streamed_inputs()
+                                       if not r.endswith(".db")], PERF, NSYS))
+def test_streamed_folded_output_is_the_whole_trace_one(rel, tmp_path, registry):
+    """Byte for byte, with the same counts, samples in batches of 50 (perf)."""
+    path = shared_path(*rel.split("/"))
+    perf = rel.startswith("perf-script")
+    for i, options in enumerate(FOLD_OPTIONS):
+        options = [*options, *(["batch_rows=50"] if perf else [])]
+        fmt = "perf" if perf else None
+        outs = tmp_path / f"w{i}.folded", tmp_path / f"s{i}.folded"
+        results = []
+        for out, stream in zip(outs, (False, True), strict=True):
+            try:
+                results.append(convert(path, out, from_=fmt, options=options,
+                                       registry=registry, stream=stream)[1])
+            except tracekit.TracekitError as exc:
+                results.append(str(exc).replace(str(out), "OUT"))
+        whole, streamed = results
+        if isinstance(whole, str):
+            assert streamed == whole
+            continue
+        assert (streamed.written, streamed.skipped) == (whole.written, whole.skipped)
+        assert outs[1].read_bytes() == outs[0].read_bytes()
+
+
+def test_folded_groups_merge_across_batches(tmp_path, registry):
+    """A perf capture repeated: its batches of 100 rows fold into the stacks of one copy,
+    each count doubled."""
+    text = shared_path(*PERF.split("/")).read_text()
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    twice = tmp_path / "twice.perf"
+    twice.write_text(body + "\n\n" + body + "\n")
+    _, once = convert(shared_path(*PERF.split("/")), tmp_path / "once.folded",
+                      registry=registry)
+    _, doubled = convert(twice, tmp_path / "twice.folded", options=["batch_rows=100"],
+                         registry=registry, stream=True)
+    assert doubled.written["samples"] == 2 * once.written["samples"] == 7140
+    lines = dict(line.rsplit(" ", 1) for line in
+                 (tmp_path / "once.folded").read_text().splitlines())
+    twice_lines = dict(line.rsplit(" ", 1) for line in
+                       (tmp_path / "twice.folded").read_text().splitlines())
+    assert twice_lines == {k: str(2 * int(v)) for k, v in lines.items()}
