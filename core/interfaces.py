@@ -107,6 +107,10 @@ class Writer(Component):
     #: Whether ``batch_sink`` is implemented: the output can be written batch by batch, in
     #: memory that follows the batch, from a reader that ``streams_events``.
     takes_batches: ClassVar[bool] = False
+    #: Whether its batch sink writes nothing before ``close``: then it also takes batches
+    #: for standard output and FIFOs (others are streamed only into outputs replaced when
+    #: the write succeeds, since a failed read would leave half an output in a pipe).
+    writes_at_close: ClassVar[bool] = False
 
     def __init__(self, options: Any = None, progress: Progress | None = None) -> None:
         super().__init__(options)
@@ -129,8 +133,9 @@ class BatchSink(ABC):
     dictionaries are its own); ``close`` gets the rest of the trace (side tables, metadata,
     read account; no events) once the reader is done, and finishes the output. The output is
     kept only if ``close`` returns: an error on the way calls ``abort`` and removes it. Only
-    outputs that replace a file or folder when done are streamed, never standard output or
-    a FIFO, where a failed conversion would leave half a trace.
+    outputs that replace a file or folder when done are streamed into, never standard output
+    or a FIFO, where a failed conversion would leave half a trace, unless the writer
+    ``writes_at_close``.
     """
 
     @abstractmethod

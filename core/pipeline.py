@@ -391,11 +391,12 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     check_not_input(target, list(inputs))
     # Parsed now, so that a bad value is reported before anything is read.
     writer_options = _options(writer_cls, split_options(writer_opts, [writer_cls])[0])
-    # Streamed only into an output replaced when the write succeeds: what was written to
-    # standard output or a FIFO before a read error could not be taken back.
+    # Streamed only into an output replaced when the write succeeds, or by a writer that
+    # writes at the end: what was written to standard output or a FIFO before a read error
+    # could not be taken back.
     one = _one_input(inputs, reader_cls, registry) \
         if stream and not annotations and writer_cls.takes_batches \
-        and not target.is_stream else None
+        and (not target.is_stream or writer_cls.writes_at_close) else None
     if one is not None and one.reader.streams_events:
         return _convert_streaming(one, output, reader_opts, writer_cls, writer_options,
                                   force=force, registry=registry, progress=progress)

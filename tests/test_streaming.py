@@ -540,3 +540,23 @@ def test_folded_groups_merge_across_batches(tmp_path, registry):
     twice_lines = dict(line.rsplit(" ", 1) for line in
                        (tmp_path / "twice.folded").read_text().splitlines())
     assert twice_lines == {k: str(2 * int(v)) for k, v in lines.items()}
+
+
+def test_folded_streams_into_a_fifo_since_it_writes_at_the_end(tmp_path, registry):
+    """perf script | tracekit convert - -o - --to folded | flamegraph.pl: nothing is written
+    before the read ends, so a pipe out streams too."""
+    import threading
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    drained = []
+    drain = threading.Thread(target=lambda: drained.append(fifo.read_bytes()))
+    drain.start()
+    try:
+        trace, result = convert(shared_path(*PERF.split("/")), fifo, to="folded",
+                                registry=registry, stream=True)
+    finally:
+        drain.join(10)
+    assert trace.events.num_rows == 0 and result.written["samples"] == 3570
+    convert(shared_path(*PERF.split("/")), tmp_path / "w.folded", registry=registry)
+    assert drained[0] == (tmp_path / "w.folded").read_bytes()

@@ -43,6 +43,7 @@ class FoldedWriter(tracekit.Writer):
     native_columns = NATIVE
     event_counts = ("samples",)
     takes_batches = True  # samples grouped as they come, folded at the end
+    writes_at_close = True  # so a pipe in and a pipe out stream too
 
     @dataclass(frozen=True)
     class Options:
