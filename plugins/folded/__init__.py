@@ -30,6 +30,8 @@ from tracekit import EmptyOutputError, OptionError, Trace
 from tracekit.plugins.folded.groups import COUNTED, NATIVE, NULL_ID, SampleGroups
 from tracekit.toolkit import StackTree, fields, sampled_events
 
+_BATCH_ROWS = 131_072  # rows grouped at a time: the temporaries of grouping follow it
+
 
 class FoldedWriter(tracekit.Writer):
     """Folded stacks for flame graphs (FlameGraph, inferno, speedscope)."""
@@ -57,7 +59,8 @@ class FoldedWriter(tracekit.Writer):
     def write(self, trace: Trace, stream: IO[bytes]) -> tracekit.WriteResult:
         self._check_options()
         groups = SampleGroups()
-        groups.add(trace.events)
+        for batch in trace.events.to_batches(max_chunksize=_BATCH_ROWS):
+            groups.add(pa.Table.from_batches([batch]))
         return self.fold(groups, trace, stream)
 
     def batch_sink(self, stream: IO[bytes]) -> tracekit.BatchSink:

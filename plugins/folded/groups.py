@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.toolkit import SAMPLE_EVENT_ARG, arg_strings, equals, fields
+from tracekit.toolkit import SAMPLE_EVENT_ARG, any_true, arg_strings, equals, fields
 
 #: The columns a folded line holds (the stack, its root, the weight) or that are counted
 #: otherwise (``dur_ns`` as an aggregate's weight, ``name`` where it is the leaf frame).
@@ -67,8 +67,9 @@ def _group_columns(samples: pa.Table) -> pa.Table:
     args = samples["args"]
     value = pc.fill_null(samples["value"], 1.0).cast(pa.float64())
     dur = pc.cast(samples["dur_ns"], pa.float64(), safe=False)
+    named = any_true(pc.match_substring(args, f'"{SAMPLE_EVENT_ARG}"'))  # several events
     columns: dict[str, Any] = {
-        "event": arg_strings(args, SAMPLE_EVENT_ARG),
+        "event": arg_strings(args, SAMPLE_EVENT_ARG) if named else pa.nulls(n, pa.string()),
         "has_stack": samples["stack_id"].is_valid(),
         "stack_id": samples["stack_id"].fill_null(NULL_ID),
         "source": samples["source"].cast(pa.string()),
