@@ -109,7 +109,12 @@ class FoldedWriter(tracekit.Writer):
         rows = np.flatnonzero(keep)
         kept = table.take(pa.array(rows))
         tree = StackTree(trace)
-        _count_fields(kept, unit, tree, result.skipped)
+        presence = groups.presence()
+        folded = _of_event(presence, trace, self.options.event or None) & \
+            presence["has_stack"].to_numpy(zero_copy_only=False)
+        if unit != "ns" and self.options.weight == "value":
+            folded &= presence["finite"].to_numpy(zero_copy_only=False)
+        _count_fields(kept, presence.filter(pa.array(folded)), unit, tree, result.skipped)
         labels = _roots(trace, kept)
         lines: dict[str, float] = defaultdict(float)
         paths: dict[int, str] = {}
@@ -158,9 +163,11 @@ def _of_event(groups: pa.Table, trace: Trace, event: str | None) -> np.ndarray:
     return pc.fill_null(pc.equal(groups["event"], keep), False).to_numpy(zero_copy_only=False)
 
 
-def _count_fields(kept: pa.Table, unit: str, tree: StackTree, skipped: Counter[str]) -> None:
-    """Count the values of the folded samples (the ``kept`` groups) that no line holds: by
-    column, as ``toolkit.fields`` words it."""
+def _count_fields(kept: pa.Table, presence: pa.Table, unit: str, tree: StackTree,
+                  skipped: Counter[str]) -> None:
+    """Count the values of the folded samples (the ``kept`` groups; ``presence``, their
+    counts of values by column) that no line holds: by column, as ``toolkit.fields`` words
+    it."""
     n = kept["n"].to_numpy(zero_copy_only=False)
     for column in COUNTED:
         if column == "dur_ns" and unit == "ns":
@@ -171,7 +178,7 @@ def _count_fields(kept: pa.Table, unit: str, tree: StackTree, skipped: Counter[s
                 strict=True)], dtype=bool)
             count = int(n[~leaf].sum()) if len(n) else 0
         else:
-            count = int(pc.sum(kept[f"has_{column}"]).as_py() or 0)
+            count = int(pc.sum(presence[f"has_{column}"]).as_py() or 0)
         if count:
             skipped[fields.field_skip(column, _WHY.get(column, "folded stacks have no field for "
                                                         "it"))] += count
