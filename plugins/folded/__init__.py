@@ -123,8 +123,9 @@ class FoldedWriter(tracekit.Writer):
             path = paths.get(sid)
             if path is None:
                 path = paths[sid] = ";".join(_clean(name) for name in tree.names_of(sid))
-            text = f"{_clean(label)};{path}" if self.options.process and label is not None \
-                else path
+            text = path
+            if self.options.process and label is not None:
+                text = f"{_clean(label)};{path}" if path else _clean(label)
             lines[text] += w
         out = [f"{text} {_count(lines[text])}\n" for text in sorted(lines) if lines[text]]
         samples = int(n[rows].sum())
