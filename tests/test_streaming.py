@@ -424,9 +424,10 @@ def test_stand_ins_count_nothing_of_their_own():
             column, "a CPU sample carries no annotations in Perfetto")] == 6, column
 
 
-def test_standard_output_and_fifos_get_the_whole_trace(tmp_path, registry):
-    """What a streamed conversion wrote to a pipe before a read error could not be taken
-    back: such outputs are written from the whole trace, after the read."""
+def convert_into_fifo(tmp_path: Path, registry, to: str) -> tuple[tracekit.Trace,
+                                                                    tracekit.WriteResult, bytes]:
+    """The perf fixture converted (stream=True) into a FIFO that a thread drains: the trace,
+    what was written and the bytes that came through."""
     import threading
 
     fifo = tmp_path / "out.fifo"
@@ -435,12 +436,19 @@ def test_standard_output_and_fifos_get_the_whole_trace(tmp_path, registry):
     drain = threading.Thread(target=lambda: drained.append(fifo.read_bytes()))
     drain.start()
     try:
-        trace, result = convert(shared_path(*PERF.split("/")), fifo, to="perfetto",
+        trace, result = convert(shared_path(*PERF.split("/")), fifo, to=to,
                                 registry=registry, stream=True)
     finally:
         drain.join(10)
+    return trace, result, drained[0]
+
+
+def test_standard_output_and_fifos_get_the_whole_trace(tmp_path, registry):
+    """What a streamed conversion wrote to a pipe before a read error could not be taken
+    back: such outputs are written from the whole trace, after the read."""
+    trace, result, data = convert_into_fifo(tmp_path, registry, "perfetto")
     assert trace.events.num_rows == result.written["CPU samples"] == 3570
-    assert len(drained[0]) > 0
+    assert len(data) > 0
 
 
 def test_a_folder_input_keeps_its_name(tmp_path, registry, monkeypatch):
@@ -545,18 +553,7 @@ def test_folded_groups_merge_across_batches(tmp_path, registry):
 def test_folded_streams_into_a_fifo_since_it_writes_at_the_end(tmp_path, registry):
     """perf script | tracekit convert - -o - --to folded | flamegraph.pl: nothing is written
     before the read ends, so a pipe out streams too."""
-    import threading
-
-    fifo = tmp_path / "out.fifo"
-    os.mkfifo(fifo)
-    drained = []
-    drain = threading.Thread(target=lambda: drained.append(fifo.read_bytes()))
-    drain.start()
-    try:
-        trace, result = convert(shared_path(*PERF.split("/")), fifo, to="folded",
-                                registry=registry, stream=True)
-    finally:
-        drain.join(10)
+    trace, result, data = convert_into_fifo(tmp_path, registry, "folded")
     assert trace.events.num_rows == 0 and result.written["samples"] == 3570
     convert(shared_path(*PERF.split("/")), tmp_path / "w.folded", registry=registry)
-    assert drained[0] == (tmp_path / "w.folded").read_bytes()
+    assert data == (tmp_path / "w.folded").read_bytes()
