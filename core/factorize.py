@@ -27,10 +27,21 @@ def factorize(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
             # Keep the codes dense so that the next multiplication cannot overflow (the first
             # column's are dense already).
             code = _unique_inverse(code)[1]
-    distinct = int(code.max()) + 1 if n else 0
-    first = np.empty(distinct, dtype=np.int64)
-    first[code[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    first = first_rows(code, int(code.max()) + 1 if n else 0)
     return code, [np.asarray(column)[first] for column in columns]
+
+
+def first_rows(code: np.ndarray, distinct: int) -> np.ndarray:
+    """Per code ``0 .. distinct - 1``: the first row that has it (every code must occur).
+
+    Examples
+    --------
+    >>> first_rows(np.array([2, 0, 2, 1, 0]), 3).tolist()
+    [1, 3, 0]
+    """
+    first = np.empty(distinct, dtype=np.int64)
+    first[code[::-1]] = np.arange(len(code) - 1, -1, -1, dtype=np.int64)
+    return first
 
 
 def _unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.columns import arg_strings, equals
+from tracekit.factorize import first_rows
 from tracekit.model import Trace
 
 Frame = tuple[str, "str | None"]  # (name, module)
@@ -339,8 +340,7 @@ def idle_rows(trace: Trace, rows: pa.Table, tree: StackTree) -> np.ndarray:
     key = stack.astype(np.int64) * 2 + task
     keys, inverse = np.unique(key, return_inverse=True)
     decided = np.zeros(len(keys), dtype=bool)
-    first_row = np.zeros(len(keys), dtype=np.int64)
-    first_row[inverse.reshape(-1)[::-1]] = np.arange(n)[::-1]
+    first_row = first_rows(inverse.reshape(-1), len(keys))
     for i, k in enumerate(keys.tolist()):
         sid, is_task = k // 2, bool(k % 2)
         if sid >= 0:

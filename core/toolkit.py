@@ -30,7 +30,7 @@ from tracekit.columns import (
     starts_with,
 )
 from tracekit.defaults import default_analyzers, trace_kind
-from tracekit.factorize import factorize
+from tracekit.factorize import factorize, first_rows
 from tracekit.gcpause import gc_paused
 from tracekit.inputs import HEAD_SIZE, decode_text, read_errors
 from tracekit.links import launch_links, mix64
@@ -150,7 +150,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      "intervals as iv``, then ``iv.union(starts, ends)``.", ["intervals"]),
     ("Statistics", "", ["grouped_stats", "STAT_COLUMNS", "share_margin", "share_margins",
                         "few_samples_note", "FEW_SAMPLES", "plural"]),
-    ("Ids", "", ["factorize", "mix64", "SYNTHETIC_ID_MAX", "TABLE_NAMES"]),
+    ("Ids", "", ["factorize", "first_rows", "mix64", "SYNTHETIC_ID_MAX", "TABLE_NAMES"]),
     ("Launch links", "", ["launch_links"]),
     ("Call stacks and samples", "", [
         "CallSites", "StackTree", "sample_events", "sampled_events", "aggregate_rows",
@@ -277,6 +277,7 @@ __all__ = [
     "factorize",
     "few_samples_note",
     "fields",
+    "first_rows",
     "format_bytes",
     "format_evidence",
     "format_ns",

@@ -16,7 +16,7 @@ from tracekit import EmptyOutputError, Trace
 from tracekit.plugins.perfetto.annotations import annotated_args
 from tracekit.plugins.perfetto.samples import SampleStream
 from tracekit.plugins.perfetto.writer import native_rows, nothing_to_draw, row_kinds
-from tracekit.toolkit import any_true, equals, factorize
+from tracekit.toolkit import any_true, equals, factorize, first_rows
 
 if TYPE_CHECKING:
     from tracekit.plugins.perfetto.writer import PerfettoWriter
@@ -91,8 +91,7 @@ class SampleStreamingSink(tracekit.BatchSink):
         key = [samples[c].cast(pa.int64()).fill_null(_NULL_ID).to_numpy()
                for c in ("pid", "tid", "device", "stream")]
         code, distinct = factorize(*key)
-        first = np.empty(len(distinct[0]), dtype=np.int64)
-        first[code[::-1]] = np.arange(len(code) - 1, -1, -1)
+        first = first_rows(code, len(distinct[0]))
         for row, k in sorted(zip(first.tolist(), zip(*(d.tolist() for d in distinct),
                                                      strict=True), strict=True)):
             if k not in self._threads:
