@@ -28,6 +28,7 @@ from tracekit.errors import (
 )
 from tracekit.inputs import STDIN, Expanded, Source, expand
 from tracekit.interfaces import Analyzer, DirectoryWriter, Reader, Writer, WriteResult
+from tracekit.memory import release_free_memory
 from tracekit.model import EVENTS_SCHEMA, Trace, concat_traces
 from tracekit.options import addressed_key, parse_options
 from tracekit.outputs import (
@@ -300,6 +301,7 @@ def write(trace: Trace, path: str | Path, *, format: str | type[Writer] | None =
         raise UsageError("-o - writes to standard output: pass --to FORMAT")
     writer_cls = _resolve(registry, "writer", format, lambda: writer_for_path(path, registry))
     writer = writer_cls(_options(writer_cls, options), progress=progress)
+    release_free_memory()  # what reading freed, before the writer's own working set
     with _write_errors(path, writer_cls, lambda: trace), \
             _output(path, writer_cls, force) as target:
         return writer.write(trace, target)

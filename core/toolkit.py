@@ -34,6 +34,7 @@ from tracekit.factorize import factorize, first_rows
 from tracekit.gcpause import gc_paused
 from tracekit.inputs import HEAD_SIZE, decode_text, read_errors
 from tracekit.links import launch_links, mix64
+from tracekit.memory import release_free_memory
 from tracekit.model import SYNTHETIC_ID_MAX, TABLE_NAMES
 from tracekit.optimizers import (
     FOREACH_OPTIMIZERS,
@@ -173,7 +174,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
       "format_evidence", "table_subject"]),
     ("Reading and progress", "", ["Progress", "NO_PROGRESS", "HEAD_SIZE", "read_errors",
-                                   "decode_text", "gc_paused"]),
+                                   "decode_text", "gc_paused", "release_free_memory"]),
     ("Outputs", "For plugin commands that write files: the rules ``tracekit convert`` "
      "follows (no partial outputs, ``--force`` to replace, never an input).",
      ["preflight", "open_output", "check_not_input"]),
@@ -303,6 +304,7 @@ __all__ = [
     "rank_trace",
     "rank_traces",
     "read_errors",
+    "release_free_memory",
     "report_table",
     "restrict",
     "sample_events",

@@ -28,6 +28,7 @@ from tracekit.toolkit import (
     fields,
     launch_links,
     mix64,
+    release_free_memory,
 )
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 SEQUENCE_ID = 1
 _CLEARED, _NEEDS_STATE = 1, 2
 _BEGIN, _END, _INSTANT, _COUNTER = 1, 2, 3, 4
-_CHUNK = 50_000  # packets encoded at a time; a chunk interns its new names first
+_CHUNK = 20_000  # packets encoded at a time; a chunk interns its new names first
 _INTERN_BATCH = 10_000
 _INT64_MAX = np.iinfo(np.int64).max
 _KINDS = ("slice", "instant", "counter", "sample")
@@ -118,6 +119,7 @@ class PerfettoWriter(tracekit.Writer):
         args = annotated_args(events, native, self.options.args, result.skipped)
         packets = self._packets(events, plan, result)
         plan.forget_rows()
+        release_free_memory()  # the planning's temporaries, before the chunks' own
         flows = _flow_lists(events) if self.options.flows else None
         progress = self.progress
         annotations = AnnotationEncoder()
