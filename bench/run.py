@@ -102,6 +102,15 @@ STEPS = {
     "command: tracekit analyze":
         "import sys; from tracekit.cli import main; "
         "assert main(['analyze', sys.argv[1], '-q']) == 0",
+    # Floors of the conversion: what it costs without the events' own args in the output,
+    # and the start-up alone (interpreter, the command and the modules a conversion loads).
+    "command: tracekit convert -> .pftrace -O args=false":
+        "import sys; from tracekit.cli import main; "
+        "assert main(['convert', sys.argv[1], '-o', sys.argv[2], '--force', '-q', "
+        "'-O', 'args=false']) == 0",
+    "start-up of a conversion (imports only)":
+        "import tracekit.cli, tracekit.pipeline, tracekit.plugins.kineto.reader, "
+        "tracekit.plugins.perfetto.writer; tracekit.pipeline.default_registry()",
 }
 
 
