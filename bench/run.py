@@ -166,14 +166,19 @@ def print_results(results: dict[str, tuple[float, float]], baseline: str, n: int
 
 
 def print_figures(results: dict[str, Figures], baseline: str, n: int, size_mb: float) -> None:
-    """Print wall and CPU seconds and peak RSS per step, with ratios to the baseline step."""
-    base = results[baseline]
+    """Print wall and CPU seconds and peak RSS per step, with ratios to the baseline step
+    (blank without one)."""
+    base = results.get(baseline)
+
+    def ratio(value: float, to: float | None) -> str:
+        return f"{value / to:6.2f}" if to else f"{'—':>6}"
+
     print(f"{'step':<40} {'wall s':>7} {'x base':>6} {'CPU s':>7} {'x base':>6} "
           f"{'events/CPU s':>12} {'peak MiB':>9} {'x input':>7}")
     for label, f in results.items():
-        print(f"{label:<40} {f.seconds:7.2f} {f.seconds / base.seconds:6.2f} {f.cpu:7.2f} "
-              f"{f.cpu / base.cpu:6.2f} {n / f.cpu:12,.0f} {f.rss:9,.0f} "
-              f"{f.rss / size_mb:7.2f}")
+        print(f"{label:<40} {f.seconds:7.2f} {ratio(f.seconds, base and base.seconds)} "
+              f"{f.cpu:7.2f} {ratio(f.cpu, base and base.cpu)} {n / f.cpu:12,.0f} "
+              f"{f.rss:9,.0f} {f.rss / size_mb:7.2f}")
 
 
 def old_writer(rev: str, folder: Path) -> str:
@@ -236,8 +241,7 @@ def main() -> None:
                 print("(no baseline at this size: ratios to the last baseline's per-event "
                       "figures times the events)")
                 results = {baseline: Figures(*(x * n for x in base_per_event)), **results}
-            if baseline in results:
-                print_figures(results, baseline, n, size_mb)
+            print_figures(results, baseline, n, size_mb)
             peaks[n] = (size_mb, results)
             if a.json:
                 path = a.json if len(sizes) == 1 else a.json.with_suffix(f".{n}.json")
