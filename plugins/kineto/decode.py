@@ -62,7 +62,11 @@ class _NotEvents(Exception):
 class _Inexact(Exception):
     """A float timestamp of the block is too large to give its ns exactly."""
 
-BLOCK = 16 << 20  # bytes of text decoded at a time: what memory holds beyond the columns
+# Bytes of text decoded at a time: what memory holds beyond the columns. A block's structs
+# fill Python's small-object arenas, and an arena stays held while any object in it lives
+# (the block's columns are made among them): at 1M events, 4 MiB blocks end the read with
+# 31 arenas held instead of 49, and peak 15-30 MiB lower than 16 MiB blocks, at the same CPU.
+BLOCK = 4 << 20
 _TAIL = 1 << 20  # how far back from a block's end to look for a split
 
 
