@@ -104,8 +104,6 @@ def _has(values: list[Any] | pa.Array, text: str) -> bool:
     return text in texts(values)[0]
 
 
-
-
 def _values(values: list[Any] | pa.Array) -> list[Any]:
     """Text values as Python strings (numbers as their text, other values None)."""
     return values.to_pylist() if isinstance(values, pa.Array) else texts(values)[0]
