@@ -333,3 +333,21 @@ def test_a_tie_at_a_collective_is_nobodys_lateness():
     assert info["last_at"] == 2
     assert info["wait_caused_ns"] == 3 * 2 * 5_000_000
     assert info["compute_vs_others"] == 1.1
+
+
+def test_straggler_figures_stand_beside_the_same_figures_of_the_others():
+    """The straggler's total lateness is compared with the median other rank's total, and
+    its median lateness per collective with the others' medians per collective."""
+    from tracekit.plugins.diagnosis.ranks import Rank, Skew, straggler
+
+    ms = 1_000_000
+    ranks = [Rank(number=i, rule="test", source=f"r{i}", device=0, span=100 * ms,
+                  shares={"compute": 50 * ms, "communication": 0, "memory": 0, "idle": 0},
+                  comm_kernel_time=0) for i in range(4)]
+    lateness = np.array([[1, 0, 0, 0, 0], [2, 2, 0, 0, 0], [3, 3, 3, 0, 0],
+                         [10, 10, 10, 0, 10]], np.int64) * ms
+    skew = Skew(matched=5, spread=lateness.max(axis=0), lateness=lateness, counts=[5] * 4)
+    info = straggler(ranks, skew)
+    assert info is not None and info["rank"] == 3
+    assert (info["lateness_ns"], info["others_lateness_ns"]) == (40 * ms, 4 * ms)
+    assert (info["median_lateness_ns"], info["others_median_lateness_ns"]) == (10 * ms, 0)

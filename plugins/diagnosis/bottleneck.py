@@ -297,7 +297,7 @@ def _not_given(fixes: list[Fix], given: list[Fix]) -> list[Fix]:
 def _program_finding(program: Program) -> Finding:
     """The class of program the fixes were chosen for, and what it rests on."""
     return Finding(severity="info", title=f"program: {program.label()}",
-                   evidence={k: v for k, v in program.evidence.items()})
+                   evidence=program.grounds())
 
 
 def _straggler(trace: Trace) -> dict[str, Any] | None:

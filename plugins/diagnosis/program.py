@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from tracekit import Trace
 from tracekit.toolkit import is_in, world_size
 
@@ -48,6 +49,8 @@ TENSORRT = re.compile(r"(?i)tensorrt|^trt_|myelin|^ExecutionContext::(enqueue|ex
 KOKKOS = re.compile(r"^Kokkos::")
 MPI = re.compile(r"^MPI_|^P?MPI_")
 COLLECTIVE = re.compile(r"(?i)^nccl[:A-Z]|^rccl|^c10d::|record_param_comms|^hccl")
+# The names that say which collective: PyTorch's record_param_comms wraps every one.
+NAMED_COLLECTIVE = re.compile(r"(?i)^nccl[:A-Z]|^rccl|^c10d::|^hccl")
 PRECISION = {
     "fp8": re.compile(r"(?i)fp8|e4m3|e5m2|mxfp4|nvfp4|f8f6f4"),
     "bf16/fp16": re.compile(r"(?i)bf16|fp16|f16|half|h884|h1688|h16816|hmma|_BBS_|_HHS_"),
@@ -108,33 +111,59 @@ class Program:
 
     def as_evidence(self) -> dict[str, Any]:
         """The class as report evidence: a label and what it rests on."""
-        return {"program": self.label(), **{f"seen_{k}": v for k, v in self.evidence.items()}}
+        return {"program": self.label(), **self.grounds()}
 
-
-def _distinct(trace: Trace) -> dict[str, list[str]]:
-    """Distinct event names per category (one group-by, not a pass per event)."""
-    ev = trace.events
-    if not ev.num_rows:
-        return {}
-    # Single-threaded: in order of first appearance, so that the first name a rule finds
-    # (the evidence) is the same from run to run.
-    pairs = ev.select(["category", "name"]).group_by(["category", "name"],
-                                                     use_threads=False).aggregate([])
-    cats = pairs["category"].cast(pa.string()).to_pylist()
-    names = pairs["name"].cast(pa.string()).to_pylist()
-    out: dict[str, list[str]] = {}
-    for c, n in zip(cats, names, strict=True):
-        out.setdefault(c or "", []).append(n or "")
-    return out
-
-
-def _first(pattern: re.Pattern[str], names: list[str]) -> str | None:
-    return next((n for n in names if pattern.search(n)), None)
+    def grounds(self) -> dict[str, str]:
+        """What each part of the class was told from, by the part: ``framework_from:
+        aten::mm`` (a name the trace holds, not the framework's)."""
+        return {f"{k}_from": v for k, v in self.evidence.items()}
 
 
 # The per-op counters that emit_nvtx (and record_shapes) append to range names
 # ("aten::view, op_id = 314290"): a name per call, not the op's.
 RANGE_COUNTERS = r", (seq|op_id|sizes|input_op_ids) = .*$"
+
+
+def _distinct(trace: Trace) -> dict[str, list[tuple[str, int]]]:
+    """Distinct event names per category with their counts, the most frequent first (one
+    group-by, not a pass per event). Names lose the per-call counters of emit_nvtx first
+    (RANGE_COUNTERS), so that the calls of one op count together."""
+    ev = trace.events
+    if not ev.num_rows:
+        return {}
+    name = ev["name"].combine_chunks()
+    if pa.types.is_dictionary(name.type):  # the counters are stripped once per distinct name
+        stripped = pc.replace_substring_regex(name.dictionary, RANGE_COUNTERS, "")
+        recoded = stripped.dictionary_encode()  # names that became equal share a code
+        name = pa.DictionaryArray.from_arrays(recoded.indices.take(name.indices),
+                                              recoded.dictionary)
+    else:
+        name = pc.replace_substring_regex(name.cast(pa.string()), RANGE_COUNTERS, "")
+    # Single-threaded: in order of first appearance, which breaks ties in the count, so that
+    # the evidence is the same from run to run.
+    pairs = pa.table({"category": ev["category"], "name": name}).group_by(
+        ["category", "name"], use_threads=False).aggregate([([], "count_all")])
+    counts = pairs["count_all"].to_numpy()
+    order = np.argsort(-counts, kind="stable")
+    cats = pairs["category"].cast(pa.string()).to_numpy(zero_copy_only=False)[order]
+    names = pairs["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[order]
+    out: dict[str, list[tuple[str, int]]] = {}
+    for c, n, k in zip(cats.tolist(), names.tolist(), counts[order].tolist(), strict=True):
+        out.setdefault(c or "", []).append((n or "", k))
+    return out
+
+
+def _most_first(names: dict[str, list[tuple[str, int]]], categories: tuple[str, ...]
+                ) -> list[str]:
+    """The names of ``categories``, the most frequent first, so that the name a rule finds,
+    its evidence, is the one the program calls most: ``c10d::allreduce_`` rather than the
+    one ``broadcast_`` at start-up."""
+    found = [pair for c in categories for pair in names.get(c, [])]
+    return [name for name, _ in sorted(found, key=lambda pair: -pair[1])]  # stable
+
+
+def _first(pattern: re.Pattern[str], names: list[str]) -> str | None:
+    return next((n for n in names if pattern.search(n)), None)
 
 
 def _short(name: str, width: int = 60) -> str:
@@ -153,9 +182,7 @@ def classify(trace: Trace) -> Program:
 
 def _classify(trace: Trace) -> Program:
     names = _distinct(trace)
-    host = [n for c in _HOST for n in names.get(c, [])]
-    api = [n for c in _API for n in names.get(c, [])]
-    kernels = [n for c in _KERNEL for n in names.get(c, [])]
+    host, api, kernels = (_most_first(names, c) for c in (_HOST, _API, _KERNEL))
     gpu_work = any(names.get(c) for c in ("gpu.kernel", "gpu.graph", "gpu.memcpy",
                                           "gpu.memset"))
     p = Program(gpu=gpu_work)
@@ -165,8 +192,7 @@ def _classify(trace: Trace) -> Program:
     torch_op = _first(re.compile(r"^(aten|c10d|vllm)::|^ProfilerStep#"), host)
     if torch_op or ("kineto" in readers and host):
         p.framework = "PyTorch"
-        ev["framework"] = _short(re.sub(RANGE_COUNTERS, "", torch_op) if torch_op
-                                 else "a PyTorch profiler trace")
+        ev["framework"] = _short(torch_op or "a PyTorch profiler trace")
     elif (trt := _first(TENSORRT, host + kernels)) is not None:
         p.framework, p.mode = "TensorRT", "inference"
         ev["framework"] = _short(trt)
@@ -196,15 +222,15 @@ def _classify(trace: Trace) -> Program:
     if compiled:
         p.compiled = True
         ev["compiled"] = _short(compiled)
-    graph = _first(GRAPH_LAUNCH, api) or (names.get("gpu.graph") or [None])[0]
+    graph = _first(GRAPH_LAUNCH, api) or next(iter(_most_first(names, ("gpu.graph",))), None)
     if graph:
         p.graphs = True
         ev["graphs"] = _short(graph)
-    collective = _first(COLLECTIVE, host + kernels)
+    collective = _first(NAMED_COLLECTIVE, host + kernels) or _first(COLLECTIVE, host + kernels)
     if collective:
         p.collectives = True
         ev["collectives"] = _short(collective)
-    mpi = _first(MPI, host + api + names.get("host.os", []))
+    mpi = _first(MPI, host + api + _most_first(names, ("host.os",)))
     if mpi:
         p.mpi = True
         ev["mpi"] = _short(mpi)

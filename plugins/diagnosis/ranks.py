@@ -177,9 +177,13 @@ def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
     caused = np.clip(mine[None, :] - skew.lateness, 0, None)
     caused[worst] = 0
     rank = ranks[worst]
+    # Each figure beside the same figure of the median other rank: totals, then per
+    # collective.
+    others_per_collective = np.median(np.delete(skew.lateness, worst, axis=0), axis=1)
     return {"rank": rank.number, "last_at": int(last.sum()), "collectives": skew.matched,
-            "median_lateness_ns": int(np.median(mine)), "lateness_ns": int(late[worst]),
-            "others_median_lateness_ns": int(median),
+            "lateness_ns": int(late[worst]), "others_lateness_ns": int(median),
+            "median_lateness_ns": int(np.median(mine)),
+            "others_median_lateness_ns": int(np.median(others_per_collective)),
             "wait_caused_ns": int(caused.sum()),
             "idle_pct": rank.idle_pct,
             "compute_ns": rank.shares["compute"],
