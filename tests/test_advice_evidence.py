@@ -74,7 +74,7 @@ def test_one_rank_of_a_run_is_told_its_collectives_may_be_waiting(processes, cav
                                   "fused=True))"),
     ("Optimizer.step#RMSprop.step", "use a fused or foreach optimizer (e.g. "
                                     "torch.optim.RMSprop(..., foreach=True))"),
-    ("Optimizer.step#Shampoo.step (199ms, 79% of the gap)",
+    ("Optimizer.step#Shampoo.step (79% of the gap, in a 199ms call)",
      "Shampoo's step updates and inverts its preconditioners: invert them less often"),
     ("Optimizer.step#Lion.step", "Lion is not one of torch.optim's foreach or fused optimizers"),
     ("optimizer_step", "use a fused or foreach optimizer (e.g. torch.optim.AdamW(..., "
@@ -145,7 +145,7 @@ def test_the_input_fix_follows_the_loader_the_trace_shows(loader, first):
     """PyTorch names the loader's iterator: single-process (num_workers=0) wants workers;
     multi-process already has them, so more of them or cheaper samples."""
     facts = Facts(input_wait_ns=287_000_000, gap_places={"data loading": 287_000_000},
-                  gap_examples={"data loading": f"{loader} (70.8ms, 100% of the gap)"})
+                  gap_examples={"data loading": f"{loader} (100% of the gap, in a 70.8ms call)"})
     program = Program(gpu=True, framework="PyTorch", api="CUDA", mode="training")
     fixes = fixes_for("input", program, facts)
     assert fixes[0].text.startswith(first)
@@ -260,7 +260,7 @@ def test_a_steady_state_of_microseconds_gets_no_cause_findings() -> None:
     assert report.findings[0].evidence["verdict"] == "startup"
     assert [f.title.split(":")[0] for f in report.findings] == \
         ["verdict", "program", "start-up"]
-    assert "the steady state is 28.8µs of GPU time: too short to judge its causes " \
+    assert "the steady state is 28.8µs of GPU timeline: too short to judge its causes " \
         "(the causes table has them)" in report.notes
 
 

@@ -320,7 +320,7 @@ def test_a_plugin_adds_a_report_format(tmp_path):
     lines = out.read_text().splitlines()
     assert [r.analyzer for r in done.reports] == ["bottleneck"]
     assert lines[:3] == [f"# {GPU_TRACE} (305 events)",
-                         "- bottleneck: verdict: compute, 100.0% of GPU time",
+                         "- bottleneck: verdict: compute, 100.0% of the GPU timeline",
                          "- bottleneck: program: PyTorch inference (eager)"]
     # verdict, program, compute (no "grid too small": 128 blocks on 132 SMs leave 3% idle)
     assert len(lines) == 1 + len(done.reports[0].findings) == 4

@@ -353,7 +353,7 @@ def test_sources_of_plots_are_named(registry):
     captions = re.findall(r"<figcaption>(.*?)</figcaption>", page.decode())
     assert len(captions) == page.decode().count('<div class="plot"') == 6
     assert [c.split(":")[0].split(",")[0] for c in captions] == [
-        "Where the GPU time went", "GPU time per device", "Busy share per bin",
+        "Where the GPU timeline went", "GPU time per device", "Busy share per bin",
         "Launch delay", "Kernel duration",
         "Flame graph of the samples (root at the top; click a frame to zoom)"]
     assert all("analyzer" in c or "from the events" in c for c in captions)

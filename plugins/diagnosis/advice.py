@@ -270,7 +270,8 @@ def _gap_place(f: Facts) -> tuple[str, str]:
 
 def _cpu(p: Program, f: Facts) -> list[Fix]:
     place, example = _gap_place(f)
-    because = f"most host time between launches is in {place}: {example}" if place else \
+    because = f"the longest host gaps between launches are mostly in {place}: {example}" \
+        if place else \
         "the host works between launches while the GPU waits"
     out: list[Fix] = []
     if place == "start-up":

@@ -214,8 +214,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                    ("time", "int", "ns", [n for _, n in ranked] + [startup] * bool(startup)),
                    ("span_pct", "float", "%", [percent(n, full_span) for _, n in ranked]
                     + [percent(startup, full_span)] * bool(startup))])
-        report.table_titles["causes"] = ("Where the GPU time went (all devices; % of the whole "
-                                         "span, start-up included)")
+        report.table_titles["causes"] = ("Where the GPU timeline went (all devices; % of the span, "
+                                         "start-up included)")
         report.tables["devices"] = devices_table([g.timeline for g in per_device], compact=True)
         report.table_titles["devices"] = "Per device (see -a breakdown, -a gaps)"
         evidence = Evidence(trace, activity, per_device, self.options.tiny_us)
@@ -231,9 +231,9 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             "" if verdict == "mixed" else
             f", {top_share}% of the span" if verdict == "startup" else
             f", rank {lagging['rank']}" if verdict == "straggler" and lagging else
-            f", {top_share}% of GPU time waiting for data loading, then {ranked[0][0]} "
+            f", {top_share}% of the GPU timeline waiting for data loading, then {ranked[0][0]} "
             f"({percent(ranked[0][1], span)}%)" if verdict == "input" else
-            f", {top_share}% of GPU time")
+            f", {top_share}% of the GPU timeline")
         verdict_fixes = []
         if verdict == "straggler" and lagging:
             suggestion = straggler_finding(lagging).suggestion
@@ -270,7 +270,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                            "keep it out with -O window=START:END", cost_ns=startup))
         if verdict == "startup" and span < STEADY_MIN_MS * 1_000_000:
             # No steady state to speak of: causes of a few µs would be noise, not findings.
-            report.notes.append(f"the steady state is {format_ns(span)} of GPU time: too "
+            report.notes.append(f"the steady state is {format_ns(span)} of GPU timeline: too "
                                 "short to judge its causes (the causes table has them)")
             ranked = []
         for cause, ns in ranked:
@@ -279,7 +279,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             report.findings.append(Finding(
                 severity="info" if cause == "compute" else
                 ("critical" if percent(ns, span) >= 50 else "warning"),
-                title=f"{cause}: {format_ns(ns)} ({percent(ns, span)}% of GPU time)",
+                title=f"{cause}: {format_ns(ns)} ({percent(ns, span)}% of the GPU timeline)",
                 evidence=evidence.of(cause),
                 suggestion="" if cause == verdict else render(
                     _not_given(fixes_for(cause, program, facts), verdict_fixes)),

@@ -113,7 +113,7 @@ def _verdict(page: Page, headline: list[Report], by_name: dict[str, Report]) -> 
         if causes is not None and causes.num_rows:
             # The findings beside the plot of the time they cost.
             body.append(f'<div class="beside"><div>{cards}</div><div>'
-                        + page.plot(fig.causes_figure(causes), "Where the GPU time went: "
+                        + page.plot(fig.causes_figure(causes), "Where the GPU timeline went: "
                                     "analyzer bottleneck, table causes")
                         + table_html(causes, "analyzer bottleneck, table causes")
                         + "</div></div>")
