@@ -110,7 +110,7 @@ STEPS = {
         "'-O', 'args=false']) == 0",
     "start-up of a conversion (imports only)":
         "import tracekit.cli, tracekit.pipeline, tracekit.plugins.kineto.reader, "
-        "tracekit.plugins.perfetto.writer; tracekit.pipeline.default_registry()",
+        "tracekit.plugins.perfetto.writer; tracekit.pipeline.default_registry(spare_pandas=True)",
 }
 
 

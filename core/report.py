@@ -91,6 +91,32 @@ def short_name(name: str, limit: int = 48) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
+def short_names(names: list[str], limit: int = 48) -> list[str]:
+    """``short_name`` of each name, but names that it would make equal keep their start and
+    the part where they differ from each other (``void k<Op(…(instance 2)]>(c…``): template
+    kernels often differ only deep inside their arguments."""
+    cut = [short_name(n, limit) for n in names]
+    head = limit // 2
+    span = limit - head - 2  # between the two ellipses
+    out = []
+    for i, (name, short) in enumerate(zip(names, cut, strict=True)):
+        twins = [m for j, m in enumerate(names) if j != i and cut[j] == short]
+        if not twins:
+            out.append(short)
+            continue
+        differ = max(_common_prefix(name, m) for m in twins)
+        start = max(head, min(differ - span // 2, len(name) - span))
+        out.append(name[:head] + "…" + name[start:start + span]
+                   + ("…" if start + span < len(name) else ""))
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share from their start."""
+    pairs = zip(a, b, strict=False)  # up to the shorter
+    return next((i for i, (x, y) in enumerate(pairs) if x != y), min(len(a), len(b)))
+
+
 def reports_to_json(reports: list[Report], inputs: list[str]) -> bytes:
     """Serialize reports as one JSON document."""
     doc = {"tracekit_report": REPORT_FORMAT_VERSION, "inputs": inputs,

@@ -69,6 +69,7 @@ from tracekit.report import (
     percent,
     report_table,
     short_name,
+    short_names,
     table_subject,
 )
 from tracekit.stacks import (
@@ -172,7 +173,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["optimizer_fix", "OPTIMIZER_STEP_RANGE", "FOREACH_OPTIMIZERS", "FUSED_OPTIMIZERS"]),
     ("Reports", "Building report tables and the numbers in findings.",
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
-      "format_evidence", "table_subject"]),
+      "short_names", "format_evidence", "table_subject"]),
     ("Reading and progress", "", ["Progress", "NO_PROGRESS", "HEAD_SIZE", "read_errors",
                                    "decode_text", "gc_paused", "release_free_memory"]),
     ("Outputs", "For plugin commands that write files: the rules ``tracekit convert`` "
@@ -314,6 +315,7 @@ __all__ = [
     "share_margins",
     "shift_sources",
     "short_name",
+    "short_names",
     "sqlite_column",
     "starts_with",
     "step_ranges",

@@ -187,7 +187,8 @@ class CpuAnalyzer(tracekit.Analyzer):
                                     "weight_unit": _unit_words(unit, aggregate)}
         if event:
             evidence["event"] = event
-        evidence["samples"] = rows.num_rows
+        # A report's rows are totals per function (VTune's CSV), not samples.
+        evidence["rows" if aggregate else "samples"] = rows.num_rows
         time_weight = aggregate or event_base(event or "") in TIME_BASES
         if aggregate:
             evidence["idle_pct"] = None
@@ -330,7 +331,8 @@ class CpuAnalyzer(tracekit.Analyzer):
         if top and busy and top[1] / busy >= 0.2 and not debug and function_rows and (
                 aggregate or base in TIME_BASES):
             out.append(_too_few_to_rank(top, busy, n_busy) if not aggregate
-                       and n_busy < MIN_RANK_SAMPLES else _top_function(top, busy, lever))
+                       and n_busy < MIN_RANK_SAMPLES else _top_function(
+                           top, busy, lever, prof.has_call_paths()))
         out.extend(_vtune_findings(rows, prof))
         if serial and not lever:
             out.append(serial)
@@ -377,6 +379,8 @@ class CpuAnalyzer(tracekit.Analyzer):
                 ("tid", "str", None, [str(k[1]) for k, _ in threads]),
                 ("thread", "str", None, [names.get(k) or "-" for k, _ in threads])])
             report.table_titles["threads"] = "Threads by busy time"
+        if not prof.has_call_paths():
+            return
         paths = sorted(prof.paths.items(), key=lambda kv: (-kv[1], kv[0]))[: self.options.top
                                                                           or None]
         report.tables["paths"] = report_table([
@@ -1190,6 +1194,11 @@ class _Profile:
     weights: np.ndarray | None = None
     keys_of_row: list[tuple[str, str]] = field(default_factory=list)
 
+    def has_call_paths(self) -> bool:
+        """Whether any busy sample has a caller: a profile of functions alone (VTune's
+        per-function CSV) has no paths worth a table of their own."""
+        return any(len(self.tree.frames(s)) > 1 for s in self.paths)
+
     @classmethod
     def build(cls, rows: pa.Table, weights: np.ndarray, idle: np.ndarray,
               tree: StackTree) -> _Profile:
@@ -1254,14 +1263,16 @@ class _Profile:
 
 
 def _top_function(top: tuple[tuple[str, str], float], busy: float,
-                  lever: Finding | None) -> Finding:
+                  lever: Finding | None, paths: bool) -> Finding:
     """The function with the most busy self time; under a serial lever that is not it, the
-    finding names the serial function as the one to optimize first."""
+    finding names the serial function as the one to optimize first. ``paths``: whether the
+    profile has call paths to look at (who calls it how often)."""
     (fn, mod), w = top
     evidence: dict[str, Any] = {"function": fn, "module": mod or None,
                                 "self_pct": percent(w, busy)}
     fix = (f"Optimize {short_name(fn, 60)} first ({mod or 'unknown module'}): its algorithm, "
-           "its memory access, or how often it is called (see the paths).")
+           "its memory access, or how often it is called" + (" (see the paths)." if paths
+                                                              else "."))
     serial_fn = lever.evidence.get("serial_function") if lever else None
     if lever and serial_fn != fn:
         evidence["wall_clock_lever"] = serial_fn
@@ -1305,8 +1316,8 @@ def _few_samples(rows: pa.Table, prof: _Profile) -> Finding | None:
          "top_function_margin_points": share_margin(share, n),
          "margin_points_at_50": share_margin(0.5, n)},
         f"At 95% confidence a share p of n samples is ±1.96·√(p(1−p)/n): "
-        f"{share_margins(n, short_name(fn, 60), share)}. For {FEW_SAMPLES:,} samples or more, "
-        "record longer or sample at a higher rate before weighing small shares.")
+        f"{share_margins(n, short_name(fn, 60), share)}. Record longer or sample at a higher "
+        f"rate, to {FEW_SAMPLES:,} samples or more, before weighing small shares.")
 
 
 def _group_by(rows: pa.Table) -> str | None:
@@ -1424,10 +1435,13 @@ def _vtune_findings(rows: pa.Table, prof: _Profile) -> list[Finding]:
     eff = {lv: sums.get(f"CPU Time:Effective Time:{lv}", 0.0) for lv in levels}
     eff_total = sum(eff.values())
     if eff_total and (eff["Idle"] + eff["Poor"]) / eff_total >= 0.7:
+        # VTune's utilization levels of effective CPU time; "Idle" is not idle time (that
+        # is not in the report), but time when hardly any other CPU was busy.
         out.append(Finding(
             "warning", f"Poor CPU utilization: {percent(eff['Idle'] + eff['Poor'], eff_total)}%"
-            " of effective time ran with few CPUs busy (VTune Idle/Poor)",
-            {f"{lv.lower()}_pct": percent(eff[lv], eff_total) for lv in levels},
+            f" of effective time ran with few CPUs busy (VTune's utilization levels Idle "
+            f"{percent(eff['Idle'], eff_total)}% and Poor {percent(eff['Poor'], eff_total)}%)",
+            {f"utilization_{lv.lower()}_pct": percent(eff[lv], eff_total) for lv in levels},
             "The work is serial or under-parallelized: parallelize the top functions or "
             "loops (OpenMP, TBB, threads) and check the thread count it runs with."))
     wait = sums.get("CPU Time:Spin Time", 0.0) + sums.get("CPU Time:Overhead Time", 0.0)

@@ -211,8 +211,8 @@ def test_a_gap_the_launching_thread_did_not_cause_names_the_other_thread():
         "inverts its preconditioners: invert them less often (Distributed Shampoo's "
         "precondition_frequency")
     assert queued.evidence["host_during_largest"] == (
-        "Optimizer.step#Shampoo.step (79% of the gap, in a 199ms call) on another thread; the work was "
-        "launched 2.72ms before the gap and waited")
+        "Optimizer.step#Shampoo.step (79% of the gap, in a 199ms call) on another thread; the "
+        "work was launched 2.72ms before the gap and waited")
     trace = tracekit.read(shared_path("torch-trace", "hta", "sampled_rank-0.json.gz"),
                           registry=_registry())
     gaps = all_gaps(trace, 50.0)[0]
@@ -220,8 +220,8 @@ def test_a_gap_the_launching_thread_did_not_cause_names_the_other_thread():
     assert gaps.dur[second] == 56_614_000
     assert CAUSES[gaps.cause[second]] == "queued"
     assert gap_context(trace, gaps, int(second)).describe() == (
-        "Optimizer.step#Shampoo.step (77% of the gap, in a 191ms call) on another thread; the work was "
-        "launched 387µs into the gap and waited")
+        "Optimizer.step#Shampoo.step (77% of the gap, in a 191ms call) on another thread; the "
+        "work was launched 387µs into the gap and waited")
 
 
 @pytest.mark.parametrize("name,kind", [
@@ -334,6 +334,30 @@ def test_the_framework_evidence_names_an_op_without_emit_nvtx_counters(registry)
     names = trace.events["name"].to_pylist()
     assert "aten::view, op_id = 314290" in names
     calls = Counter(n.split(", ")[0] for n in names if n and n.startswith("aten::"))
-    (most, count), (second, fewer) = calls.most_common(2)
+    (most, count), (_, fewer) = calls.most_common(2)
     assert (most, count) == ("aten::as_strided", 2200) and fewer < count
     assert classify(trace).evidence["framework"] == most
+
+
+def test_moving_less_comes_first_where_kernels_could_hide_little_of_the_copies(registry):
+    """nsysai's two H100s copy 51 GB host-to-device in 1.84 s beside 44.8 ms of kernels:
+    overlap could hide at most the kernels' time, so the first fix is to move less; the
+    overlap fix says how little it can hide. Both times are summed from the export by SQL
+    (copyKind 1 and 2: host to device and back)."""
+    import sqlite3
+
+    from tracekit.toolkit import format_ns
+
+    path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        [(kernels,)] = db.execute("SELECT SUM(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        [(copies,)] = db.execute("SELECT SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                                 "WHERE copyKind IN (1, 2)")
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "bottleneck",
+                                registry=registry)
+    fix = report.findings[0].suggestion
+    assert report.findings[0].evidence["verdict"] == "transfer"
+    assert fix.startswith("move less between host and device")
+    assert fix.index("move less") < fix.index("overlap the copies with compute")
+    assert f"it hides at most {format_ns(kernels)} of the {format_ns(copies)} of copies" in fix
+    assert (format_ns(kernels), format_ns(copies)) == ("44.8ms", "1.84s")

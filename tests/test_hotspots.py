@@ -237,7 +237,12 @@ def test_vtune_utilization_openmp_waits_and_memory_bound():
     levels = {lv: sum(float(r[f"CPU Time:Effective Time:{lv}"]) for r in rows)
               for lv in ("Idle", "Poor", "Ok", "Ideal", "Over")}
     poor = next(f for f in cpu_report(path).findings if f.title.startswith("Poor CPU"))
-    assert poor.evidence["poor_pct"] == percent(levels["Poor"], sum(levels.values()))
+    shares = {lv: percent(levels[lv], sum(levels.values())) for lv in levels}
+    assert poor.evidence["utilization_poor_pct"] == shares["Poor"]
+    slow = percent(levels["Idle"] + levels["Poor"], sum(levels.values()))
+    assert poor.title == (f"Poor CPU utilization: {slow}% of effective time ran with few CPUs "
+                          f"busy (VTune's utilization levels Idle {shares['Idle']}% and Poor "
+                          f"{shares['Poor']}%)")
     path = shared_path("vtune-csv", "utools", "grappolo-friendster-t192-dram-hotspots-fn.csv")
     rows = list(csv.DictReader(path.open()))
     cpu = sum(float(r["CPU Time"]) for r in rows)
@@ -299,7 +304,8 @@ def test_few_samples_give_the_margin_of_the_top_share():
                             "top_function_margin_points": 3.0, "margin_points_at_50": 9.3}
     assert few.suggestion.startswith("At 95% confidence a share p of n samples is "
                                      "±1.96·√(p(1−p)/n): next's 97.3% is ±3.0 points, a 50% "
-                                     "share ±9.3. For 1,000 samples or more, record longer")
+                                     "share ±9.3. Record longer or sample at a higher rate, "
+                                     "to 1,000 samples or more")
     [hot] = tracekit.analyze(tracekit.read(path), "hotspots")
     assert hot.notes[-1] == ("only 111 samples: shares are rough (a share p is ±1.96·√(p(1−p)/n) "
                              "at 95% confidence: next's 97.3% is ±3.0 points, a 50% share ±9.3)")
@@ -339,8 +345,8 @@ def test_one_sample_gives_no_margin_of_its_single_function():
     assert few.evidence == {"samples": 1, "top_function_pct": 100.0,
                             "top_function_margin_points": 0.0, "margin_points_at_50": 98.0}
     assert few.suggestion == ("At 95% confidence a share p of n samples is ±1.96·√(p(1−p)/n): "
-                              "a 50% share ±98.0. For 1,000 samples or more, record longer or "
-                              "sample at a higher rate before weighing small shares.")
+                              "a 50% share ±98.0. Record longer or sample at a higher rate, "
+                              "to 1,000 samples or more, before weighing small shares.")
 
 
 def test_perf_samples_without_timestamps_are_samples_not_a_reports_aggregates():

@@ -753,7 +753,7 @@ def read_error(path, registry, **kwargs) -> TraceReadError:
 
 def notices(trace) -> dict[tuple[str, str], int]:
     return {(table, outcome): n for (_, table, outcome), n in trace.log.notices().items()
-            if "not read yet" not in outcome}
+            if "does not read" not in outcome}
 
 
 @pytest.mark.parametrize(("value", "where", "message"), [

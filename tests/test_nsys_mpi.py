@@ -194,4 +194,5 @@ def test_the_diagnosis_sees_the_mpi_calls_in_a_gpu_gap(tmp_path, registry):
     # (67 ms): its host context names the larger of them.
     [index] = [i for i in range(len(gaps.lo)) if gaps.lo[i] < 1321000000 < gaps.hi[i]]
     assert (int(gaps.lo[index]), int(gaps.hi[index])) == (1233536281, 1411862588)
-    assert host_context(trace, gaps, index).startswith("MPI_Allreduce (38% of the gap, in a 67ms call)")
+    assert host_context(trace, gaps, index).startswith(
+        "MPI_Allreduce (38% of the gap, in a 67ms call)")

@@ -85,3 +85,33 @@ def test_a_large_cpu_only_run_gets_the_cpu_report(tmp_path, registry):
     assert cpu["samples"] == 136 * (MANY_INPUTS + 1) and cpu["top_function"] == "beta()"
     [ranks] = analyze_planned(paths, ["ranks"], registry=registry)
     assert ranks.analyzer == "ranks"
+
+
+def test_short_names_keep_apart_names_that_one_cut_would_merge():
+    from tracekit.toolkit import short_names
+
+    a = "void k<Op(bool, int), " + "x" * 40 + ", 1>(float*)"
+    b = a.replace(", 1>", ", 2>")
+    assert short_names([a, "short", b], 20) == ["void k<Op(…xx, 1>(f…", "short",
+                                                "void k<Op(…xx, 2>(f…"]
+    assert short_names([a, "short"], 20) == ["void k<Op(bool, int…", "short"]
+
+
+def test_the_top_kernels_of_the_compute_finding_read_apart():
+    """Cloverleaf's first and third kernels differ only at character 499 of 524 ('instance
+    2' and 'instance 1' of a lambda); the finding shows them there, each checked against the
+    export by SQL."""
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        top = [name for name, in db.execute(
+            "SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+            "ON s.id = k.demangledName GROUP BY s.value "
+            "ORDER BY SUM(k.end - k.start) DESC LIMIT 3")]
+    [report] = tracekit.analyze(tracekit.read(path), "bottleneck")
+    compute = next(f for f in report.findings if f.title.startswith("compute:"))
+    shown = [compute.evidence[f"top{i}"].rsplit(" (", 1)[0] for i in (1, 2, 3)]
+    assert shown == ["void clover::par_ranged2… (instance 2)]>(clover…",
+                     top[1][:47] + "…", "void clover::par_ranged2… (instance 1)]>(clover…"]
+    assert top[0][:24] == top[2][:24] and "(instance 2)]>(clover" in top[0]

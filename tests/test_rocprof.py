@@ -725,7 +725,7 @@ def test_a_v1_folder_of_totals_reads_its_results_json(folder, events, skipped):
 
 def test_pc_sampling_file_in_a_run_folder_is_counted_as_pc_samples(tmp_path, registry):
     """rocprofv3's PC sampling CSV (Sample_Timestamp, Exec_Mask, Dispatch_Id, Instruction
-    ...) is not read yet; in a run's folder its rows are counted as PC samples, not as a
+    ...) is not read; in a run's folder its rows are counted as PC samples, not as a
     file that is not rocprof's."""
     shutil.copy(shared_path("rocprof-v3", "rocprofiler-sdk-docs", "kernel_trace_2024-08.csv"),
                 tmp_path / "run_kernel_trace.csv")
@@ -737,4 +737,5 @@ def test_pc_sampling_file_in_a_run_folder_is_counted_as_pc_samples(tmp_path, reg
     trace = tracekit.read(tmp_path, registry=registry)
     outcomes = {(k, o): n for (_, k, o), n in trace.log.outcomes.items()
                 if k == "run_pc_sampling_host_trap.csv"}
-    assert outcomes == {("run_pc_sampling_host_trap.csv", "skipped: PC samples, not read yet"): 2}
+    assert outcomes == {("run_pc_sampling_host_trap.csv",
+                         "skipped: PC samples, which tracekit does not read"): 2}

@@ -128,7 +128,7 @@ def test_every_record_kind_and_per_process_correlation(tmp_path, registry):
     log = {(k[1], k[2]): v for k, v in trace.log.outcomes.items()}
     assert log[("buffer_records.hip_api", "events")] == 4
     assert log[("buffer_records.memory_allocation", "events")] == 4
-    assert log[("pc_sample_host_trap", "skipped: record kind not read yet")] == 4
+    assert log[("pc_sample_host_trap", "skipped: tracekit does not read this record kind")] == 4
     rows = trace.events.filter(pc.equal(trace.events["pid"], 41)).sort_by("ts_ns").to_pylist()
     got = [(r["category"], r["kind"], r["name"], r["ts_ns"] - 1_000_000, r["dur_ns"],
             r["correlation"], r["bytes"]) for r in rows]

@@ -55,6 +55,8 @@ class Facts:
     large_htod: bool = False  # host-to-device copies of 16 MB and more on average
     copy_kinds: dict[str, int] = field(default_factory=dict)  # kind -> bytes
     copies_on_compute_stream_pct: float = 0.0
+    host_copy_ns: int = 0  # time of the host-to-device and device-to-host copies
+    compute_ns: int = 0  # time of the compute kernels: what copies could hide behind
     # communication: kernel time per collective kind (``COLLECTIVE_KINDS``)
     collective_ns: dict[str, int] = field(default_factory=dict)
     # GPU idle while the launching host waited in exchange calls (gaps.HOST_COMMUNICATION),
@@ -424,19 +426,28 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
         out.append(Fix(f"drop the copies: {how}", f"{f.shared_memory_gpu} shares one memory "
                        f"with the CPU: each copy ({kinds}) moves data within it"))
     if host_side:
+        pinned = " pinned" if f.pinned_copies and not f.pageable_copies else ""
+        move_less = Fix("move less between host and device: keep weights and data resident "
+                        "on the GPU" + (f" (large{pinned} host-to-device copies during "
+                                        "inference: weights offloaded and fetched again?)"
+                                        if p.mode == "inference" and f.large_htod else ""),
+                        f"copies: {kinds}" + (", already pinned" if f.pinned_copies and not
+                                              f.pageable_copies else ""))
+        # Overlap hides copies behind kernels: at most the kernels' own time. Where that is
+        # under half the copies', moving less comes first.
+        little_to_hide = f.compute_ns * 2 < f.host_copy_ns
         if f.copies_on_compute_stream_pct >= 50:
             how = ".to(device, non_blocking=True) on a side stream" if p.pytorch else \
                 f"{_runtime(p, 'MemcpyAsync')} on a separate stream with events"
-            out.append(Fix(f"overlap the copies with compute: {how}",
-                           f"{_pct(f.copies_on_compute_stream_pct)} of copy time is on "
-                           f"streams that also run the kernels ({kinds})"))
-        pinned = " pinned" if f.pinned_copies and not f.pageable_copies else ""
-        out.append(Fix("move less between host and device: keep weights and data resident "
-                       "on the GPU" + (f" (large{pinned} host-to-device copies during "
-                                       "inference: weights offloaded and fetched again?)"
-                                       if p.mode == "inference" and f.large_htod else ""),
-                       f"copies: {kinds}" + (", already pinned" if f.pinned_copies and not
-                                             f.pageable_copies else "")))
+            because = (f"{_pct(f.copies_on_compute_stream_pct)} of copy time is on streams "
+                       f"that also run the kernels ({kinds})")
+            if little_to_hide:
+                because += (f"; it hides at most {format_ns(f.compute_ns)} of the "
+                            f"{format_ns(f.host_copy_ns)} of copies, the kernels' time")
+            overlap = Fix(f"overlap the copies with compute: {how}", because)
+            out.extend([move_less, overlap] if little_to_hide else [overlap, move_less])
+        else:
+            out.append(move_less)
     elif any(k != "copy" for k in f.copy_kinds):
         kinds = ", ".join(f"{k} {format_bytes(v)}" for k, v in
                           sorted(f.copy_kinds.items(), key=lambda kv: -kv[1])[:3] if k != "copy")

@@ -32,7 +32,7 @@ from tracekit.toolkit import SQLITE_MAGIC, int_or_none, table_names, text_or_non
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 KNOWN_SCHEMA_MAJOR = 3
-# Event tables tracekit reads; every other table with rows is counted as not read yet.
+# Event tables tracekit reads; every other table with rows is counted as not read.
 _SIDE_TABLES = ("StringIds", "ThreadNames", "PROCESSES", "ProcessStreams")
 # Prefixes of the descriptive tables every export has: with StringIds, what makes a file one.
 _EXPORT_PREFIXES = ("ENUM_", "TARGET_INFO_", "META_DATA", "EXPORT_META", "ANALYSIS_")
@@ -116,7 +116,7 @@ class NsysReader(tracekit.Reader):
                         continue
                     rows = db.count(table)
                     if rows:
-                        out.note(table, "skipped: table not read yet", rows)
+                        out.note(table, "skipped: tracekit does not read this table", rows)
             finally:
                 for (table, outcome), n in sorted(db.notes.items()):
                     out.note(table, outcome, n)
@@ -304,7 +304,7 @@ class NsysReader(tracekit.Reader):
         for event_type, n in other.items():
             what = labels.get(event_type)
             out.note(T.NVTX, f"{what} (kept in args ids)" if what else
-                     f"skipped: eventType {event_type} not read yet", n)
+                     f"skipped: eventType {event_type}, which tracekit does not read", n)
 
     def _side_tables(self, db: ExportDatabase, out: TraceBuilder, pids: set[int]) -> None:
         # Descriptive rows with a value of the wrong type are ignored with a warning: the

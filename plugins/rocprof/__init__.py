@@ -130,7 +130,8 @@ class RocprofCsvReader(tracekit.Reader):
                         f" (no {lacking} column)" if lacking else ""), path=path,
                         location="line 1")
                 if unread:
-                    out.note(path.name, f"skipped: {unread}, not read yet", _rows(path))
+                    out.note(path.name, f"skipped: {unread}, which tracekit does not read",
+                             _rows(path))
                 else:
                     out.note(f"{path.name}", "skipped: not a rocprof CSV", 1)
                 continue
@@ -149,7 +150,8 @@ class RocprofCsvReader(tracekit.Reader):
             if f.kind in ("v3_agents", "stats"):
                 continue
             if f.kind not in CONVERTERS:
-                out.note(f.path.name, f"skipped: {f.kind} not read yet", f.table.num_rows)
+                out.note(f.path.name, f"skipped: {f.kind}, which tracekit does not read",
+                         f.table.num_rows)
                 continue
             converted.append((f, _convert(f)))
         files, converted = self._one_run(source, files, converted, out)

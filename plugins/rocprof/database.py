@@ -56,7 +56,7 @@ class RocprofDatabaseReader(tracekit.Reader):
         except OutOfRange as exc:
             raise TraceReadError(exc.message(), path=db.path, location=exc.where) from None
         for table, rows in unread.items():
-            out.note(table, "skipped: table not read yet", rows)
+            out.note(table, "skipped: tracekit does not read this table", rows)
         side, bad = rocpd.side_tables(db)
         for p in side["processes"]:
             out.add_process(**p)
@@ -90,7 +90,7 @@ class RocprofDatabaseReader(tracekit.Reader):
             _add(db, out, table, columns, "table")
             out.note(table, "events", len(columns["category"]))
         for table, rows in unread.items():
-            out.note(table, "skipped: table not read yet", rows)
+            out.note(table, "skipped: tracekit does not read this table", rows)
         add_side_tables([c for _, c in parts], out)
         gpus, found_in = agents.beside([db.path])
         agents.add(out, gpus, found_in or "", agents.used_devices([c for _, c in parts]))

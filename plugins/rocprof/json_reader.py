@@ -66,7 +66,7 @@ class RocprofJsonReader(tracekit.Reader):
             out.add_events(columns)
             out.note(f"buffer_records.{kind}", "events", len(columns["category"]))
         for kind, rows in unread.items():
-            out.note(kind, "skipped: record kind not read yet", rows)
+            out.note(kind, "skipped: tracekit does not read this record kind", rows)
         for proc in processes:
             out.note("names (strings, kernel_symbols, agents)",
                      "warning: entries whose id is not an integer (left out)", proc.damaged)
