@@ -527,7 +527,7 @@ class Evidence:
                                              sum(s.linked for s in stats))
         best = max(stats, key=lambda s: s.kernels)
         out["launches_per_s"] = round(best.launch_rate)
-        out["runs_per_s"] = round(best.exec_rate)
+        out["gpu_can_run_per_s"] = round(best.exec_rate)
         return out
 
     def _cpu(self) -> dict[str, Any]:

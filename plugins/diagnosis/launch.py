@@ -324,7 +324,7 @@ def _size_table(stats: list[LaunchStats]) -> pa.Table:
                ("tiny_time_pct", "float", "%",
                 [percent(s.tiny_time, s.kernel_time) for s in stats]),
                ("launches_per_s", "float", None, [round(s.launch_rate, 1) for s in stats]),
-               ("runs_per_s", "float", None, [round(s.exec_rate, 1) for s in stats])])
+               ("gpu_can_run_per_s", "float", None, [round(s.exec_rate, 1) for s in stats])])
 
 
 def launch_findings(stats: list[LaunchStats], tiny_us: float) -> list[Finding]:
@@ -340,7 +340,8 @@ def launch_findings(stats: list[LaunchStats], tiny_us: float) -> list[Finding]:
                   f"{tiny_us:g}µs, launched slower than the GPU runs them",
             evidence={"kernels": s.kernels, "tiny": s.tiny,
                       "short_than_launch_pct": percent(s.short, s.linked),
-                      "launches_per_s": round(s.launch_rate), "runs_per_s": round(s.exec_rate)},
+                      "launches_per_s": round(s.launch_rate),
+                      "gpu_can_run_per_s": round(s.exec_rate)},
             suggestion="fuse the small kernels: torch.compile, CUDA graphs "
                        "(torch.cuda.graphs / mode='reduce-overhead'), or larger batches",
             cost_ns=None))
