@@ -152,6 +152,14 @@ def _runtime(p: Program, call: str) -> str:
     return ("hip" if p.api == "HIP" else "cuda") + call
 
 
+def _torch_graphs(p: Program) -> str:
+    """How a PyTorch program captures graphs: ``torch.cuda.graphs`` is the API on ROCm too,
+    where it records HIP graphs."""
+    kind = "HIP graphs" if p.api == "HIP" else "CUDA graphs"
+    return (f"{kind} (torch.compile(mode='reduce-overhead') or torch.cuda.graphs"
+            + (": the same API on ROCm)" if p.api == "HIP" else ")"))
+
+
 def _pct(value: float) -> str:
     return f"{value:.0f}%"
 
@@ -174,8 +182,11 @@ def fixes_for(cause: str, program: Program, facts: Facts) -> list[Fix]:
 
 
 def render(fixes: list[Fix], limit: int = 3) -> str:
-    """Fixes as one suggestion: ``do X (because Y); do Z (because W)``."""
-    return "; ".join(f"{f.text} ({f.because})" for f in fixes[:limit])
+    """Fixes as one suggestion: ``do X (because Y); do Z (because W)``; fixes one after the
+    other for the same reason give it once, after the last of them."""
+    shown = fixes[:limit]
+    return "; ".join(f.text if i + 1 < len(shown) and shown[i + 1].because == f.because
+                     else f"{f.text} ({f.because})" for i, f in enumerate(shown))
 
 
 def _compute(p: Program, f: Facts) -> list[Fix]:
@@ -312,8 +323,8 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
                            "so they are ready when the step starts", _long_host_work(f)))
         else:
             out.append(Fix("cut framework overhead per op: " + (
-                "capture the step in CUDA graphs (torch.compile(mode='reduce-overhead') or "
-                "torch.cuda.graphs)" if not p.graphs else "capture more of the step in the "
+                f"capture the step in {_torch_graphs(p)}" if not p.graphs else
+                "capture more of the step in the "
                 "graphs already used") + (", compile the model with torch.compile"
                                           if not p.compiled else "") +
                 ", larger batches so each op does more work", because))
@@ -388,8 +399,7 @@ def _launch(p: Program, f: Facts) -> list[Fix]:
         out.append(Fix("graphs are in use: capture the launches still outside them, and fuse "
                        "the short kernels inside", f"graph launches seen ({seen}); {because}"))
     elif p.pytorch:
-        out.append(Fix("launch fewer kernels: CUDA graphs (torch.compile(mode="
-                       "'reduce-overhead') or torch.cuda.graphs)" + (
+        out.append(Fix(f"launch fewer kernels: {_torch_graphs(p)}" + (
                            "" if p.compiled else ", torch.compile to fuse ops"), because))
         if p.mode == "inference":
             out.append(Fix("batch more requests per step", "inference: the launch cost is "
@@ -434,9 +444,9 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
                         f"copies: {kinds}" + (", already pinned" if f.pinned_copies and not
                                               f.pageable_copies else ""))
         # Overlap hides copies behind kernels: at most the kernels' own time. Where that is
-        # under half the copies', moving less comes first.
+        # under half the copies', moving less comes first; under a tenth, overlap is no fix.
         little_to_hide = f.compute_ns * 2 < f.host_copy_ns
-        if f.copies_on_compute_stream_pct >= 50:
+        if f.copies_on_compute_stream_pct >= 50 and f.compute_ns * 10 >= f.host_copy_ns:
             how = ".to(device, non_blocking=True) on a side stream" if p.pytorch else \
                 f"{_runtime(p, 'MemcpyAsync')} on a separate stream with events"
             because = (f"{_pct(f.copies_on_compute_stream_pct)} of copy time is on streams "

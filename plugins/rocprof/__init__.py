@@ -254,8 +254,10 @@ class RocprofCsvReader(tracekit.Reader):
         out.note("metadata records", "section names", counts["metadata records"])
         out.note("flow endpoints (s/t)", "correlation of their call and work",
                  counts["flow endpoints"])
-        out.note("empty or unknown records", "skipped: no event in it",
-                 counts["empty or unknown records"])
+        # rocprof v1 writes an empty object first in every results.json: nothing is lost.
+        out.note("empty records", "nothing in them", counts["empty records"])
+        out.note("unknown records", "skipped: neither an event, a flow endpoint nor metadata",
+                 counts["unknown records"])
         out.note("trace events (X)", "warning: args that are not an object (left out)",
                  counts["args that are not an object"])
         add_side_tables([columns] if columns else [], out)

@@ -99,13 +99,13 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
                 for e in events if isinstance(e, dict) and e.get("ph") == "M"
                 and e.get("name") == "process_name"}
     cols: dict[str, list[Any]] = defaultdict(list)
-    counts = {"empty or unknown records": 0, "metadata records": 0, "flow endpoints": 0,
-              "args that are not an object": 0}
+    counts = {"empty records": 0, "unknown records": 0, "metadata records": 0,
+              "flow endpoints": 0, "args that are not an object": 0}
     rows_at: dict[tuple[int | None, int | None], list[int]] = defaultdict(list)
     spans: list[tuple[int, int]] = []
     for index, e in enumerate(events):
         if not isinstance(e, dict) or not e:
-            counts["empty or unknown records"] += 1
+            counts["empty records" if e == {} else "unknown records"] += 1
             continue
         ph = e.get("ph")
         if ph == "M":
@@ -115,7 +115,7 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
             if ph in ("s", "t", "f"):
                 counts["flow endpoints"] += 1
             else:
-                counts["empty or unknown records"] += 1
+                counts["unknown records"] += 1
             continue
         args = _args(e)
         if args is not e.get("args") and e.get("args") not in (None, ""):
