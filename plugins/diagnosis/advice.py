@@ -237,6 +237,7 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
                        "--separateProfileRun", top))
     else:
         tool = "rocprof-compute (Omniperf)" if p.api == "HIP" else "Nsight Compute (ncu)"
+        stalls = "wavefront stalls" if p.api == "HIP" else "warp stalls"
         if p.plain and f.top_kernel_pct >= HANDWRITTEN_GEMM_PCT and \
                 handwritten_gemm(f.top_kernel):
             out.append(_vendor_gemm(p, f, tool))
@@ -244,11 +245,11 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
             # A flat profile: no one kernel is worth tuning alone.
             out.append(Fix(f"no kernel dominates: profile the top five together with {tool} "
                            "(one launch of each) for what they share: achieved occupancy, "
-                           "memory vs compute throughput, warp stalls",
+                           f"memory vs compute throughput, {stalls}",
                            f"{top}, the top five {_pct(f.top5_kernels_pct)}"))
         else:
             out.append(Fix(f"profile {f.top_kernel or 'the top kernel'} with {tool}: achieved "
-                           "occupancy, memory vs compute throughput, warp stalls",
+                           f"occupancy, memory vs compute throughput, {stalls}",
                            top if f.top_kernel else "the GPU is busy with compute kernels"))
         if f.elementwise_pct >= 20:
             out.append(Fix("fuse the short elementwise kernels into their producers",
@@ -267,9 +268,12 @@ def _vendor_gemm(p: Program, f: Facts, tool: str) -> Fix:
         call = "cublasGemmStridedBatchedEx" if batched else "cublasGemmEx"
         libs = f"cuBLASLt (cublasLtMatmul) or cuBLAS ({call})"
         units = "tensor cores"
+    # A kernel named for the matrix units uses them already: the library's tuning is the
+    # case for it then.
+    uses = "" if re.search(r"(?i)matrix_?core|mfma|wmma|tensor_?core", f.top_kernel) else \
+        f" and using its {units}"
     return Fix(f"replace the hand-written matrix multiplication {f.top_kernel} with the vendor "
-               f"BLAS: {libs}, tuned per GPU and using its {units}; then profile what "
-               f"remains with {tool}",
+               f"BLAS: {libs}, tuned per GPU{uses}; then profile what remains with {tool}",
                f"top kernel {f.top_kernel} takes {_pct(f.top_kernel_pct)} of compute and is "
                "not a library kernel")
 
