@@ -196,3 +196,30 @@ def test_the_diagnosis_sees_the_mpi_calls_in_a_gpu_gap(tmp_path, registry):
     assert (int(gaps.lo[index]), int(gaps.hi[index])) == (1233536281, 1411862588)
     assert host_context(trace, gaps, index).startswith(
         "MPI_Allreduce (38% of the gap, in a 67ms call)")
+
+
+def test_untraced_host_time_names_the_ranges_around_its_longest_stretch(registry):
+    """saxpy's largest gap (196 ms between two copies) is 70 % in no recorded range; the
+    longest stretch of it runs from the end of MPI_Recv to the start of MPI_Send (NVTX
+    ranges of the export, by SQL), where the host computes between the two calls."""
+    from tracekit.plugins.diagnosis.gaps import all_gaps, host_context
+    from tracekit.toolkit import format_ns
+
+    path = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        copies = db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                            "WHERE start BETWEEN 900000000 AND 1200000000 ORDER BY start")
+        (_, _), (_, gap_lo), (gap_hi, _), _ = copies.fetchall()
+        ranges = db.execute("SELECT n.start, n.end, s.value FROM NVTX_EVENTS n JOIN StringIds "
+                            "s ON s.id = n.textId WHERE n.start BETWEEN ? AND ? ORDER BY "
+                            "n.start", (gap_lo, gap_hi)).fetchall()
+    (_, recv_end, recv), (send_start, _, send), _ = ranges
+    assert (recv, send) == ("MPI_Recv", "MPI_Send")
+    trace = tracekit.read(path, registry=registry)
+    [gaps] = all_gaps(trace, 50.0)
+    [index] = [i for i in range(len(gaps.lo)) if gaps.lo[i] == gap_lo]
+    assert int(gaps.hi[index]) == gap_hi
+    assert host_context(trace, gaps, index) == (
+        "untraced host time (70% of the gap in no recorded op; the longest stretch "
+        f"{format_ns(send_start - recv_end)}, after MPI_Recv, before MPI_Send)")
+    assert format_ns(send_start - recv_end) == "68.8ms"

@@ -277,8 +277,9 @@ class GapContext:
     least half of the gap; ``path`` the ranges that enclose it, outermost first; ``share`` the
     part of the gap it covers. When the thread's recorded ranges together cover less than
     half of the gap, ``innermost`` is ``UNTRACED``, ``share`` the part no range covers, and
-    ``between`` names the last range that ended before the launch and the op that launched
-    the work ending the gap: the host ran code the profiler did not record.
+    ``between`` the longest stretch no range covers, with the ranges on either side of it
+    (the last one before it, and the first one after it or else the op that launched the
+    work ending the gap): the host ran code the profiler did not record there.
 
     When the launching call returned within the first half of the gap, the launching thread
     was not late: the work waited for something else. If another thread of the process ran
@@ -291,17 +292,18 @@ class GapContext:
     duration: int
     share: float
     path: list[str]
-    between: tuple[str, str] | None = None
+    between: tuple[str, str, int] | None = None  # before, after, the stretch's ns
     launched_after: int | None = None
 
     def describe(self, depth: int = 3) -> str:
         """``aten::addmm (92% of the gap, in a 1.2ms call) in ProfilerStep#3 > DDP.forward``:
         the call's own length beside its share of the gap, which may be far shorter."""
         if self.innermost == UNTRACED:
-            before, after = self.between or ("", "")
-            return (f"{UNTRACED} ({self.share:.0f}% of the gap in no recorded op)"
-                    + (f" after {before}" if before else "")
-                    + (f", before {after}" if after else ""))
+            before, after, stretch = self.between or ("", "", 0)
+            return (f"{UNTRACED} ({self.share:.0f}% of the gap in no recorded op"
+                    + (f"; the longest stretch {format_ns(stretch)}" if stretch else "")
+                    + (f", after {before}" if before else "")
+                    + (f", before {after}" if after else "") + ")")
         if self.launched_after is not None:
             when = (f"{format_ns(self.launched_after)} into the gap" if self.launched_after >= 0
                     else f"{format_ns(-self.launched_after)} before the gap")
@@ -419,7 +421,7 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
                                 iv.union(np.maximum(s, lo), np.minimum(e, hi)))[0]
     if covered * 2 < hi - lo:
         return GapContext(UNTRACED, hi - lo, percent(hi - lo - covered, hi - lo), [],
-                          _between(activity, rows, s, e, call))
+                          _around_longest_hole(activity, rows, s, e, lo, hi, call))
     inner = int(np.lexsort((e - s, -overlap))[0])
     return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
                       percent(overlap[inner], hi - lo), [])
@@ -446,22 +448,32 @@ def _other_thread(activity: Activity, lo: int, hi: int, call: int,
                       launched_after=int(calls.start[call]) - lo)
 
 
-def _between(activity: Activity, rows: np.ndarray, s: np.ndarray, e: np.ndarray,
-             call: int) -> tuple[str, str]:
-    """The last range that ended before the launching call, and the innermost one that
-    encloses the call (the op that launched the work)."""
-    c_start, c_end = int(activity.calls.start[call]), int(activity.calls.end[call])
-    encloses = (s <= c_start) & (e >= c_end) & (rows != activity.calls.row[call])
-    ended = np.flatnonzero(e <= c_start)
+def _around_longest_hole(activity: Activity, rows: np.ndarray, s: np.ndarray, e: np.ndarray,
+                         lo: int, hi: int, call: int) -> tuple[str, str, int]:
+    """The ranges on either side of the longest stretch of ``[lo, hi)`` that no range covers
+    (the last one to end before it, the outermost of a tie, and the first to start after it,
+    else the innermost one that encloses the launching call: the op that launched the work),
+    and the stretch's length."""
+    covered_lo, covered_hi = iv.union(np.maximum(s, lo), np.minimum(e, hi))
+    hole_lo = np.r_[lo, covered_hi]
+    hole_hi = np.r_[covered_lo, hi]
+    longest = int(np.argmax(hole_hi - hole_lo))
+    start, end = int(hole_lo[longest]), int(hole_hi[longest])
+    ended = np.flatnonzero(e <= start)
     before = ""
     if len(ended):
         last = ended[np.lexsort((-(e - s)[ended], -e[ended]))[0]]
         before = activity.name(int(rows[last]))
-    after = ""
-    if encloses.any():
-        inner = np.flatnonzero(encloses)
-        after = activity.name(int(rows[inner[np.argmax(s[inner])]]))
-    return before, after
+    begun = np.flatnonzero(s >= end)
+    if len(begun):
+        after = activity.name(int(rows[begun[np.lexsort((-(e - s)[begun], s[begun]))[0]]]))
+    else:
+        c_start, c_end = int(activity.calls.start[call]), int(activity.calls.end[call])
+        encloses = np.flatnonzero((s <= c_start) & (e >= c_end)
+                                  & (rows != activity.calls.row[call]))
+        after = activity.name(int(rows[encloses[np.argmax(s[encloses])]])) \
+            if len(encloses) else ""
+    return before, after, end - start
 
 
 def host_ops_during(trace: Trace, gaps: Gaps, index: int) -> dict[str, int]:
