@@ -260,6 +260,8 @@ class RocprofCsvReader(tracekit.Reader):
                  counts["unknown records"])
         out.note("trace events (X)", "warning: args that are not an object (left out)",
                  counts["args that are not an object"])
+        out.note("trace events (X)", "warning: an id (pid, tid, dev-id, stream) that is no "
+                 "integer (left out)", counts["ids that are not integers"])
         add_side_tables([columns] if columns else [], out)
         other = doc.get("otherData")
         gpus = agents.from_other_data(other)

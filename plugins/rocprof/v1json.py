@@ -35,6 +35,10 @@ class BadEvent(ValueError):
         self.index = index
 
 
+# The args that hold ids: where one is no integer, the event is kept without it (counted).
+_ID_ARGS = ("pid", "proc-id", "tid", "dev-id", "stream-id", "queue-id")
+
+
 def _int(value: Any) -> int | None:
     """An id or count written as a number or as text; None when it is neither (or out of
     the 64-bit range, which only damage produces)."""
@@ -100,7 +104,8 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
                 and e.get("name") == "process_name"}
     cols: dict[str, list[Any]] = defaultdict(list)
     counts = {"empty records": 0, "unknown records": 0, "metadata records": 0,
-              "flow endpoints": 0, "args that are not an object": 0}
+              "flow endpoints": 0, "args that are not an object": 0,
+              "ids that are not integers": 0}
     rows_at: dict[tuple[int | None, int | None], list[int]] = defaultdict(list)
     spans: list[tuple[int, int]] = []
     for index, e in enumerate(events):
@@ -120,6 +125,9 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
         args = _args(e)
         if args is not e.get("args") and e.get("args") not in (None, ""):
             counts["args that are not an object"] += 1
+        ids = (e.get("pid"), e.get("tid"), *(args.get(k) for k in _ID_ARGS))
+        if any(v not in (None, "") and _int(v) is None for v in ids):
+            counts["ids that are not integers"] += 1
         section_id = _int(e.get("pid"))
         section = sections.get(section_id, "")
         category = next((c for prefix, c in SECTION_CATEGORY if section.startswith(prefix)),
