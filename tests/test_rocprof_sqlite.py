@@ -302,3 +302,22 @@ def test_v1_db_devices_named_by_the_results_json_beside_it(registry):
                           "sm_count": int(other[f"Agent{a}.ComputeUnit"])}
                          for i, a in enumerate(gpus)]
     assert set(trace.events["device"].to_pylist()) - {None} == {0}
+
+
+def test_rocpd_fill_kernels_take_the_size_of_the_call_that_launched_them(registry):
+    """hgliu_15's 151 hipMemset calls each launch one __amd_rocclr_fillBufferAligned kernel
+    (the same stack id); the call's sizeBytes argument, by SQL over rocpd_arg, is each
+    kernel's bytes, and the GEMM kernels, launched by calls without one, have none."""
+    path = shared_path(*ROCPD)
+    sizes = dict(query(path, "SELECT E.stack_id, CAST(A.value AS INTEGER) FROM rocpd_arg A "
+                             "JOIN rocpd_event E ON E.id = A.event_id AND E.guid = A.guid "
+                             "WHERE A.name = 'sizeBytes'"))
+    fills = query(path, "SELECT stack_id FROM kernels WHERE name LIKE '%fillBuffer%'")
+    assert len(fills) == 151 and all(stack in sizes for stack, in fills)
+    want = sum(sizes[stack] for stack, in fills)
+    trace = tracekit.read(path, registry=registry)
+    ev = trace.events
+    kernels = ev.filter(pc.equal(ev["category"], "gpu.kernel"))
+    fill = pc.match_substring(kernels["name"].cast("string"), "fillBuffer")
+    assert pc.sum(kernels.filter(fill)["bytes"]).as_py() == want == 151 * 16_777_216
+    assert kernels.filter(pc.invert(fill))["bytes"].null_count == 150

@@ -13,9 +13,11 @@ output's ``Agent_Id`` is.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.plugins.rocprof.columns import (
@@ -59,7 +61,10 @@ def read(db: SqliteInput) -> tuple[list[tuple[str, Iterator[Columns], int]], dic
         rows = db.count(table)
         if not rows or view not in db.tables:
             continue
-        out.append((view, _batches(db, view), rows))
+        convert = CONVERT[view]
+        if view == "kernels":
+            convert = functools.partial(_kernels, sizes=_call_sizes(db), seen=set())
+        out.append((view, _batches(db, view, convert), rows))
     unread = {}
     for table in ("rocpd_pmc_event", "rocpd_sample"):
         if table in db.tables and (n := db.count(table)):
@@ -67,12 +72,13 @@ def read(db: SqliteInput) -> tuple[list[tuple[str, Iterator[Columns], int]], dic
     return out, unread
 
 
-def _batches(db: SqliteInput, view: str) -> Iterator[Columns]:
+def _batches(db: SqliteInput, view: str, convert: Callable[[pa.Table], Columns]
+             ) -> Iterator[Columns]:
     """The event columns of ``view``, a fetched batch of rows at a time."""
     before = 0
     for t in db.batches(f'SELECT * FROM "{view}"'):
         try:
-            yield CONVERT[view](t)
+            yield convert(t)
         except OutOfRange as exc:
             exc.row += before
             exc.where = f"view {view}, row {exc.row + 1}"
@@ -86,7 +92,27 @@ def _regions(t: pa.Table) -> Columns:
                       _int(t, "end"), _int(t, "pid"), _int(t, "tid"), _int(t, "stack_id"))
 
 
-def _kernels(t: pa.Table) -> Columns:
+def _call_sizes(db: SqliteInput) -> dict[int, int]:
+    """The ``sizeBytes`` argument of each call that has one (hipMemset, hipMemcpy …), by the
+    call's stack id, which the device work it launched carries: the bytes of the fills and
+    copies the runtime runs as kernels (``__amd_rocclr_fillBufferAligned``)."""
+    if not {"rocpd_arg", "rocpd_event"} <= db.tables:
+        return {}
+    sizes = {}
+    for stack, value in db.scalar_rows(
+            "SELECT E.stack_id, A.value FROM rocpd_arg A JOIN rocpd_event E "
+            "ON E.id = A.event_id AND E.guid = A.guid WHERE A.name = 'sizeBytes'"):
+        size = _id(int(value)) if isinstance(value, str) and value.isdigit() else None
+        if _id(stack) is not None and size is not None:
+            sizes[stack] = size
+    return sizes
+
+
+def _kernels(t: pa.Table, sizes: dict[int, int] | None = None,
+             seen: set[int] | None = None) -> Columns:
+    """Kernel dispatches; one launched by a call with a ``sizeBytes`` argument (``sizes``)
+    takes it as its bytes, the first one only where the call ran several (``seen``: the
+    calls whose bytes are given, across batches)."""
     n = t.num_rows
     grid = [_int(t, f"grid_{a}") for a in "xyz"]
     args = pc.binary_join_element_wise(
@@ -101,7 +127,24 @@ def _kernels(t: pa.Table) -> Columns:
             "stream": _int(t, "stream_id"), "correlation": _int(t, "stack_id"),
             **grid_columns(grid, [_int(t, f"workgroup_{a}") for a in "xyz"]),
             "registers": _int(t, "vgpr_count"),
-            "shared_mem_bytes": _int(t, "lds_size"), "args": args}
+            "shared_mem_bytes": _int(t, "lds_size"), "args": args,
+            "bytes": _launch_bytes(_int(t, "stack_id"), sizes or {}, seen or set())}
+
+
+def _launch_bytes(stack: pa.Array, sizes: dict[int, int], seen: set[int]) -> pa.Array:
+    """Per kernel, the size argument of the call that launched it (see ``_kernels``)."""
+    out = np.zeros(len(stack), dtype=np.int64)
+    given = np.zeros(len(stack), dtype=bool)
+    if sizes:
+        keys = np.fromiter(sorted(sizes), dtype=np.int64, count=len(sizes))
+        ids = stack.fill_null(-1).to_numpy(zero_copy_only=False)
+        at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+        for row in np.flatnonzero(keys[at] == ids).tolist():  # the calls with a size: few
+            call = int(ids[row])
+            if call not in seen:
+                seen.add(call)
+                out[row], given[row] = sizes[call], True
+    return pa.array(out, mask=~given)
 
 
 def _copy_kind(src: pa.Array, dst: pa.Array) -> pa.Array:
