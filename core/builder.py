@@ -8,7 +8,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from tracekit.errors import PluginContractError
-from tracekit.model import EVENTS_SCHEMA, SCHEMA_VERSION, SCHEMAS, ReadLog, Trace
+from tracekit.model import (
+    EVENTS_SCHEMA,
+    SCHEMA_VERSION,
+    SCHEMAS,
+    ReadLog,
+    Trace,
+    events_from_batches,
+)
 from tracekit.progress import NO_PROGRESS, Progress
 
 ColumnData = pa.Array | pa.ChunkedArray | np.ndarray | Sequence[Any]
@@ -202,13 +209,7 @@ class TraceBuilder:
         events, which the sink took)."""
         if self._adopted is not None:
             return self._adopted
-        if self._batches:
-            events = pa.Table.from_batches(self._batches, schema=EVENTS_SCHEMA)
-            # Not combined into one chunk: that would copy every column at once, doubling the
-            # peak memory of a large read; consumers combine the columns they need.
-            events = events.unify_dictionaries()
-        else:
-            events = EVENTS_SCHEMA.empty_table()
+        events = events_from_batches(self._batches)
         tables = {}
         for name, rows in self._rows.items():
             schema = SCHEMAS[name]

@@ -168,13 +168,10 @@ class WholeTraceSink(BatchSink):
         self._batches.append(batch)
 
     def close(self, trace: Trace) -> WriteResult:
-        import dataclasses
-
-        import pyarrow as pa
+        from tracekit.model import events_from_batches
 
         if self._batches:
-            events = pa.Table.from_batches(self._batches).unify_dictionaries()
-            trace = dataclasses.replace(trace, events=events)
+            trace = dataclasses.replace(trace, events=events_from_batches(self._batches))
         return self._writer.write(trace, self._stream)
 
 

@@ -46,6 +46,15 @@ def empty_table(table: str) -> pa.Table:
     return SCHEMAS[table].empty_table()
 
 
+def events_from_batches(batches: list[pa.RecordBatch]) -> pa.Table:
+    """The events table of ``batches`` (of ``EVENTS_SCHEMA``), their dictionaries unified
+    but their chunks kept: combining them would copy every column at once, doubling the peak
+    memory of a large read; consumers combine the columns they need."""
+    if not batches:
+        return EVENTS_SCHEMA.empty_table()
+    return pa.Table.from_batches(batches, schema=EVENTS_SCHEMA).unify_dictionaries()
+
+
 @dataclass
 class ReadLog:
     """What a reader saw in its input and what became of it, so nothing is dropped silently.
