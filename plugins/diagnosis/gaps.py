@@ -417,11 +417,11 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
         path = [activity.name(int(rows[i])) for i in enclosing[:-1]]
         return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
                           percent(overlap[inner], hi - lo), path)
-    covered = iv.covered_within(np.array([lo]), np.array([hi]),
-                                iv.union(np.maximum(s, lo), np.minimum(e, hi)))[0]
+    ranges = iv.union(np.maximum(s, lo), np.minimum(e, hi))
+    covered = iv.covered_within(np.array([lo]), np.array([hi]), ranges)[0]
     if covered * 2 < hi - lo:
         return GapContext(UNTRACED, hi - lo, percent(hi - lo - covered, hi - lo), [],
-                          _around_longest_hole(activity, rows, s, e, lo, hi, call))
+                          _around_longest_hole(activity, rows, s, e, ranges, lo, hi, call))
     inner = int(np.lexsort((e - s, -overlap))[0])
     return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
                       percent(overlap[inner], hi - lo), [])
@@ -449,12 +449,13 @@ def _other_thread(activity: Activity, lo: int, hi: int, call: int,
 
 
 def _around_longest_hole(activity: Activity, rows: np.ndarray, s: np.ndarray, e: np.ndarray,
-                         lo: int, hi: int, call: int) -> tuple[str, str, int]:
+                         ranges: iv.IntervalSet, lo: int, hi: int, call: int
+                         ) -> tuple[str, str, int]:
     """The ranges on either side of the longest stretch of ``[lo, hi)`` that no range covers
-    (the last one to end before it, the outermost of a tie, and the first to start after it,
-    else the innermost one that encloses the launching call: the op that launched the work),
-    and the stretch's length."""
-    covered_lo, covered_hi = iv.union(np.maximum(s, lo), np.minimum(e, hi))
+    (``ranges``: their union within it): the last one to end before it, the outermost of a
+    tie, and the first to start after it, else the innermost one that encloses the launching
+    call (the op that launched the work); and the stretch's length."""
+    covered_lo, covered_hi = ranges
     hole_lo = np.r_[lo, covered_hi]
     hole_hi = np.r_[covered_lo, hi]
     longest = int(np.argmax(hole_hi - hole_lo))
