@@ -61,9 +61,9 @@ def read(db: SqliteInput) -> tuple[list[tuple[str, Iterator[Columns], int]], dic
         rows = db.count(table)
         if not rows or view not in db.tables:
             continue
-        convert = CONVERT[view]
-        if view == "kernels":
-            convert = functools.partial(_kernels, sizes=_call_sizes(db), seen=set())
+        # Kernels take the sizes of the calls that launched them, read first.
+        convert = functools.partial(_kernels, sizes=_CallSizes.of(db)) \
+            if view == "kernels" else CONVERT[view]
         out.append((view, _batches(db, view, convert), rows))
     unread = {}
     for table in ("rocpd_pmc_event", "rocpd_sample"):
@@ -92,27 +92,50 @@ def _regions(t: pa.Table) -> Columns:
                       _int(t, "end"), _int(t, "pid"), _int(t, "tid"), _int(t, "stack_id"))
 
 
-def _call_sizes(db: SqliteInput) -> dict[int, int]:
+class _CallSizes:
     """The ``sizeBytes`` argument of each call that has one (hipMemset, hipMemcpy …), by the
     call's stack id, which the device work it launched carries: the bytes of the fills and
-    copies the runtime runs as kernels (``__amd_rocclr_fillBufferAligned``)."""
-    if not {"rocpd_arg", "rocpd_event"} <= db.tables:
-        return {}
-    sizes = {}
-    for stack, value in db.scalar_rows(
-            "SELECT E.stack_id, A.value FROM rocpd_arg A JOIN rocpd_event E "
-            "ON E.id = A.event_id AND E.guid = A.guid WHERE A.name = 'sizeBytes'"):
-        size = _id(int(value)) if isinstance(value, str) and value.isdigit() else None
-        if _id(stack) is not None and size is not None:
-            sizes[stack] = size
-    return sizes
+    copies the runtime runs as kernels (``__amd_rocclr_fillBufferAligned``). Each size is
+    given to the first kernel of its call only, across batches."""
+
+    def __init__(self, stacks: np.ndarray, sizes: np.ndarray) -> None:
+        order = np.argsort(stacks)
+        self.stacks, self.sizes = stacks[order], sizes[order]
+        self.given = np.zeros(len(stacks), dtype=bool)
+
+    @classmethod
+    def of(cls, db: SqliteInput) -> _CallSizes:
+        pairs = []
+        if {"rocpd_arg", "rocpd_event"} <= db.tables:
+            for stack, value in db.scalar_rows(
+                    "SELECT E.stack_id, A.value FROM rocpd_arg A JOIN rocpd_event E "
+                    "ON E.id = A.event_id AND E.guid = A.guid WHERE A.name = 'sizeBytes'"):
+                size = _id(int(value)) if isinstance(value, str) and value.isdigit() else None
+                if _id(stack) is not None and size is not None:
+                    pairs.append((stack, size))
+        stacks, sizes = zip(*pairs, strict=True) if pairs else ((), ())
+        return cls(np.array(stacks, dtype=np.int64), np.array(sizes, dtype=np.int64))
+
+    def bytes_of(self, stack: pa.Array) -> pa.Array:
+        """Per kernel of a batch (by its stack id), the size of the call that launched it,
+        where that call has one and no earlier kernel took it."""
+        out = np.zeros(len(stack), dtype=np.int64)
+        take = np.zeros(len(stack), dtype=bool)
+        if len(self.stacks):
+            ids = stack.fill_null(-1).to_numpy(zero_copy_only=False)
+            at = np.minimum(np.searchsorted(self.stacks, ids), len(self.stacks) - 1)
+            rows = np.flatnonzero(self.stacks[at] == ids)
+            calls, first = np.unique(at[rows], return_index=True)
+            fresh = ~self.given[calls]
+            rows, calls = rows[first[fresh]], calls[fresh]
+            self.given[calls] = True
+            out[rows], take[rows] = self.sizes[calls], True
+        return pa.array(out, mask=~take)
 
 
-def _kernels(t: pa.Table, sizes: dict[int, int] | None = None,
-             seen: set[int] | None = None) -> Columns:
+def _kernels(t: pa.Table, sizes: _CallSizes) -> Columns:
     """Kernel dispatches; one launched by a call with a ``sizeBytes`` argument (``sizes``)
-    takes it as its bytes, the first one only where the call ran several (``seen``: the
-    calls whose bytes are given, across batches)."""
+    takes it as its bytes, the first one only where the call ran several."""
     n = t.num_rows
     grid = [_int(t, f"grid_{a}") for a in "xyz"]
     args = pc.binary_join_element_wise(
@@ -128,23 +151,7 @@ def _kernels(t: pa.Table, sizes: dict[int, int] | None = None,
             **grid_columns(grid, [_int(t, f"workgroup_{a}") for a in "xyz"]),
             "registers": _int(t, "vgpr_count"),
             "shared_mem_bytes": _int(t, "lds_size"), "args": args,
-            "bytes": _launch_bytes(_int(t, "stack_id"), sizes or {}, seen or set())}
-
-
-def _launch_bytes(stack: pa.Array, sizes: dict[int, int], seen: set[int]) -> pa.Array:
-    """Per kernel, the size argument of the call that launched it (see ``_kernels``)."""
-    out = np.zeros(len(stack), dtype=np.int64)
-    given = np.zeros(len(stack), dtype=bool)
-    if sizes:
-        keys = np.fromiter(sorted(sizes), dtype=np.int64, count=len(sizes))
-        ids = stack.fill_null(-1).to_numpy(zero_copy_only=False)
-        at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
-        for row in np.flatnonzero(keys[at] == ids).tolist():  # the calls with a size: few
-            call = int(ids[row])
-            if call not in seen:
-                seen.add(call)
-                out[row], given[row] = sizes[call], True
-    return pa.array(out, mask=~given)
+            "bytes": sizes.bytes_of(_int(t, "stack_id"))}
 
 
 def _copy_kind(src: pa.Array, dst: pa.Array) -> pa.Array:
@@ -185,7 +192,8 @@ def _memory_allocations(t: pa.Table) -> Columns:
                 "}", "")}
 
 
-CONVERT = {"regions": _regions, "kernels": _kernels, "memory_copies": _memory_copies,
+# The views converted a batch at a time alone (kernels also need the calls' sizes).
+CONVERT = {"regions": _regions, "memory_copies": _memory_copies,
            "memory_allocations": _memory_allocations}
 
 
