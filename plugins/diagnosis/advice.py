@@ -16,6 +16,11 @@ from tracekit.toolkit import format_bytes, format_ns, optimizer_fix
 
 # Pageable copies are worth pinning when they take at least this share of copy time.
 PAGEABLE_SHARE_PCT = 10.0
+# Overlap hides copies behind kernels, so at most the kernels' time: kernels under this
+# share of the host-device copy time put "move less" first, and under the second share
+# overlap is not advised at all.
+OVERLAP_SECOND_PCT = 50.0
+OVERLAP_NONE_PCT = 10.0
 
 
 @dataclass(frozen=True)
@@ -447,10 +452,9 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
                                         if p.mode == "inference" and f.large_htod else ""),
                         f"copies: {kinds}" + (", already pinned" if f.pinned_copies and not
                                               f.pageable_copies else ""))
-        # Overlap hides copies behind kernels: at most the kernels' own time. Where that is
-        # under half the copies', moving less comes first; under a tenth, overlap is no fix.
-        little_to_hide = f.compute_ns * 2 < f.host_copy_ns
-        if f.copies_on_compute_stream_pct >= 50 and f.compute_ns * 10 >= f.host_copy_ns:
+        hideable_pct = 100.0 * f.compute_ns / f.host_copy_ns if f.host_copy_ns else 100.0
+        little_to_hide = hideable_pct < OVERLAP_SECOND_PCT
+        if f.copies_on_compute_stream_pct >= 50 and hideable_pct >= OVERLAP_NONE_PCT:
             how = ".to(device, non_blocking=True) on a side stream" if p.pytorch else \
                 f"{_runtime(p, 'MemcpyAsync')} on a separate stream with events"
             because = (f"{_pct(f.copies_on_compute_stream_pct)} of copy time is on streams "

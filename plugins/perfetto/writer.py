@@ -105,8 +105,8 @@ class PerfettoWriter(tracekit.Writer):
         return SampleStreamingSink(self, stream)
 
     def write_events(self, trace: Trace, events: pa.Table, stream: IO[bytes],
-               result: tracekit.WriteResult, streamed: Streamed | None = None,
-               ) -> tracekit.WriteResult:
+                     result: tracekit.WriteResult, streamed: Streamed | None = None,
+                     ) -> tracekit.WriteResult:
         """Write the writable ``events`` of ``trace``; with ``streamed``, CPU samples were
         written already (see ``sample_sink``): none is written here."""
         plan = plan_tracks(trace, events)
