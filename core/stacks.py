@@ -158,12 +158,23 @@ def sample_events(trace: Trace, event: str | None) -> tuple[pa.Table, list[str]]
     return rows.filter(pc.fill_null(pc.equal(names, keep), False)), seen
 
 
-def aggregate_rows(rows: pa.Table) -> bool:
-    """Whether sample ``rows`` are a report's per-function totals (VTune) rather than
-    samples: no timestamps, totals in ``dur_ns``. Samples of a ``perf script`` run without
-    ``-F time`` have no timestamps either, but no durations: they stay samples."""
-    return bool(rows.num_rows) and rows["ts_ns"].null_count == rows.num_rows \
-        and rows["dur_ns"].null_count < rows.num_rows
+def aggregate_rows(rows: pa.Table, trace: Trace | None = None) -> bool:
+    """Whether sample ``rows`` are a report's totals per group (VTune's per-function CSV)
+    rather than samples: no timestamps, and either totals in ``dur_ns`` or a reader that
+    declared its rows aggregates (``metadata["sample_rows"] == "aggregates"`` of every source
+    of the rows, e.g. a report of hardware event counts, which has no durations). Samples of
+    a ``perf script`` run without ``-F time`` have no timestamps either, but no durations and
+    no declaration: they stay samples."""
+    if not rows.num_rows or rows["ts_ns"].null_count != rows.num_rows:
+        return False
+    if rows["dur_ns"].null_count < rows.num_rows:
+        return True
+    if trace is None:
+        return False
+    declared = {name for name, meta in trace.metadata.get("sources", {}).items()
+                if isinstance(meta, dict) and meta.get("sample_rows") == "aggregates"}
+    sources = pc.unique(rows["source"]).to_pylist() if "source" in rows.column_names else []
+    return bool(declared) and bool(sources) and all(s in declared for s in sources)
 
 
 def sampled_events(trace: Trace) -> list[str]:

@@ -130,11 +130,13 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         report.table_titles["modules"] = "Modules by self weight"
         report.tables["paths"] = self._paths(tree, paths, grand, unit, integral)
         report.table_titles["paths"] = "Heaviest call paths (root ... leaf)"
-        report.notes.append(f"{rows.num_rows:,} samples, total weight "
+        aggregate = aggregate_rows(rows, trace)
+        report.notes.append(f"{rows.num_rows:,} {'report rows' if aggregate else 'samples'}, "
+                            "total weight "
                             + (format_ns(grand) if unit == "ns" else f"{grand:,.6g}"))
         top = max(self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
         few = few_samples_note(rows.num_rows, top[0][0], top[1] / grand) \
-            if top and grand and not aggregate_rows(rows) else None
+            if top and grand and not aggregate else None
         if few:
             report.notes.append(few)
         return report

@@ -5,6 +5,7 @@ computed here from the fixtures' text or from synthetic inputs."""
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 from collections import Counter
@@ -146,6 +147,58 @@ def test_aggregate_rows_are_ranked_whatever_their_count():
     report = cpu_report(shared_path("vtune-csv", "vtune-plot", "advanced-hotspots.csv"))
     assert [f.evidence["function"] for f in _titled(report, "One function")] == [
         "[Loop at line 4015 in gwce_new]"]
+
+
+def _hw_event_sums(path: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """Sums of the hw-events CSV's columns over every row, and its top function's row, by
+    event name (``Hardware Event Count:`` and ``_PS`` dropped)."""
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    def events(row):
+        return {k.removeprefix("Hardware Event Count:").removesuffix("_PS"): float(v)
+                for k, v in row.items() if k.startswith("Hardware Event Count:")}
+    total: Counter = Counter()
+    for row in rows:
+        total.update(events(row))
+    top = max(rows, key=lambda r: float(r["Hardware Event Count:CPU_CLK_UNHALTED.THREAD"]))
+    return dict(total), events(top) | {"Function": top["Function"]}
+
+
+def test_a_report_of_hardware_event_counts_is_rows_not_samples_and_says_where_cycles_stall():
+    """VTune's hw-events report: 573 function rows of event counts, no CPU Time. Its rows are
+    totals (no sampling margin), and the counts give IPC, memory stall cycles and the share
+    of DRAM reads from the other socket, computed here from the CSV."""
+    path = shared_path("vtune-csv", "utools", "grappolo-friendster-t192-dram-hw-events-fn.csv")
+    total, top = _hw_event_sums(path)
+    report = cpu_report(path)
+    ev = report.findings[0].evidence
+    assert ev["rows"] == 573 and "samples" not in ev
+    assert ev["ipc"] == round(total["INST_RETIRED.ANY"] / total["CPU_CLK_UNHALTED.THREAD"], 2)
+    assert not _titled(report, "Only ")  # no sampling margin on a report's totals
+    assert [f.evidence["function"] for f in _titled(report, "One function")] == [
+        "buildLocalMapCounter"]
+    [stalls] = _titled(report, "Memory stalls")
+    cycles = total["CPU_CLK_UNHALTED.THREAD"]
+    dram = total["MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM"] + \
+        total["MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM"]
+    assert stalls.evidence == {
+        "memory_stall_pct": percent(total["CYCLE_ACTIVITY.STALLS_MEM_ANY"], cycles),
+        "l3_miss_stall_pct": percent(total["CYCLE_ACTIVITY.STALLS_L3_MISS"], cycles),
+        "ipc": ev["ipc"],
+        "top_function": top["Function"],
+        "top_function_cycles_pct": percent(top["CPU_CLK_UNHALTED.THREAD"], cycles),
+        "top_function_memory_stall_pct": percent(top["CYCLE_ACTIVITY.STALLS_MEM_ANY"],
+                                                 top["CPU_CLK_UNHALTED.THREAD"]),
+        "top_function_ipc": round(top["INST_RETIRED.ANY"] / top["CPU_CLK_UNHALTED.THREAD"], 2),
+        "remote_dram_pct": percent(total["MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM"], dram)}
+    assert (stalls.evidence["memory_stall_pct"], stalls.evidence["remote_dram_pct"]) == \
+        (57.1, 52.5)
+    assert "another socket" in stalls.suggestion
+    # The table gives each function with 2% of the cycles or more its IPC.
+    fns = report.tables["functions"].to_pylist()
+    assert fns[0]["function"] == "buildLocalMapCounter"
+    assert fns[0]["ipc"] == stalls.evidence["top_function_ipc"] == 0.38
+    assert [r["ipc"] is None for r in fns[:10]] == [False] * 7 + [True] * 3
 
 
 # --- PyTorch host ops: mode and top-level ops -------------------------------------------------

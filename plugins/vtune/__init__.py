@@ -224,6 +224,9 @@ class VtuneCsvReader(tracekit.Reader):
         out.add_table("stacks", stacks)
         out.metadata["metric"] = header[metric] if metric is not None else None
         out.metadata["sample_units"] = {"": metric_unit(out.metadata["metric"] or "")}
+        # Totals per function (or module, thread...), not samples: a report of event
+        # counts has no durations to tell them apart by.
+        out.metadata["sample_rows"] = "aggregates"
         out.note("report rows", "events", n)
 
     def _tasks(self, report: Report, rows: list[list[str]], table: list[list[float | None]],

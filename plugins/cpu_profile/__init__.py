@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
+from tracekit.plugins.cpu_profile.event_counts import event_counts, memory_stall_finding
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     COMPILE_RANGE,
@@ -182,7 +183,7 @@ class CpuAnalyzer(tracekit.Analyzer):
         idle = idle_rows(trace, rows, tree)
         prof = _Profile.build(rows, weights, idle, tree)
         grand, busy = prof.grand, prof.busy
-        aggregate = aggregate_rows(rows)
+        aggregate = aggregate_rows(rows, trace)
         evidence: dict[str, Any] = {"verdict": "cpu-profile",
                                     "weight_unit": _unit_words(unit, aggregate)}
         if event:
@@ -192,7 +193,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         time_weight = aggregate or event_base(event or "") in TIME_BASES
         if aggregate:
             evidence["idle_pct"] = None
-            evidence["idle"] = "not in the report: CPU Time counts running threads only"
+            evidence["idle"] = ("not in the report: CPU Time counts running threads only"
+                                if unit == "ns" else "not in the report: event counts "
+                                "cover running threads only")
         elif not time_weight:
             evidence["idle_pct"] = None
             evidence["idle"] = (f"not measured: {event} samples are not CPU time" if event
@@ -207,8 +210,8 @@ class CpuAnalyzer(tracekit.Analyzer):
             evidence["unattributed_pct"] = percent(prof.unknown_side, busy)
         top_fn = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
         top_mod = max(prof.mod_self.items(), key=lambda kv: (kv[1], kv[0]), default=None)
-        if _group_by(rows) not in (None, "Function", "Function Stack"):
-            evidence["grouped_by"] = _group_by(rows)
+        if _group_by(rows, aggregate) not in (None, "Function", "Function Stack"):
+            evidence["grouped_by"] = _group_by(rows, aggregate)
         if top_fn:
             evidence["top_function"] = top_fn[0][0]
             evidence["top_function_module"] = top_fn[0][1] or None
@@ -216,18 +219,23 @@ class CpuAnalyzer(tracekit.Analyzer):
         if top_mod:
             evidence["top_module"] = top_mod[0] or None
             evidence["top_module_pct"] = percent(top_mod[1], busy)
-        ipc = self._ipc(trace, seen, event, tree) if not aggregate else None
+        counts = event_counts(rows, tree) if aggregate else None
+        ipc = counts.ipc() if counts else (self._ipc(trace, seen, event, tree)
+                                           if not aggregate else None)
         if ipc is not None:
             evidence["ipc"] = round(ipc[0], 2)
         title = _verdict_title(evidence, busy, grand, unit)
         report.findings.append(Finding("info", title, evidence))
         report.findings.extend(self._sample_findings(trace, rows, prof, unit, event, evidence,
                                                      aggregate))
+        stalls = memory_stall_finding(counts) if counts else None
+        if stalls and not any(f.title.startswith("Memory bound") for f in report.findings):
+            report.findings.append(stalls)
         self._sample_tables(trace, report, prof, unit, ipc[1] if ipc else None)
         if len(seen) > 1:
             report.notes.append(f"events sampled: {', '.join(seen)}; ranked by '{event}' "
                                 "(-O event=NAME)")
-        group = _group_by(rows)
+        group = _group_by(rows, aggregate)
         what = f"{rows.num_rows:,} rows grouped by {group}" if group else \
             f"{rows.num_rows:,} samples"
         note = f"{what}, weight in {_unit_words(unit, aggregate)}"
@@ -269,7 +277,7 @@ class CpuAnalyzer(tracekit.Analyzer):
         out: list[Finding] = []
         busy = prof.busy
         base = event_base(event or "")
-        few = _few_samples(rows, prof)
+        few = _few_samples(rows, prof, aggregate)
         if few:
             out.append(few)
         if event and base not in TIME_BASES and not aggregate:
@@ -320,7 +328,7 @@ class CpuAnalyzer(tracekit.Analyzer):
                 "-fno-omit-frame-pointer to keep stacks): these functions are inlined away in "
                 "an optimized build, so this profile does not show the real hotspots."))
         top = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
-        function_rows = _group_by(rows) in (None, "Function", "Function Stack",
+        function_rows = _group_by(rows, aggregate) in (None, "Function", "Function Stack",
                                              "Source Function", "Function / Call Stack")
         serial = _serial_thread(rows, prof, aggregate)
         # A serial stretch over most of the wall time is the lever: it comes before CPU share.
@@ -333,7 +341,7 @@ class CpuAnalyzer(tracekit.Analyzer):
             out.append(_too_few_to_rank(top, busy, n_busy) if not aggregate
                        and n_busy < MIN_RANK_SAMPLES else _top_function(
                            top, busy, lever, prof.has_call_paths()))
-        out.extend(_vtune_findings(rows, prof))
+        out.extend(_vtune_findings(rows, prof, aggregate))
         if serial and not lever:
             out.append(serial)
         return out
@@ -1301,12 +1309,12 @@ def _too_few_to_rank(top: tuple[tuple[str, str], float], busy: float, n: int) ->
         f"higher rate, to {MIN_RANK_SAMPLES} busy samples or more, then rank the functions.")
 
 
-def _few_samples(rows: pa.Table, prof: _Profile) -> Finding | None:
+def _few_samples(rows: pa.Table, prof: _Profile, aggregate: bool) -> Finding | None:
     """The caveat of a profile of fewer than ``FEW_SAMPLES`` busy samples, with the 95 %
     margin of its top function's share (not for a report's aggregate rows)."""
     n = int(prof.rows_busy.sum()) if prof.rows_busy is not None else 0
     top = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
-    if not (0 < n < FEW_SAMPLES) or top is None or not prof.busy or _group_by(rows):
+    if not (0 < n < FEW_SAMPLES) or top is None or not prof.busy or aggregate:
         return None
     (fn, _), w = top
     share = w / prof.busy
@@ -1320,9 +1328,9 @@ def _few_samples(rows: pa.Table, prof: _Profile) -> Finding | None:
         f"rate, to {FEW_SAMPLES:,} samples or more, before weighing small shares.")
 
 
-def _group_by(rows: pa.Table) -> str | None:
+def _group_by(rows: pa.Table, aggregate: bool) -> str | None:
     """What an aggregate report's rows are (VTune's ``group_by``: Function, Package...)."""
-    if not aggregate_rows(rows):
+    if not aggregate:
         return None
     first = rows["args"][0].as_py()
     return (orjson.loads(first).get("group_by") or None) if first else None
@@ -1404,10 +1412,10 @@ def _debug_signature(prof: _Profile) -> tuple[float, list[str]] | None:
     return percent(share, prof.busy), [short_name(n, 70) for n, _ in hits]
 
 
-def _vtune_findings(rows: pa.Table, prof: _Profile) -> list[Finding]:
+def _vtune_findings(rows: pa.Table, prof: _Profile, aggregate: bool) -> list[Finding]:
     """From VTune's own columns: utilization (Effective Time by concurrency), spin and
     overhead time, OpenMP barrier waits, memory bound."""
-    if not aggregate_rows(rows) or rows.num_rows > 200_000:
+    if not aggregate or rows.num_rows > 200_000:
         return []
     out: list[Finding] = []
     sums: dict[str, float] = defaultdict(float)
@@ -1429,8 +1437,9 @@ def _vtune_findings(rows: pa.Table, prof: _Profile) -> list[Finding]:
             top_mem.append((t, name, mb))
         if isinstance(db, (int, float)):
             dram += t * db
-    if not cpu:
-        return out
+    omp = _openmp_waits(prof)
+    if not cpu:  # a report without CPU Time (hardware event counts)
+        return [omp] if omp else []
     levels = ["Idle", "Poor", "Ok", "Ideal", "Over"]
     eff = {lv: sums.get(f"CPU Time:Effective Time:{lv}", 0.0) for lv in levels}
     eff_total = sum(eff.values())
@@ -1451,15 +1460,8 @@ def _vtune_findings(rows: pa.Table, prof: _Profile) -> list[Finding]:
             "of CPU time", {"spin_overhead_pct": percent(wait, cpu)},
             "Threads spin waiting or pay scheduling overhead: coarser parallel work, less "
             "synchronization, dynamic/guided scheduling for uneven loops."))
-    omp = sum(w for (n, _), w in prof.self_w.items() if OPENMP_WAIT.search(n))
-    if prof.busy and omp / prof.busy >= 0.05:
-        out.append(Finding(
-            "warning", f"OpenMP barrier waits: {percent(omp, prof.busy)}% of CPU time in "
-            "__kmp_wait_template and other OpenMP wait functions",
-            {"openmp_wait_pct": percent(omp, prof.busy)},
-            "Threads wait at barriers for the slowest one: load imbalance. Balance the work "
-            "(schedule(dynamic) or guided), remove needless barriers (nowait), and lower "
-            "KMP_BLOCKTIME if the spinning steals CPUs."))
+    if omp:
+        out.append(omp)
     if top_mem and mem / cpu >= 30:
         top_mem.sort(reverse=True)
         t, name, mb = top_mem[0]
@@ -1474,6 +1476,20 @@ def _vtune_findings(rows: pa.Table, prof: _Profile) -> list[Finding]:
             "locality (contiguous arrays instead of maps/trees, blocking/tiling), and on "
             "several sockets keep data NUMA-local (first touch, numactl --localalloc)."))
     return out
+
+
+def _openmp_waits(prof: _Profile) -> Finding | None:
+    """OpenMP's wait functions hold 5% of busy time or more."""
+    omp = sum(w for (n, _), w in prof.self_w.items() if OPENMP_WAIT.search(n))
+    if not prof.busy or omp / prof.busy < 0.05:
+        return None
+    return Finding(
+        "warning", f"OpenMP barrier waits: {percent(omp, prof.busy)}% of busy time in "
+        "__kmp_wait_template and other OpenMP wait functions",
+        {"openmp_wait_pct": percent(omp, prof.busy)},
+        "Threads wait at barriers for the slowest one: load imbalance. Balance the work "
+        "(schedule(dynamic) or guided), remove needless barriers (nowait), and lower "
+        "KMP_BLOCKTIME if the spinning steals CPUs.")
 
 
 def _serial_thread(rows: pa.Table, prof: _Profile, aggregate: bool) -> Finding | None:
