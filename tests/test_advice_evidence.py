@@ -115,7 +115,8 @@ def test_cloverleaf_top_five_kernels_match_sql() -> None:
 
 def test_copies_on_a_gpu_that_shares_the_cpus_memory_are_dropped() -> None:
     """rocprof v1 shashank_mi300a: an MI300A (an APU: CPU and GPU share one HBM) spends 98.5 %
-    of its GPU time copying 4 GB each way: the first fix is not to copy."""
+    of its GPU time copying 8 GB to the GPU (two 4 GB calls) and 4 GB back: the first fix is
+    not to copy."""
     trace = tracekit.read(shared_path("rocprof-v1", "shashank_mi300a", "results.json"))
     (report,) = tracekit.analyze(trace, "bottleneck")
     verdict = report.findings[0]
@@ -123,7 +124,7 @@ def test_copies_on_a_gpu_that_shares_the_cpus_memory_are_dropped() -> None:
     assert verdict.suggestion.startswith(
         "drop the copies: allocate with hipMalloc (the CPU can use it too) or, with XNACK on "
         "(HSA_XNACK=1), let the kernels use the host's own buffers (AMD Instinct MI300A shares "
-        "one memory with the CPU: each copy (HtoD 4 GB, DtoH 4 GB) moves data within it)")
+        "one memory with the CPU: each copy (HtoD 8 GB, DtoH 4 GB) moves data within it)")
     facts = Facts(copy_kinds={"HtoD": 10**9}, shared_memory_gpu="NVIDIA Jetson AGX Orin")
     (first, *_) = fixes_for("transfer", Program(gpu=True, framework="PyTorch", api="CUDA"),
                             facts)

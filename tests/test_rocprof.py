@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
 from collections import defaultdict
 
@@ -255,6 +256,30 @@ def test_v1_results_json_exact_times_sections_and_flows(rel, registry, tmp_path)
     assert decoded.violations == []
     device_ends = [s for s in decoded.slices if s.category.startswith("gpu.") and s.flows]
     assert len(device_ends) == sum(v == {"s", "t"} for v in ends.values())
+
+
+def test_v1_synchronous_copies_take_the_size_of_the_call_that_holds_them(registry):
+    """rocprof v1 shashank_mi300a: two 4 GB hipMemcpy HtoD calls, one after the other. The
+    second copy's flow start is written at the copy's own start, 13 ms before its call, inside
+    the first call: the copy belongs to the second call (the one of the same kind holding
+    most of it), so each copy carries its call's 4 GB, as the calls' sizeBytes say."""
+    path = shared_path("rocprof-v1", "shashank_mi300a", "results.json")
+    calls = [e for e in json.loads(path.read_text())["traceEvents"]
+             if e.get("ph") == "X" and e.get("name") == "hipMemcpy"]
+    by_kind: dict[str, int] = {}
+    for e in calls:
+        size, kind = re.search(r"sizeBytes\((\d+)\) kind\((\d)\)", e["args"]["args"]).groups()
+        by_kind[{"1": "HtoD", "2": "DtoH"}[kind]] = by_kind.get(
+            {"1": "HtoD", "2": "DtoH"}[kind], 0) + int(size)
+    assert by_kind == {"HtoD": 8_000_000_000, "DtoH": 4_000_000_000}
+    trace = tracekit.read(path, registry=registry)
+    rows = trace.events.filter(pc.equal(trace.events["category"], "gpu.memcpy")) \
+        .sort_by("ts_ns").to_pylist()
+    assert [(r["copy_kind"], r["bytes"], r["correlation"]) for r in rows] == [
+        ("HtoD", 4_000_000_000, 0), ("HtoD", 4_000_000_000, 1), ("DtoH", 4_000_000_000, 2)]
+    runtime = trace.events.filter(pc.equal(trace.events["name"], "hipMemcpy")) \
+        .sort_by("ts_ns").to_pylist()
+    assert [r["correlation"] for r in runtime] == [0, 1, 2]
 
 
 # --- rocprofv2 CSV (pitfall 13) and the rest of rocprofv3's traces ------------------------

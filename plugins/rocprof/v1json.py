@@ -22,6 +22,9 @@ SECTION_CATEGORY = (("CPU HIP API", "api.runtime"), ("CPU HSA API", "api.driver"
                     ("COPY", "gpu.memcpy"), ("GPU Barriers", "gpu.sync"), ("GPU", "gpu.kernel"),
                     ("Markers and Ranges", "host.annotation"))
 GPU_INDEX = re.compile(r"(\d+)$")
+# HIP copies and memsets that return when their work is done (not the ``Async`` ones).
+_SYNC_COPY = re.compile(r"hip(?:Memcpy|Memset)(?!\w*Async)\w*")
+_KIND = re.compile(r"\bkind\((\w+)\)")
 
 
 _INT64 = 1 << 63
@@ -202,6 +205,7 @@ def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
     ``t`` ends: they get the id as correlation, and the work takes the call's process (or
     the call the work's, where only the work names it)."""
     calls: dict[Any, int] = {}
+    call_thread: dict[Any, tuple[int | None, int | None]] = {}
     works: dict[Any, list[int]] = defaultdict(list)
     for index, e in enumerate(events):
         if isinstance(e, dict) and e.get("ph") in ("s", "t", "f"):
@@ -216,8 +220,13 @@ def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
             row = min(candidates, key=lambda r: (spans[r][0] != ts, spans[r][1] - spans[r][0]))
             if e.get("ph") == "s":
                 calls[flow_id] = row
+                call_thread[flow_id] = key
             else:  # one id can end on several ops: a memset done as two fills
                 works[flow_id].append(row)
+    for flow_id, call in calls.items():
+        if works.get(flow_id):
+            calls[flow_id] = _holding_call(cols, call, works[flow_id],
+                                           rows_at[call_thread[flow_id]])
     launched_by: dict[int, list[int]] = defaultdict(list)
     for flow_id, call in calls.items():
         if flow_id not in works:
@@ -236,6 +245,34 @@ def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
         first = min(launched, key=lambda r: cols["ts_ns"][r])
         if cols["category"][first] in ("gpu.memcpy", "gpu.memset"):
             cols["bytes"][first] = size_of_call(_call_args(cols["args"][call]))
+
+
+def _holding_call(cols: dict[str, list[Any]], call: int, work: list[int],
+                  thread: list[int]) -> int:
+    """The call a flow's work belongs to: the call holding the flow's start, unless that is
+    a synchronous copy or memset and another such call of the thread holds more of the work.
+    A synchronous call returns when its work is done, so its work runs inside it; rocprof
+    writes some flow starts at the work's own start, which can fall in the call before
+    (MI300A: the second of two 4 GB ``hipMemcpy`` calls' copy starts 13 ms before its call,
+    inside the first)."""
+    if not _SYNC_COPY.fullmatch(cols["name"][call] or ""):
+        return call
+    first = min(work, key=lambda r: cols["ts_ns"][r])
+    start, end = cols["ts_ns"][first], cols["ts_ns"][first] + (cols["dur_ns"][first] or 0)
+
+    def held(r: int) -> int:
+        return min(end, cols["ts_ns"][r] + (cols["dur_ns"][r] or 0)) - max(start,
+                                                                           cols["ts_ns"][r])
+
+    def kind(r: int) -> tuple[str, str | None]:
+        found = _KIND.search(cols["args"][r] or "")
+        return cols["name"][r], found.group(1) if found else None
+
+    # Only a call like it (the same function, the same direction): device and host clocks
+    # can be apart by milliseconds, so the overlap with another kind of call means nothing.
+    alike = [r for r in thread if r != call and kind(r) == kind(call)]
+    best = max(alike, key=held, default=call)
+    return best if held(best) > max(held(call), 0) else call
 
 
 def _call_args(args_json: str | None) -> str | None:
