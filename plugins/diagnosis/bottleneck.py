@@ -230,7 +230,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             percent(input_wait, span) if verdict == "input" else percent(ranked[0][1], span)
         headline = f"verdict: {verdict}" + (
             "" if verdict == "mixed" else
-            f", {top_share}% of the span" if verdict == "startup" else
+            f", {top_share}% of the recorded span" if verdict == "startup" else
             f", rank {lagging['rank']}" if verdict == "straggler" and lagging else
             f", {top_share}% of the GPU timeline waiting for data loading, then {ranked[0][0]} "
             f"({percent(ranked[0][1], span)}%)" if verdict == "input" else
@@ -250,7 +250,9 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             # Several devices' spans summed are GPU time, not a span of the trace.
             evidence={"verdict": verdict, "devices": len(per_device),
                       "span_ns" if len(per_device) == 1 else "gpu_time_ns": span,
-                      **({"startup_ns": startup} if startup else {}),
+                      **({"startup_ns": startup, "recorded_span_ns": full_span}
+                         if startup and len(per_device) == 1 else
+                         {"startup_ns": startup} if startup else {}),
                       **({"input_wait_pct": percent(input_wait, span)} if input_wait else {}),
                       "gpu_busy_pct": percent(sum(iv.total(g.timeline.busy) for g in per_device),
                                           span),
@@ -263,7 +265,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             report.findings.append(Finding(
                 severity="warning" if percent(startup, full_span) >= 20 else "info",
                 title=f"start-up: {format_ns(startup)} ({percent(startup, full_span)}% of the "
-                      "span), left out of the verdict",
+                      "recorded span), left out of the verdict",
                 evidence=evidence.of("startup"),
                 suggestion="one-time initialization (context, modules, a kernel's code object "
                            "on its first launch, library handles, first allocations, "
