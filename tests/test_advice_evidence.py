@@ -270,3 +270,21 @@ def test_the_kernel_profiler_is_the_platforms() -> None:
     for api, tool in (("HIP", "(rocprof-compute)"), ("CUDA", "(Nsight Compute)")):
         (fix,) = fixes_for("compute", Program(gpu=True, framework="PyTorch", api=api), facts)
         assert fix.text.startswith(f"profile the top kernels {tool} to see what limits them")
+
+
+def test_the_launch_fix_gives_the_traces_launch_rates_not_back_to_back_kernels() -> None:
+    """h100_bert-small: the GPU is busy 7.9% of the span, so its kernels are not back to
+    back; the launch fix says why launching is the limit in the launch finding's own figures."""
+    trace = tracekit.read(shared_path("torch-trace", "tracelens", "h100_bert-small.json.gz"))
+    (report,) = tracekit.analyze(trace, "bottleneck")
+    [launch] = [f for f in report.findings if f.title.startswith("launch:")]
+    ev = launch.evidence
+    assert (ev["shorter_than_launch_pct"], ev["launches_per_s"], ev["gpu_can_run_per_s"]) == (
+        65.0, 15_232, 195_314)
+    assert "back to back" not in launch.suggestion
+    assert "(65% of the kernels are shorter than their launch calls: the host launches 15,232 " \
+        "kernels/s where the GPU could run 195,314/s)" in launch.suggestion
+    # Without rates (no launch calls linked), the reason is said without figures.
+    (fix, *_) = fixes_for("launch", Program(gpu=True, api="CUDA"), Facts())
+    assert fix.because == ("the GPU waits for the launch calls: kernels are shorter than the "
+                           "calls that start them")

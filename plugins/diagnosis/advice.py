@@ -76,6 +76,11 @@ class Facts:
     queued_example: str = ""
     # input: host-caused GPU idle time during data-loading ranges (``dataload``)
     input_wait_ns: int = 0
+    # launch: % of linked kernels shorter than their launch call (None: none linked), and
+    # the launch and execution rates of the device with the most kernels
+    shorter_than_launch_pct: float | None = None
+    launches_per_s: int = 0
+    gpu_can_run_per_s: int = 0
     # sync
     host_reads: int = 0
     sync_apis: dict[str, int] = field(default_factory=dict)  # name -> calls
@@ -401,7 +406,7 @@ def _input(p: Program, f: Facts) -> list[Fix]:
 
 
 def _launch(p: Program, f: Facts) -> list[Fix]:
-    because = "kernels are back to back and shorter than the launch calls"
+    because = _launch_because(f)
     out: list[Fix] = []
     if p.graphs:
         seen = p.evidence.get("graphs")
@@ -420,6 +425,17 @@ def _launch(p: Program, f: Facts) -> list[Fix]:
         out.append(Fix(f"fuse the short kernels or give each more work, and replay repeated "
                        f"sequences as a {api} (stream capture)", because))
     return out
+
+
+def _launch_because(f: Facts) -> str:
+    """Why launching is the limit, in the trace's own figures where it has them."""
+    if f.launches_per_s and f.gpu_can_run_per_s > f.launches_per_s:
+        short = "" if f.shorter_than_launch_pct is None else \
+            f"{_pct(f.shorter_than_launch_pct)} of the kernels are shorter than their launch " \
+            "calls: "
+        return (f"{short}the host launches {f.launches_per_s:,} kernels/s where the GPU could "
+                f"run {f.gpu_can_run_per_s:,}/s")
+    return "the GPU waits for the launch calls: kernels are shorter than the calls that start them"
 
 
 def _transfer(p: Program, f: Facts) -> list[Fix]:

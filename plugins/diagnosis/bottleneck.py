@@ -223,6 +223,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         program = classify(trace)
         facts = evidence.facts()
         facts.input_wait_ns = input_wait
+        if dict(ranked).get("launch"):
+            evidence.launch_facts(facts)
         if verdict == "idle-other" and facts.unattributed_idle_ns * 2 > facts.other_idle_ns:
             report.title = ("Bottleneck: GPU idle, why is not recorded (the trace holds no "
                             "launching calls)")
@@ -521,16 +523,22 @@ class Evidence:
         return out
 
     def _launch(self) -> dict[str, Any]:
-        out = self._gap_evidence("launch")
+        return self._gap_evidence("launch") | self._launch_rates
+
+    @functools.cached_property
+    def _launch_rates(self) -> dict[str, Any]:
+        """How the kernels compare with their launch calls, and the launch and execution
+        rates of the device with the most kernels."""
         stats = [launch_stats(self.activity, w, self.tiny_ns) for w in self.activity.devices]
+        if not stats:
+            return {}
         kernels = sum(s.kernels for s in stats)
-        out["tiny_kernel_pct"] = percent(sum(s.tiny for s in stats), kernels)
-        out["shorter_than_launch_pct"] = percent(sum(s.short for s in stats),
-                                             sum(s.linked for s in stats))
         best = max(stats, key=lambda s: s.kernels)
-        out["launches_per_s"] = round(best.launch_rate)
-        out["gpu_can_run_per_s"] = round(best.exec_rate)
-        return out
+        return {"tiny_kernel_pct": percent(sum(s.tiny for s in stats), kernels),
+                "shorter_than_launch_pct": percent(sum(s.short for s in stats),
+                                                   sum(s.linked for s in stats)),
+                "launches_per_s": round(best.launch_rate),
+                "gpu_can_run_per_s": round(best.exec_rate)}
 
     def _cpu(self) -> dict[str, Any]:
         return self._gap_evidence("cpu")
@@ -558,6 +566,13 @@ class Evidence:
             f.sync_apis = dict(zip(values.tolist(), counts.tolist(), strict=True))
         f.host_reads = host_reads(self.activity)
         return f
+
+    def launch_facts(self, f: Facts) -> None:
+        """The launch rates behind the launch fixes (computed only where launch costs)."""
+        rates = self._launch_rates
+        f.shorter_than_launch_pct = rates.get("shorter_than_launch_pct")
+        f.launches_per_s = rates.get("launches_per_s", 0)
+        f.gpu_can_run_per_s = rates.get("gpu_can_run_per_s", 0)
 
     def _compute_facts(self, f: Facts) -> None:
         names, rows = self._work(COMPUTE)
