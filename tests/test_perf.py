@@ -273,6 +273,32 @@ def test_pitfall_25_frame_forms(tmp_path, registry):
     assert row["name"] == "[unknown]"  # the leaf
 
 
+def test_inlined_frames_take_the_module_of_the_code_they_are_inlined_into(tmp_path, registry):
+    """``perf script --inline`` prints ``(inlined)`` where the dso goes (firefox-profiler's
+    gzip and graphviz captures): no module. An inlined frame takes the dso of the next frame
+    with one at the same address, or within 16 MiB (perf leaves the physical frame out at
+    times); else none."""
+    text = ("gzip 1/1 1.000000: 1000 cycles:\n"
+            "\t    7f4547cd43a5 ptmalloc_init+0x1d5 (inlined)\n"
+            "\t    7f4547cd4cbb ptmalloc_init+0x2b (inlined)\n"
+            "\t    7f4547cd4cbb malloc_hook_ini+0x2b (/usr/lib/libc-2.31.so)\n"
+            "\t    55c83b5a52de make_ofname+0x45e (inlined)\n"
+            "\t    55c83b5a1feb main+0x65b (/usr/bin/gzip)\n\n"
+            "gzip 1/1 1.001000: 1000 cycles:\n"
+            "\t    7fbcb1aba293 lone+0x5 (inlined)\n"
+            "\t    55fbf3db856f [unknown] ([heap])\n")
+    trace = read_perf(tmp_path, registry, text)
+    frames = {(r["name"], r["module"]) for r in trace.frames.to_pylist()}
+    assert frames == {("ptmalloc_init", "/usr/lib/libc-2.31.so"),
+                      ("malloc_hook_ini", "/usr/lib/libc-2.31.so"),
+                      ("make_ofname", "/usr/bin/gzip"), ("main", "/usr/bin/gzip"),
+                      ("lone", None), ("[unknown]", "[heap]")}
+    for name in ("gzip", "graphviz"):
+        path = shared_path("perf-script", "firefox-profiler", f"{name}.perf.gz")
+        modules = set(tracekit.read(path, registry=registry).frames["module"].to_pylist())
+        assert "inlined" not in modules
+
+
 def test_pitfall_26_header_side_band_lost_and_out_of_order(tmp_path, registry):
     text = ("# ========\n# hostname : box\n# perf version : 6.1\n"
             "# cmdline : /usr/bin/perf record -g\n"

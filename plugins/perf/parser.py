@@ -198,6 +198,24 @@ def parse_frame(line: str) -> tuple[str, str | None] | None:
     return OFFSET.sub("", body), dso
 
 
+def _place_inlined(lines: list[str], frames: list[tuple[str, str | None]]
+                   ) -> list[tuple[str, str | None]]:
+    """Frames with ``perf script --inline``'s ``(inlined)`` in place of a dso given the dso of
+    the frame their code is inlined into: the next frame (toward the root) with a dso, where it
+    is at the same address or within the same 16 MiB (one mapping: perf sometimes leaves out
+    the physical frame of an address); else no dso. ``(inlined)`` is no module."""
+    addresses = [int(m["addr"], 16) for line in lines
+                 if parse_frame(line) is not None and (m := FRAME.match(line))]
+    out = list(frames)
+    for i, (name, dso) in enumerate(frames):
+        if dso != "inlined":
+            continue
+        real = next((j for j in range(i + 1, len(frames)) if frames[j][1] != "inlined"), None)
+        near = real is not None and addresses[real] >> 24 == addresses[i] >> 24
+        out[i] = (name, frames[real][1] if near and real is not None else None)
+    return out
+
+
 def _ip_frame_at(tail: str) -> int | None:
     """Where the ip frame starts at the end of ``tail``, after other fields perf printed
     before it (``+data_src``, ``+weight``): the last right-aligned address whose rest reads
@@ -613,6 +631,8 @@ class PerfScriptParser:
         if hit is None:
             lines = text.split("\n")
             frames = [f for f in map(parse_frame, lines) if f is not None]
+            if "(inlined)" in text:
+                frames = _place_inlined(lines, frames)
             stack = self.stacks.stack_of(frames)
             hit = (stack, frames[0][0] if frames else None, len(lines) - len(frames))
             if len(self._stack_cache) >= 100_000:
