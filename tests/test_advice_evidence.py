@@ -288,3 +288,26 @@ def test_the_launch_fix_gives_the_traces_launch_rates_not_back_to_back_kernels()
     (fix, *_) = fixes_for("launch", Program(gpu=True, api="CUDA"), Facts())
     assert fix.because == ("the GPU waits for the launch calls: kernels are shorter than the "
                            "calls that start them")
+
+
+def test_collective_fixes_follow_the_run_the_trace_declares() -> None:
+    """World size 1 with collectives: they exchange nothing. One process, collectives, no
+    declared world size: the other ranks' traces are asked for. A plain program's collectives
+    get no inference or training advice, and NVLS (NVSwitch's) is never advised on HIP."""
+    facts = Facts(collective_ns={"all-reduce": 10**6})
+    ddp1 = Program(gpu=True, framework="PyTorch", mode="training", api="CUDA", collectives=True,
+                   world_size=1, world_size_declared=True)
+    [fix] = fixes_for("communication", ddp1, facts)
+    assert fix.text.startswith("the run has one rank (world_size 1): its collectives exchange "
+                               "nothing")
+    plain_hip = Program(gpu=True, api="HIP", collectives=True)
+    first, last = fixes_for("communication", plain_hip, facts)
+    assert first.text.startswith("the collectives sit on the critical path: run them on their "
+                                 "own stream") and "NVLS" not in first.text
+    assert "inference" not in first.because
+    assert last.text.startswith("analyze every rank's trace together")
+    assert last.because == "the input holds one process of a run with collectives"
+    served = Program(gpu=True, framework="PyTorch", mode="inference", api="CUDA",
+                     collectives=True, world_size=8, world_size_declared=True, processes=8)
+    [fix] = fixes_for("communication", served, facts)
+    assert "one-shot all-reduce (NVLS on NVSwitch systems)" in fix.text

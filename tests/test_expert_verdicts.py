@@ -45,8 +45,12 @@ CASES = [
     # Kernel-only traces: no launching call, so the fix is to record the host side.
     ("rocprof-v1/gunrock_mi300_gfx942", "plain HIP program (no ML framework)", "startup",
      ["rocprofv3 --collection-period", "record the host side too", "--hip-trace"], TORCH_ONLY),
-    ("bonus/rocprofv3-json/tracelens_908_results.json.gz", "plain HIP program", "idle-other",
-     ["record the host side too"], [*TORCH_ONLY, "bucket_cap_mb"]),
+    # Kernel-only, but PyTorch's own kernels (at::native::) and backward ones
+    # (layer_norm_grad_input, GeluBackward): PyTorch training; one rank of a run with RCCL
+    # collectives, on AMD (no NVLS).
+    ("bonus/rocprofv3-json/tracelens_908_results.json.gz", "PyTorch training", "idle-other",
+     ["record the host side too", "bucket_cap_mb", "analyze every rank's trace together"],
+     ["NVLS", "DataLoader", "autocast"]),
     # v1 folders whose CSVs are totals: their results.json is the timeline.
     # Kokkos: set-up (value-initialized views, 206 ms of untraced host work filling the host
     # mirror, its upload) before the first computing kernel; the loop itself takes 4 ms.

@@ -554,15 +554,23 @@ def _host_exchange_fixes(p: Program, f: Facts) -> list[Fix]:
 
 
 def _communication(p: Program, f: Facts) -> list[Fix]:
+    if p.world_size_declared and p.world_size == 1 and p.collectives:
+        return [Fix("the run has one rank (world_size 1): its collectives exchange nothing; "
+                    "run it without the process group and its wrapper (DDP, FSDP), or with "
+                    "the ranks it is meant for",
+                    f"collectives ({p.evidence.get('collectives', 'seen')}) in a run of "
+                    "world_size 1")]
     fixes = _communication_fixes(p, f)
+    # A collective ends when the last rank arrives: one rank's collective time holds its
+    # wait for the others, which its own trace cannot tell from transfer time.
+    together = ("analyze every rank's trace together (tracekit analyze r0.json r1.json … -a "
+                "bottleneck -a ranks): a collective ends when the last rank arrives, so part "
+                "of this time may be waiting for a slower rank (a straggler), not the transfer")
     if p.world_size > p.processes:
-        # A collective ends when the last rank arrives: one rank's collective time holds its
-        # wait for the others, which its own trace cannot tell from transfer time.
-        fixes.append(Fix(
-            "analyze every rank's trace together (tracekit analyze r0.json r1.json … -a "
-            "bottleneck -a ranks): a collective ends when the last rank arrives, so part of "
-            "this time may be waiting for a slower rank (a straggler), not the transfer",
-            f"the input holds {p.processes} of the run's {p.world_size} ranks"))
+        fixes.append(Fix(together,
+                         f"the input holds {p.processes} of the run's {p.world_size} ranks"))
+    elif not p.world_size_declared and p.processes == 1 and p.collectives:
+        fixes.append(Fix(together, "the input holds one process of a run with collectives"))
     return fixes
 
 
@@ -593,10 +601,16 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
                     "backward_prefetch/forward_prefetch, collectives on their own stream; "
                     "fewer, larger collectives",
                     f"training with collectives ({p.evidence.get('collectives', 'seen')})")]
-    return [Fix("communication sits on the critical path of each step: fuse the collective "
-                "with its neighbours (all-reduce + norm), use one-shot/NVLS all-reduce for "
-                "small messages, or trade tensor parallelism for fewer, larger collectives",
-                "inference with collectives in every step")]
+    one_shot = "one-shot all-reduce" + (" (NVLS on NVSwitch systems)" if p.api != "HIP" else "")
+    if p.mode == "inference":
+        return [Fix("communication sits on the critical path of each step: fuse the "
+                    f"collective with its neighbours (all-reduce + norm), use {one_shot} for "
+                    "small messages, or trade tensor parallelism for fewer, larger collectives",
+                    "inference with collectives in every step")]
+    return [Fix("the collectives sit on the critical path: run them on their own stream "
+                "beside independent work, and batch small ones into fewer, larger calls "
+                f"({one_shot} for small messages)",
+                f"collectives ({p.evidence.get('collectives', 'seen')}) with little overlap")]
 
 
 def _idle_other(p: Program, f: Facts) -> list[Fix]:

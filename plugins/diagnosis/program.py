@@ -35,9 +35,10 @@ _KERNEL = ("gpu.kernel", "gpu.graph")
 TRAINING = re.compile(r"autograd::engine|Backward\d*$|^Optimizer\.(step|zero_grad)|"
                       r"^## backward ##$|reducer::|\.backward$|^torch\.optim\.")
 # Backward kernels, for traces that hold only GPU work (cuDNN, ATen, MIOpen, fbgemm).
-TRAINING_KERNEL = re.compile(r"dgrad|wgrad|bn_bw|_backward_kernel|backward_kernel|igemm_wrw|"
-                             r"igemm_bwd|BatchNormBwd|split_embedding_backward|"
-                             r"cudnn::bn_bw|_bwd_kernel")
+TRAINING_KERNEL = re.compile(r"(?i)dgrad|wgrad|bn_bw|backward|igemm_wrw|igemm_bwd|"
+                             r"BatchNormBwd|_grad_input|GradGammaBeta|bwd_kernel")
+# PyTorch's own kernels (ATen), for traces that hold only GPU work (rocprof, nsys kernel-only).
+ATEN_KERNEL = re.compile(r"\bat::native::|\bat_cuda_detail::|\bat::cuda::")
 GGML = re.compile(r"^(void )?(mul_mat_q|mul_mat_vec|quantize_mmq|quantize_q8|k_bin_bcast|"
                   r"rms_norm_f32|soft_max_f32|flash_attn_ext)")
 SERVING = re.compile(r"(?i)^vllm[:.]|vllm/|sglang|tensorrt_llm|text_generation_server")
@@ -72,6 +73,7 @@ class Program:
     graphs: bool = False
     processes: int = 1
     world_size: int = 1
+    world_size_declared: bool = False  # the trace said its world size (Kineto distributedInfo)
     collectives: bool = False
     mpi: bool = False
     precisions: set[str] = field(default_factory=set)
@@ -202,6 +204,9 @@ def _classify(trace: Trace) -> Program:
     elif (ggml := _first(GGML, kernels)) is not None:
         p.framework, p.mode = "llama.cpp (ggml)", "inference"
         ev["framework"] = _short(ggml)
+    elif (aten := _first(ATEN_KERNEL, kernels)) is not None:
+        p.framework = "PyTorch"
+        ev["framework"] = _short(aten)
     if api:
         hip = sum(n.startswith(("hip", "hsa")) for n in api)
         p.api = "HIP" if hip * 2 > len(api) else "CUDA"
@@ -238,7 +243,8 @@ def _classify(trace: Trace) -> Program:
         hit = _first(pattern, kernels)
         if hit:
             p.precisions.add(label)
-    p.world_size = world_size(trace) or 1
+    declared = world_size(trace)
+    p.world_size, p.world_size_declared = declared or 1, declared is not None
     p.processes = _gpu_processes(trace)
     return p
 
