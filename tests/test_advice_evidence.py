@@ -311,3 +311,29 @@ def test_collective_fixes_follow_the_run_the_trace_declares() -> None:
                      collectives=True, world_size=8, world_size_declared=True, processes=8)
     [fix] = fixes_for("communication", served, facts)
     assert "one-shot all-reduce (NVLS on NVSwitch systems)" in fix.text
+
+
+def test_a_start_up_that_is_graph_capture_says_so() -> None:
+    """vLLM's capture pass on ROCm: between hipStreamBeginCapture and hipStreamEndCapture
+    the host records launches into a graph, which the trace never replays. The counts are
+    taken here from the calls themselves."""
+    trace = tracekit.read(shared_path("torch-trace", "tracelens",
+                                      "vllm_hipgraph_capture_rank0_rocm7.pt.trace.json.gz"))
+    ev = trace.events.to_pylist()
+    calls = [r for r in ev if str(r["category"]).startswith("api.")]
+    [begin] = [r for r in calls if r["name"] == "hipStreamBeginCapture"]
+    [end] = [r for r in calls if r["name"] == "hipStreamEndCapture"]
+    launch_names = {"hipLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel"}
+    inside = [r for r in calls if r["name"] in launch_names
+              and begin["ts_ns"] <= r["ts_ns"] <= end["ts_ns"] + end["dur_ns"]]
+    assert not [r for r in calls if "GraphLaunch" in r["name"]]
+    (report,) = tracekit.analyze(trace, "bottleneck")
+    [startup] = [f for f in report.findings if f.title.startswith("start-up:")]
+    assert startup.evidence["graph_capture_ns"] == end["ts_ns"] + end["dur_ns"] - begin["ts_ns"]
+    assert startup.evidence["captured_launches"] == len(inside) == 421
+    assert startup.evidence["graph_replays"] == 0
+    assert startup.suggestion.startswith(
+        "this is graph capture: 55ms of host time between hipStreamBeginCapture and "
+        "hipStreamEndCapture, where 421 kernel launches were recorded into a graph, not run; "
+        "the trace holds no replay of it")
+    assert report.findings[0].suggestion == startup.suggestion

@@ -47,6 +47,7 @@ from tracekit.plugins.diagnosis.advice import (
     render,
 )
 from tracekit.plugins.diagnosis.breakdown import devices_table
+from tracekit.plugins.diagnosis.capture import capture_fix, graph_capture
 from tracekit.plugins.diagnosis.dataload import INPUT_BOUND_PCT, data_loading_wait
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import (
@@ -220,6 +221,9 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         report.tables["devices"] = devices_table([g.timeline for g in per_device], compact=True)
         report.table_titles["devices"] = "Per device (see -a breakdown, -a gaps)"
         evidence = Evidence(trace, activity, per_device, self.options.tiny_us)
+        # Start-up that is mostly a graph capture is said to be one.
+        capture = graph_capture(activity) if startup else None
+        capture = capture if capture and capture.ns * 2 >= startup else None
         program = classify(trace)
         facts = evidence.facts()
         facts.input_wait_ns = input_wait
@@ -241,7 +245,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         if verdict == "straggler" and lagging:
             suggestion = straggler_finding(lagging).suggestion
         elif verdict == "startup":
-            suggestion = startup_fix(program)
+            suggestion = capture_fix(capture) if capture else startup_fix(program)
         else:
             verdict_fixes = fixes_for(verdict, program, facts)
             suggestion = render(verdict_fixes) or MIXED_FIX
@@ -268,11 +272,13 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                 severity="warning" if percent(startup, full_span) >= 20 else "info",
                 title=f"start-up: {format_ns(startup)} ({percent(startup, full_span)}% of the "
                       "recorded span), left out of the verdict",
-                evidence=evidence.of("startup"),
-                suggestion="one-time initialization (context, modules, a kernel's code object "
-                           "on its first launch, library handles, first allocations, "
-                           "compilation): warm up before profiling, or "
-                           "keep it out with -O window=START:END", cost_ns=startup))
+                evidence=evidence.of("startup") | ({
+                    "graph_capture_ns": capture.ns, "captured_launches": capture.launches,
+                    "graph_replays": capture.replays} if capture else {}),
+                suggestion=capture_fix(capture) if capture else
+                "one-time initialization (context, modules, a kernel's code object on its first "
+                "launch, library handles, first allocations, compilation): warm up before "
+                "profiling, or keep it out with -O window=START:END", cost_ns=startup))
         if verdict == "startup" and span < STEADY_MIN_MS * 1_000_000:
             # No steady state to speak of: causes of a few µs would be noise, not findings.
             report.notes.append(f"the steady state is {format_ns(span)} of GPU timeline: too "
