@@ -65,6 +65,11 @@ class SummaryAnalyzer(tracekit.Analyzer):
                 result = result.slice(0, self.options.limit)
             report.tables[table] = result
             report.table_titles[table] = title
+            if table == "memops_size" and (unsized := rows[column].null_count):
+                report.notes.append(
+                    f"{unsized:,} memory operation{'s' if unsized != 1 else ''} with no size "
+                    "recorded (the later parts of a call done in several, or a tool that "
+                    "gave none) count in the table by time, not by size")
             if table != "memops_size":  # the same rows as memops_time
                 # Untimed rows the table counts: those with a value (a stats file's totals),
                 # not per-dispatch counter rows without a duration.

@@ -133,3 +133,24 @@ def _stats_csv_rows(path):
 
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def test_memory_operations_without_a_size_are_said_to_be_counted_by_time_only(registry):
+    """Kokkos (rocprof v1): 4 hipMemset calls, 6 fill ops (two calls done as two fills);
+    each call's size is on its first op, so the size table counts 4 and the time table 6, and
+    a note says why."""
+    import json
+
+    path = shared_path("rocprof-v1", "kokkos_2021_gfx906")
+    events = json.loads((path / "results.json").read_text())["traceEvents"]
+    calls = [e for e in events if e.get("ph") == "X" and e.get("name") == "hipMemset"]
+    fills = [e for e in events if e.get("ph") == "X" and str(e.get("name")).startswith("Fill")]
+    assert (len(calls), len(fills)) == (4, 6)
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "summary",
+                                registry=registry)
+    by_time = {r["name"]: r["count"] for r in report.tables["memops_time"].to_pylist()}
+    by_size = {r["name"]: r["count"] for r in report.tables["memops_size"].to_pylist()}
+    assert (by_time["memset"], by_size["memset"]) == (6, 4)
+    assert "2 memory operations with no size recorded (the later parts of a call done in " \
+        "several, or a tool that gave none) count in the table by time, not by size" in \
+        report.notes
