@@ -4,6 +4,8 @@ convolutions run."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import tracekit
 from helpers import FIXTURES, shared_path
@@ -337,3 +339,41 @@ def test_a_start_up_that_is_graph_capture_says_so() -> None:
         "hipStreamEndCapture, where 421 kernel launches were recorded into a graph, not run; "
         "the trace holds no replay of it")
     assert report.findings[0].suggestion == startup.suggestion
+
+
+def test_cpu_samples_in_the_gaps_name_the_untraced_host_code() -> None:
+    """pipit saxpy (nsys with CPU sampling): most of each cpu gap is in no recorded range, but
+    the trace holds the launching thread's CPU samples. They are counted here from the
+    SQLite (COMPOSITE_EVENTS and the leaf of SAMPLING_CALLCHAINS) in the cpu gaps, and the
+    fix names their leaf functions instead of asking for a sampling run."""
+    import sqlite3
+
+    from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps
+
+    path = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
+    trace = tracekit.read(path)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        first_kernel = db.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+                                  ).fetchone()[0]
+        samples = db.execute(
+            "SELECT C.start, S.value FROM COMPOSITE_EVENTS C JOIN SAMPLING_CALLCHAINS K "
+            "ON K.id = C.id AND K.stackDepth = 0 JOIN StringIds S ON S.id = K.symbol"
+        ).fetchall()
+    kernels = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()),
+                                           "gpu.kernel"))
+    shift = min(kernels["ts_ns"].to_pylist()) - first_kernel
+    [gaps] = all_gaps(trace, 50.0)
+    cpu = [(int(lo), int(hi)) for lo, hi, c in zip(gaps.lo, gaps.hi, gaps.cause, strict=True)
+           if c == CAUSES.index("cpu")]
+    inside = [name for start, name in samples
+              if any(lo <= start + shift <= hi for lo, hi in cpu)]  # one thread samples
+    main = round(100 * inside.count("main") / len(inside))
+    (report,) = tracekit.analyze(trace, "bottleneck")
+    [finding] = [f for f in report.findings if f.title.startswith("cpu:")]
+    described = finding.evidence["cpu_samples_in_gaps"]
+    assert described.startswith(f"main {main}%, ")
+    assert described.endswith(f" of {len(inside):,} CPU samples")
+    assert len(inside) == 3610 and main == 66
+    assert report.findings[0].suggestion.startswith(
+        "make the host code the CPU samples in these gaps land in faster, or run it beside "
+        f"the GPU work instead of between launches: {described}")

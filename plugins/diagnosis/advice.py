@@ -53,6 +53,7 @@ class Facts:
     cpu_gaps: int = 0  # gaps of cause cpu, all devices
     cpu_gap_ns: int = 0
     gap_ops: dict[str, int] = field(default_factory=dict)  # outermost op -> ns of cpu gaps
+    gap_samples: str = ""  # the leaf functions of the CPU samples taken in the cpu gaps
     # transfer
     pageable_copies: int = 0
     pageable_time_pct: float = 0.0
@@ -305,7 +306,11 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         return [Fix("measure the steady state: warm up before profiling (torch.profiler "
                      "schedule(wait=, warmup=)) or cut the window with -O window=/steps=",
                      because)]
-    if place == "untraced host code":
+    if place == "untraced host code" and f.gap_samples:
+        out.append(Fix("make the host code the CPU samples in these gaps land in faster, or "
+                       "run it beside the GPU work instead of between launches: "
+                       f"{f.gap_samples}", because))
+    elif place == "untraced host code":
         out.append(Fix("find the host time no recorded op covers: " + (
             "record Python frames (torch.profiler(with_stack=True)) or sample the process "
             "(py-spy, perf); usual culprits in the step loop are logging, metric reads "

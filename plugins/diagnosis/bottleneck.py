@@ -49,6 +49,7 @@ from tracekit.plugins.diagnosis.advice import (
 from tracekit.plugins.diagnosis.breakdown import devices_table
 from tracekit.plugins.diagnosis.capture import capture_fix, graph_capture
 from tracekit.plugins.diagnosis.dataload import INPUT_BOUND_PCT, data_loading_wait
+from tracekit.plugins.diagnosis.gap_samples import GapSamples, samples_in_gaps
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import (
     HOST_COMMUNICATION,
@@ -547,7 +548,16 @@ class Evidence:
                 "gpu_can_run_per_s": round(best.exec_rate)}
 
     def _cpu(self) -> dict[str, Any]:
-        return self._gap_evidence("cpu")
+        out = self._gap_evidence("cpu")
+        if self._gap_samples:
+            out["cpu_samples_in_gaps"] = self._gap_samples.describe()
+        return out
+
+    @functools.cached_property
+    def _gap_samples(self) -> GapSamples | None:
+        """The CPU samples of the launching threads in the cpu gaps, where there are any."""
+        return samples_in_gaps(self.trace, self.activity, self.per_device,
+                               GAP_CAUSES.index("cpu"))
 
     def _startup(self) -> dict[str, Any]:
         return self._gap_evidence("startup")
@@ -643,6 +653,8 @@ class Evidence:
         for g in self.per_device:
             f.cpu_gaps += int((g.cause == cpu).sum())
             f.cpu_gap_ns += int(g.dur[g.cause == cpu].sum())
+        if f.cpu_gap_ns and self._gap_samples:
+            f.gap_samples = self._gap_samples.describe()
         # The CONTEXT_GAPS largest cpu and launch gaps; ties keep the order cause, device, gap.
         durs, owners, index = [], [], []
         for code in (GAP_CAUSES.index("cpu"), GAP_CAUSES.index("launch")):
