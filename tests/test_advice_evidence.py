@@ -377,3 +377,24 @@ def test_cpu_samples_in_the_gaps_name_the_untraced_host_code() -> None:
     assert report.findings[0].suggestion.startswith(
         "make the host code the CPU samples in these gaps land in faster, or run it beside "
         f"the GPU work instead of between launches: {described}")
+
+
+def test_fp32_convolutions_without_tensor_cores_count_with_the_gemms() -> None:
+    """alexnet (A100): besides sgemm, cuDNN's FP32 convolutions (scudnn) and the complex GEMMs
+    of FFT convolutions (gcgemm) run without tensor cores; their share of kernel time is
+    summed here from the JSON."""
+    import gzip
+    import json
+    import re
+
+    path = shared_path("torch-trace", "hta", "alexnet_a100_trace.json.gz")
+    kernels = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+               if e.get("cat") == "kernel"]
+    fp32 = sum(e["dur"] for e in kernels
+               if re.search(r"(?i)sgemm|scudnn|gcgemm|_cgemm|_ffma", e["name"]))
+    share = round(100 * fp32 / sum(e["dur"] for e in kernels))
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [compute] = [f for f in report.findings if f.title.startswith("compute:")]
+    assert share == 50
+    assert f"(FP32 GEMMs and convolutions without tensor cores take {share}% of compute)" in \
+        compute.suggestion

@@ -224,9 +224,11 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
                            "bf16 or TF32", f"compute capability {f.compute_capability:g}, no "
                            "reduced-precision kernel in the trace"))
         elif f.fp32_no_tensor_core_pct >= 10:
-            out.append(Fix("run matmuls on tensor cores: torch.autocast(dtype=torch.bfloat16) "
-                           "or torch.backends.cuda.matmul.allow_tf32 = True",
-                           f"FP32 GEMMs without tensor cores take "
+            out.append(Fix("run matmuls and convolutions on tensor cores: "
+                           "torch.autocast(dtype=torch.bfloat16), or TF32: "
+                           "torch.backends.cuda.matmul.allow_tf32 = True (convolutions: "
+                           "torch.backends.cudnn.allow_tf32, on by default)",
+                           f"FP32 GEMMs and convolutions without tensor cores take "
                            f"{_pct(f.fp32_no_tensor_core_pct)} of compute"))
         elif "tf32" not in p.precisions:
             out.append(Fix("try bf16 autocast (torch.autocast) for the matmuls and "

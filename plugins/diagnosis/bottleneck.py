@@ -383,7 +383,7 @@ def decide(costs: dict[str, int], span: int) -> tuple[str, list[tuple[str, int]]
 
 ELEMENTWISE = r"(?i)elementwise|vectorized_|unrolled_|triton_poi_"
 LAYOUT = r"(?i)nchwToNhwc|nhwcToNchw"
-FP32_NO_TENSOR_CORE = r"(?i)sgemm|gemm\w*_ffma|_ffma\w*gemm"
+FP32_NO_TENSOR_CORE = r"(?i)sgemm|gemm\w*_ffma|_ffma\w*gemm|scudnn|gcgemm|_cgemm"
 FP64 = r"(?i)dgemm|fp64|double|d884|dmma"
 # Matrix multiplications and convolutions (the work reduced precision speeds up), by kernel
 # name: BLAS and CUTLASS GEMMs, cuDNN/MIOpen convolutions, Tensile (Cijk_), Triton mm templates.
