@@ -201,6 +201,27 @@ def test_a_report_of_hardware_event_counts_is_rows_not_samples_and_says_where_cy
     assert [r["ipc"] is None for r in fns[:10]] == [False] * 7 + [True] * 3
 
 
+def test_a_xen_guests_hypercall_is_not_code_to_optimize():
+    """iperf in a Xen guest: a third of the samples land on xen_hypercall_xen_version, a
+    hypercall stub (the hypervisor's time), and a fifth in copy_user_enhanced_fast_string.
+    The kernel finding names both kinds of work (each a fifth of kernel time or more), and the
+    top function's fix does not ask to optimize the stub's algorithm."""
+    path = shared_path("perf-script", "flamegraph", "perf-iperf-stacks-pidtid-01.txt")
+    leaves = Counter(s["frames"][0][0] for s in perf_samples(path))
+    total = sum(leaves.values())
+    assert (leaves["xen_hypercall_xen_version"], leaves["copy_user_enhanced_fast_string"],
+            total) == (67, 44, 201)
+    report = cpu_report(path)
+    [kernel] = _titled(report, "Kernel code takes")
+    assert kernel.suggestion.startswith(
+        "The top kernel functions point at a virtual machine's calls into its hypervisor")
+    assert "; and at copying data between kernel and user space" in kernel.suggestion
+    [top] = _titled(report, "One function")
+    assert top.evidence["function"] == "xen_hypercall_xen_version"
+    assert top.suggestion.startswith("xen_hypercall_xen_version is a call into the hypervisor")
+    assert "algorithm" not in top.suggestion
+
+
 # --- PyTorch host ops: mode and top-level ops -------------------------------------------------
 
 def test_training_trace_gets_no_inference_advice():

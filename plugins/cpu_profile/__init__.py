@@ -119,7 +119,16 @@ MATMUL_OPS = re.compile(r"aten::(addmm|mm|bmm|matmul|linear|conv\w*|_convolution
 # DistributedDataParallel's own ranges and ops: DDP is in use.
 DDP_RANGE = r"^DistributedDataParallel\.forward|reducer::|^torch\.distributed\.ddp"
 CONV_OPS = re.compile(r"aten::(conv\w*|_convolution|mkldnn_convolution)$")
+# A virtual machine's calls into its hypervisor (Xen, Hyper-V, KVM): samples land on the
+# call's stub while the hypervisor works for the guest (event delivery, I/O, scheduling).
+HYPERCALL = re.compile(r"xen_hypercall_\w*|hypercall_page|xen_\w*_callback\w*|"
+                       r"\w*hv_do_\w*hypercall\w*|kvm_hypercall\w*")
 KERNEL_HINTS = (
+    (HYPERCALL,
+     "a virtual machine's calls into its hypervisor (Xen, Hyper-V, KVM): that time is the "
+     "hypervisor's, spent for the guest (event delivery, I/O, scheduling), not the code's; "
+     "measure it from the host (xentrace, perf kvm) or cut the virtualization overhead "
+     "(HVM/PVH guests, paravirtual or SR-IOV network and disk)"),
     (re.compile(r"copy_user\w*|copy_to_user|copy_from_user|\w*memcpy\w*|skb_copy\w*"),
      "copying data between kernel and user space (read/recv/send): use larger buffers, fewer "
      "calls, or zero-copy (sendfile, splice, io_uring, mmap)"),
@@ -1281,6 +1290,10 @@ def _top_function(top: tuple[tuple[str, str], float], busy: float,
     fix = (f"Optimize {short_name(fn, 60)} first ({mod or 'unknown module'}): its algorithm, "
            "its memory access, or how often it is called" + (" (see the paths)." if paths
                                                               else "."))
+    if HYPERCALL.fullmatch(fn.split("+0x", 1)[0]):
+        fix = (f"{short_name(fn, 60)} is a call into the hypervisor: its samples are time the "
+               "hypervisor spent for this guest, not work of the function's own code; see "
+               "the kernel finding, and what calls it" + (" (the paths)." if paths else "."))
     serial_fn = lever.evidence.get("serial_function") if lever else None
     if lever and serial_fn != fn:
         evidence["wall_clock_lever"] = serial_fn
@@ -1391,10 +1404,13 @@ def _kernel_hint(prof: _Profile) -> str:
             if pattern.fullmatch(name.split("+0x", 1)[0]):
                 scores[i] += w
                 break
-    best = max(range(len(scores)), key=lambda i: scores[i], default=None)
-    if best is None or not scores[best] or scores[best] < 0.2 * prof.kernel:
+    # Each kind of kernel work with a fifth of kernel time or more, the heaviest first.
+    hits = sorted((i for i, w in enumerate(scores) if w and w >= 0.2 * prof.kernel),
+                  key=lambda i: -scores[i])
+    if not hits:
         return ""
-    return "The top kernel functions point at " + KERNEL_HINTS[best][1] + "."
+    return "The top kernel functions point at " + "; and at ".join(
+        KERNEL_HINTS[i][1] for i in hits[:2]) + "."
 
 
 def _debug_signature(prof: _Profile) -> tuple[float, list[str]] | None:
