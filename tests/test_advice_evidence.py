@@ -398,3 +398,32 @@ def test_fp32_convolutions_without_tensor_cores_count_with_the_gemms() -> None:
     assert share == 50
     assert f"(FP32 GEMMs and convolutions without tensor cores take {share}% of compute)" in \
         compute.suggestion
+
+
+def test_many_short_gaps_between_queued_kernels_are_the_dispatch_cost() -> None:
+    """llama.cpp prefill on ROCm (one HIP graph per step): the GPU idles ~2 µs between
+    kernels whose launch had begun before the gap. Gaps between the kernels' union, each
+    queued when the next kernel's launching call (same Correlation_Id) started before the gap,
+    are counted here from the two CSVs."""
+    import csv
+    import statistics
+
+    run = shared_path("rocprof-v3", "jimw_llamacpp_rocm7")
+    with (run / "prefill_hip_api_trace.csv").open(newline="") as f:
+        start_of = {r["Correlation_Id"]: int(r["Start_Timestamp"]) for r in csv.DictReader(f)}
+    with (run / "prefill_kernel_trace.csv").open(newline="") as f:
+        kernels = sorted((int(r["Start_Timestamp"]), int(r["End_Timestamp"]),
+                          r["Correlation_Id"]) for r in csv.DictReader(f))
+    queued, end = [], kernels[0][1]
+    for start, stop, corr in kernels[1:]:
+        if start > end and corr in start_of and start_of[corr] <= end:
+            queued.append(start - end)
+        end = max(end, stop)
+    (report,) = tracekit.analyze(tracekit.read(run), "bottleneck")
+    [idle] = [f for f in report.findings if f.title.startswith("idle-other:")]
+    assert (idle.evidence["queued_gaps"], idle.evidence["median_queued_gap_ns"]) == (
+        len(queued), int(statistics.median(queued))) == (1122, 2124)
+    assert idle.suggestion.startswith(
+        "fewer, larger kernels (fusion): the GPU pays a dispatch cost per kernel even when the "
+        "next one is already queued, inside a graph too (1,122 gaps between queued kernels, "
+        "2.12µs long at the median)")

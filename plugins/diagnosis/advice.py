@@ -72,6 +72,9 @@ class Facts:
     # idle-other: idle time whose launching call the trace does not hold, and all of it
     unattributed_idle_ns: int = 0
     other_idle_ns: int = 0
+    # queued gaps: how many, their median length (ns)
+    queued_gaps: int = 0
+    median_queued_gap_ns: int = 0
     # the largest queued gap, when another thread of the process ran host work over it
     queued_place: str = ""
     queued_example: str = ""
@@ -175,6 +178,10 @@ def _pct(value: float) -> str:
     return f"{value:.0f}%"
 
 
+# Gaps between kernels already queued, this short at the median and at least this many, are
+# the GPU's dispatch cost per kernel (a few µs), not a wait for something else.
+DISPATCH_GAP_NS = 10_000
+DISPATCH_GAPS_MIN = 100
 # Reduced precision is advised when matmuls and convolutions take this share of compute.
 MATMUL_CONV_PCT = 10.0
 # Host gaps this long on average are host computation, not per-op framework overhead.
@@ -635,6 +642,12 @@ def _idle_other(p: Program, f: Facts) -> list[Fix]:
                    else "shorten it or move it off the step's critical path")
         out.append(Fix(f"the queued work waits for host work on another thread: {shorten}",
                        f"the largest queued gap: {f.queued_example}"))
+    if f.queued_gaps >= DISPATCH_GAPS_MIN and f.median_queued_gap_ns < DISPATCH_GAP_NS:
+        out.append(Fix("fewer, larger kernels (fusion): the GPU pays a dispatch cost per "
+                       "kernel even when the next one is already queued"
+                       + (", inside a graph too" if p.graphs else ""),
+                       f"{f.queued_gaps:,} gaps between queued kernels, "
+                       f"{format_ns(f.median_queued_gap_ns)} long at the median"))
     out.append(Fix("look at the largest gaps ('tracekit analyze -a gaps'): cross-stream "
                    f"waits ({_runtime(p, 'StreamWaitEvent')}) or a launch queue that drains",
                    "the GPU idles with work already queued, or the trace does not say who "

@@ -634,8 +634,17 @@ class Evidence:
             kind = collective_kind(str(name))
             f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(total)
 
+    def _queued_durations(self) -> np.ndarray:
+        code = GAP_CAUSES.index("queued")
+        return np.concatenate([g.dur[g.cause == code] for g in self.per_device]
+                              or [np.empty(0, np.int64)])
+
     def _queued_facts(self, f: Facts) -> None:
-        """Whether the largest queued gap waited on host work of another thread."""
+        """Whether the largest queued gap waited on host work of another thread; how many
+        queued gaps there are and their median length."""
+        durs = self._queued_durations()
+        if len(durs):
+            f.queued_gaps, f.median_queued_gap_ns = len(durs), int(np.median(durs))
         code, best = GAP_CAUSES.index("queued"), None
         for g in self.per_device:
             sel = np.flatnonzero(g.cause == code)
@@ -732,6 +741,9 @@ class Evidence:
                       for g in self.per_device)
         out: dict[str, Any] = {"queued_ns": queued, "unattributed_ns": unknown}
         if queued:  # what held the largest queued gap: often host work on another thread
+            durs = self._queued_durations()
+            out["queued_gaps"] = len(durs)
+            out["median_queued_gap_ns"] = int(np.median(durs))
             largest = self._gap_evidence("queued")
             out["largest_queued_gap_ns"] = largest["largest_gap_ns"]
             if "host_during_largest" in largest:
