@@ -7,7 +7,10 @@ planted straggler, has its compute kernels slowed by a known factor: its timelin
 ``t -> t + (factor - 1) * C(t)``, where ``C(t)`` is the compute time (union of its compute
 kernels) before ``t``. Each compute kernel then lasts ``factor`` times as long, everything after
 it starts later, order and nesting are kept, and the rank reaches each collective late by
-``(factor - 1)`` times the compute before it. The other ranks are left as they are.
+``(factor - 1)`` times the compute before it. The other ranks are left as they are, but for
+their collective kernels, which end when the last rank's does: a collective ends on every rank
+once the last has arrived (the ``ranks`` analyzer pairs collectives only where their ends
+agree).
 
 ``python bench/scale_ranks.py`` measures, for 8 and 64 ranks, the wall time and the peak
 memory (the sum of the resident memory of the process and all its children, sampled every
@@ -68,6 +71,15 @@ def compute_union(events: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]
     return np.array(starts), np.array(ends)
 
 
+def _collective_kernels(events: list[dict[str, Any]]) -> np.ndarray:
+    """Per event: a communication kernel (as the diagnosis tells them)."""
+    from tracekit.plugins.diagnosis.activity import COMM_KERNEL
+
+    comm = re.compile(COMM_KERNEL)
+    return np.array([e.get("cat") == "kernel" and e.get("ph") == "X"
+                     and bool(comm.search(e.get("name", ""))) for e in events], dtype=bool)
+
+
 def warp(t: np.ndarray, union: tuple[np.ndarray, np.ndarray], factor: float) -> np.ndarray:
     """``t + (factor - 1) * C(t)``: C(t) the compute time before ``t``."""
     starts, ends = union
@@ -84,7 +96,7 @@ def make_run(base: Path, ranks: int, out: Path = DEFAULT_OUT, factor: float = FA
              seed: int = 0) -> Path:
     """Write (once) a run of ``ranks`` ranks made from ``base``; return its folder."""
     stem = base.name.split(".")[0]
-    folder = out / f"{stem}-{ranks}r-x{factor:g}-s{straggler_of(ranks)}-seed{seed}"
+    folder = out / f"{stem}-{ranks}r-x{factor:g}-s{straggler_of(ranks)}-seed{seed}-v2"
     done = folder.with_suffix(".done")
     if done.exists():
         return folder
@@ -98,10 +110,16 @@ def make_run(base: Path, ranks: int, out: Path = DEFAULT_OUT, factor: float = FA
     union = compute_union(events)
     jitter = np.random.default_rng(seed).uniform(0, JITTER_US, ranks)
     info = doc.get("distributedInfo") or {}
+    collective = _collective_kernels(timed)
+    # Each collective ends on every rank when it ends on the last to get there.
+    last_end = np.max([warp(end[collective], union,
+                            factor if rank == straggler_of(ranks) else 1.0) + jitter[rank]
+                       for rank in range(ranks)], axis=0)
     for rank in range(ranks):
         slow = factor if rank == straggler_of(ranks) else 1.0
         new_ts = warp(ts, union, slow) + jitter[rank]
         new_end = warp(end, union, slow) + jitter[rank]
+        new_end[collective] = np.maximum(new_end[collective], last_end)
         for e, t, stop, h in zip(timed, new_ts.round(3).tolist(), new_end.round(3).tolist(),
                                  has_dur.tolist(), strict=True):
             e["ts"] = t

@@ -39,6 +39,7 @@ from tracekit.toolkit import (
     STEPS_HELP,
     WINDOW_HELP,
     collective_kernels,
+    end_offsets,
     format_ns,
     match_by_order,
     percent,
@@ -53,6 +54,10 @@ from tracekit.toolkit import intervals as iv
 STRAGGLER_Z = 3.0
 STRAGGLER_MIN_RANKS = 3  # with two, neither is an outlier of the other
 STRAGGLER_MIN_PCT = 1.0
+SLOWER_COMPUTE = 1.1  # the straggler's compute over the others' median: its GPU work is more
+# Ends of one collective on different ranks, clocks aligned, at most this far apart (the
+# merged 4-rank ROCm run: within 3.4 ms; collectives paired wrongly: 14 ms and more).
+END_AGREEMENT_NS = 5_000_000
 MAD_TO_SIGMA = 1.4826
 
 
@@ -69,6 +74,7 @@ class Rank:
     shares: dict[str, int]  # compute, communication (exposed), memory, idle: ns
     comm_kernel_time: int
     comm_start: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    comm_end: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     world_size: int | None = None
     step_ns: list[int] = field(default_factory=list)  # ProfilerStep durations of its process
 
@@ -79,12 +85,13 @@ class Rank:
 
 @dataclass
 class Skew:
-    """Collectives matched across ranks by order."""
+    """Collectives matched across ranks by order, kept where their ends agree."""
 
     matched: int
     spread: np.ndarray  # per collective: latest start - earliest start
     lateness: np.ndarray  # [rank, collective]: start - earliest start
     counts: list[int]  # communication kernels per rank
+    paired: int = 0  # collectives matched by order, before the check of their ends
 
 
 def ranks_of(trace: Trace) -> list[Rank]:
@@ -127,6 +134,7 @@ def summarize(trace: Trace) -> list[Rank]:
         out.append(Rank(-1 if number is None else number, rule, work.source, work.device, tl.span,
                         tl.shares(), iv.total(tl.communication),
                         work.start[collective[work.row]],
+                        work.end[collective[work.row]],
                         world_size(trace),
                         [e - s for src, pid, s, e in zip(
                             step_rows["source"], step_rows["pid"], step_rows["start"],
@@ -147,14 +155,26 @@ def number_ranks(ranks: list[Rank]) -> list[Rank]:
 
 
 def collective_skew(ranks: list[Rank]) -> Skew | None:
-    """Match the communication kernels of the ranks by order (up to the fewest)."""
+    """Match the communication kernels of the ranks by order (up to the fewest), and keep
+    the matches whose ends agree: a collective ends on every rank at once, once the last has
+    arrived, so ends more than ``END_AGREEMENT_NS`` apart (after the ranks' clocks are put
+    on one another's by the median end offset) are different collectives paired by order, as
+    in sampled or cut traces."""
     counts = [len(r.comm_start) for r in ranks]
     starts = match_by_order([r.comm_start for r in ranks])
-    matched = starts.shape[1]
-    if len(ranks) < 2 or matched == 0:
+    paired = starts.shape[1]
+    if len(ranks) < 2 or paired == 0:
         return None
+    ends = match_by_order([r.comm_end if len(r.comm_end) == len(r.comm_start) else r.comm_start
+                           for r in ranks])
+    aligned = ends + end_offsets(ends)[:, None]
+    agree = aligned.max(axis=0) - aligned.min(axis=0) <= END_AGREEMENT_NS
+    starts = starts[:, agree]
+    if not starts.shape[1]:
+        return Skew(0, np.empty(0, np.int64), starts, counts, paired)
     earliest = starts.min(axis=0)
-    return Skew(matched, starts.max(axis=0) - earliest, starts - earliest, counts)
+    return Skew(starts.shape[1], starts.max(axis=0) - earliest, starts - earliest, counts,
+                paired)
 
 
 def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
@@ -180,7 +200,8 @@ def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
     # Each figure beside the same figure of the median other rank: totals, then per
     # collective.
     others_per_collective = np.median(np.delete(skew.lateness, worst, axis=0), axis=1)
-    return {"rank": rank.number, "last_at": int(last.sum()), "collectives": skew.matched,
+    return {"rank": rank.number, "ranks": len(ranks), "last_at": int(last.sum()),
+            "collectives": skew.matched,
             "lateness_ns": int(late[worst]), "others_lateness_ns": int(median),
             "median_lateness_ns": int(np.median(mine)),
             "others_median_lateness_ns": int(np.median(others_per_collective)),
@@ -196,19 +217,28 @@ def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
 def straggler_finding(info: dict[str, Any]) -> Finding:
     """The straggler as a finding, with the wait it causes as its cost."""
     slow_host = info["idle_pct"] > info["others_idle_pct"] + 10
-    because = (f"its GPU is idle {info['idle_pct']}% of its span against "
-               f"{info['others_idle_pct']}% on the others: its host is slower (see its cpu "
-               "gaps: '-a gaps')" if slow_host else
-               "its GPU work takes longer than the others' (compare the per-rank compute)")
+    # More GPU work than the others is the cause where it is there (its idle time then grows
+    # too: its span does); else an idle GPU is a late host.
+    if info["compute_vs_others"] < SLOWER_COMPUTE and slow_host:
+        # Its GPU waits more than the others' do: the host is late, whatever its GPU work.
+        fix = (f"its GPU is idle {info['idle_pct']}% of its span against "
+               f"{info['others_idle_pct']}% on the others, with "
+               f"{info['compute_vs_others']:g}× their compute: its host is slower (see its cpu "
+               "gaps: '-a gaps'); check that host: CPU affinity, other processes, its data "
+               "loading, a slower node")
+    else:
+        fix = (f"its GPU work takes longer than the others' ({info['compute_vs_others']:g}× "
+               "their compute): balance its input (data shards, sequence lengths, embedding "
+               "tables), or check its GPU (clocks, thermal throttling, a slower part)")
+    others = info["ranks"] - 1
     return Finding(
         severity="critical" if info["last_at"] * 2 >= info["collectives"] else "warning",
         title=f"straggler: rank {info['rank']} arrives last at {info['last_at']} of "
-              f"{info['collectives']} collectives; the other ranks wait "
-              f"{format_ns(info['wait_caused_ns'])} for it",
+              f"{info['collectives']} collectives; the other {others} ranks wait "
+              f"{format_ns(info['wait_caused_ns'])} for it in all "
+              f"({format_ns(info['wait_caused_ns'] // max(others, 1))} each)",
         evidence=dict(info),
-        suggestion=f"make rank {info['rank']} as fast as the others: {because}; balance its "
-                   "input (data shards, sequence lengths, embedding tables) and check its "
-                   "host (CPU affinity, other processes, a slower node)",
+        suggestion=f"make rank {info['rank']} as fast as the others: {fix}",
         cost_ns=info["wait_caused_ns"])
 
 
@@ -266,7 +296,24 @@ class RanksAnalyzer(tracekit.Analyzer):
         if len(set(skew.counts)) > 1:
             report.notes.append(f"ranks ran different numbers of communication kernels "
                                 f"({', '.join(map(str, skew.counts))}): the first "
-                                f"{skew.matched} of each are matched")
+                                f"{skew.paired} of each are matched")
+        if skew.matched < skew.paired:
+            report.findings.append(Finding(
+                severity="warning",
+                title=f"the ranks' collectives do not line up: {skew.paired - skew.matched} of "
+                      f"the {skew.paired} matched by order end more than "
+                      f"{format_ns(END_AGREEMENT_NS)} apart",
+                evidence={"paired": skew.paired, "ends_agree": skew.matched},
+                suggestion="a collective ends on every rank at once, so these are different "
+                           "collectives: the traces hold different parts of the run (sampled "
+                           "or cut traces, or inputs of different runs); arrival is measured "
+                           "on the collectives whose ends agree" if skew.matched else
+                           "a collective ends on every rank at once, so these are different "
+                           "collectives: the traces hold different parts of the run (sampled "
+                           "or cut traces, or inputs of different runs); no arrival is "
+                           "measured"))
+        if not skew.matched:
+            return report
         report.tables["skew"] = report_table([
             ("rank", "int", None, [r.number for r in ranks]),
             ("last_at", "int", None,
@@ -275,7 +322,8 @@ class RanksAnalyzer(tracekit.Analyzer):
             ("median_lateness", "int", "ns",
              [int(v) for v in np.median(skew.lateness, axis=1)])])
         report.table_titles["skew"] = (f"Arrival at {skew.matched} matched collectives "
-                                       "(lateness: start minus the earliest rank's start)")
+                                       "(lateness: start minus the earliest rank's start, "
+                                       "summed over them; median_lateness: per collective)")
         info = straggler(ranks, skew)
         spread = skew.spread
         report.findings.append(Finding(
