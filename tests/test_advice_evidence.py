@@ -427,3 +427,39 @@ def test_many_short_gaps_between_queued_kernels_are_the_dispatch_cost() -> None:
         "fewer, larger kernels (fusion): the GPU pays a dispatch cost per kernel even when the "
         "next one is already queued, inside a graph too (1,122 gaps between queued kernels, "
         "2.12µs long at the median)")
+
+
+def test_a_collectives_kind_comes_from_the_host_range_that_launched_it() -> None:
+    """HTA's sampled rank 0: every NCCL kernel is named ncclKernel_SendRecv_…, but the host
+    launched all-reduces, all-to-alls and all-gathers (nccl:all_reduce, c10d::alltoall_base_
+    …). Each kernel's kind is found here from the JSON: its launching runtime call (the same
+    correlation), then the innermost nccl:/c10d:: range of that thread around the call."""
+    import gzip
+    import json
+    import re
+
+    path = shared_path("torch-trace", "hta", "sampled_rank-0.json.gz")
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    xs = [e for e in events if e.get("ph") == "X"]
+    calls = {e["args"]["correlation"]: e for e in xs if e.get("cat") == "cuda_runtime"
+             and "correlation" in e.get("args", {})}
+    ranges = [e for e in xs if e.get("cat") in ("cpu_op", "user_annotation")
+              and re.match(r"nccl:|c10d::", e["name"])]
+    kinds = {"all_reduce": "all-reduce", "allreduce": "all-reduce", "all_to_all": "all-to-all",
+             "alltoall": "all-to-all", "all_gather": "all-gather", "allgather": "all-gather"}
+    time: dict[str, float] = {}
+    for k in (e for e in xs if e.get("cat") == "kernel" and "nccl" in e["name"].lower()):
+        call = calls[k["args"]["correlation"]]
+        around = [r for r in ranges if r["tid"] == call["tid"] and r["pid"] == call["pid"]
+                  and r["ts"] <= call["ts"] <= r["ts"] + r["dur"]]
+        inner = max(around, key=lambda r: r["ts"])
+        kind = next(v for key, v in kinds.items() if key in inner["name"])
+        time[kind] = time.get(kind, 0) + k["dur"]
+    total = sum(time.values())
+    shares = {k: round(100 * v / total) for k, v in time.items()}
+    assert shares == {"all-to-all": 46, "all-reduce": 27, "all-gather": 27}
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [comm] = [f for f in report.findings if f.title.startswith("communication:")]
+    assert "(all-to-all kernels take 46% of communication time, then all-reduce 27%, " \
+        "all-gather 27%)" in comm.suggestion
+    assert "TrainPipelineSparseDist" in comm.suggestion

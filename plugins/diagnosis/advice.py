@@ -593,15 +593,19 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
     if f.host_exchange_ns > total:
         return _host_exchange_fixes(p, f)
     kind, ns = max(f.collective_ns.items(), key=lambda kv: kv[1]) if total else ("", 0)
-    main = f"{kind} kernels take {_pct(100 * ns / total)} of communication time" if total else ""
-    if kind == "all-to-all" and ns * 2 >= total:
+    # The kind with the most time sets the fix (the largest lever), the others are named.
+    split = ", ".join(f"{k} {_pct(100 * v / total)}" for k, v in sorted(
+        f.collective_ns.items(), key=lambda kv: -kv[1])[1:3] if v) if total else ""
+    main = (f"{kind} kernels take {_pct(100 * ns / total)} of communication time"
+            + (f", then {split}" if split else "")) if total else ""
+    if kind == "all-to-all":
         return [Fix("the exchange is all-to-all / point-to-point (embedding or expert-parallel "
                     "dispatch): pipeline it with compute (start the next batch's sparse "
                     "all-to-all while this batch's dense part runs, e.g. TorchRec's "
                     "TrainPipelineSparseDist), send less (fp16/int8 embeddings or "
                     "activations on the wire) and balance the shards so no rank waits for "
                     "the largest", main)]
-    if kind in ("all-gather", "reduce-scatter") and ns * 2 >= total and p.mode == "training":
+    if kind in ("all-gather", "reduce-scatter") and p.mode == "training":
         return [Fix("sharded training (all-gather/reduce-scatter): prefetch the next "
                     "layer's all-gather (FSDP forward_prefetch, backward_prefetch="
                     "BACKWARD_PRE, limit_all_gathers), wrap larger units so collectives are "
@@ -614,7 +618,8 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
         return [Fix("overlap gradient communication with backward: DDP bucket_cap_mb, FSDP "
                     "backward_prefetch/forward_prefetch, collectives on their own stream; "
                     "fewer, larger collectives",
-                    f"training with collectives ({p.evidence.get('collectives', 'seen')})")]
+                    f"training with collectives ({p.evidence.get('collectives', 'seen')})"
+                    + (f"; {main}" if split else ""))]
     one_shot = "one-shot all-reduce" + (" (NVLS on NVSwitch systems)" if p.api != "HIP" else "")
     if p.mode == "inference":
         return [Fix("communication sits on the critical path of each step: fuse the "

@@ -41,13 +41,13 @@ from tracekit.plugins.diagnosis.activity import (
 from tracekit.plugins.diagnosis.advice import (
     Facts,
     Fix,
-    collective_kind,
     fixes_for,
     place_of,
     render,
 )
 from tracekit.plugins.diagnosis.breakdown import devices_table
 from tracekit.plugins.diagnosis.capture import capture_fix, graph_capture
+from tracekit.plugins.diagnosis.collectives import kernel_kinds
 from tracekit.plugins.diagnosis.dataload import INPUT_BOUND_PCT, data_loading_wait
 from tracekit.plugins.diagnosis.gap_samples import GapSamples, samples_in_gaps
 from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
@@ -625,14 +625,14 @@ class Evidence:
         f.host_exchange_ns = self._host_exchange_ns()
         if f.host_exchange_ns:
             f.host_exchange_calls = self._host_exchange_calls()
-        names, rows = self._work(COMMUNICATION)
-        if not len(rows):
-            return
-        dur = self.activity.events["dur_ns"].take(pa.array(rows)).fill_null(0)
-        s = grouped_stats(names, dur)
-        for name, total in zip(s["key"], s["total"], strict=True):
-            kind = collective_kind(str(name))
-            f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(total)
+        for g in self.per_device:
+            work = g.timeline.work
+            at = np.flatnonzero(work.cls == COMMUNICATION)
+            if not len(at):
+                continue
+            dur = (work.end[at] - work.start[at]).tolist()
+            for kind, ns in zip(kernel_kinds(self.activity, g.timeline, at), dur, strict=True):
+                f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(ns)
 
     def _queued_durations(self) -> np.ndarray:
         code = GAP_CAUSES.index("queued")

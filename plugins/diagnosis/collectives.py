@@ -1,0 +1,56 @@
+"""Which collective each communication kernel performs.
+
+A kernel's name says it for most NCCL and RCCL kernels (``ncclDevKernel_AllReduce_…``), but
+not always: some NCCL versions run all-reduces, all-gathers and all-to-alls alike as
+``ncclKernel_SendRecv_…`` (HTA's sampled ranks). The host names the collective it launched:
+the innermost collective range (``c10d::allreduce_``, ``nccl:all_reduce``, RCCL, HCCL) around
+the kernel's launching call, on the launching thread, says which, where it says any."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from tracekit.plugins.diagnosis.activity import Activity
+from tracekit.plugins.diagnosis.advice import collective_kind
+from tracekit.plugins.diagnosis.gaps import HostRanges
+from tracekit.plugins.diagnosis.program import NAMED_COLLECTIVE
+from tracekit.plugins.diagnosis.timeline import DeviceTimeline
+
+
+def kernel_kinds(activity: Activity, timeline: DeviceTimeline,
+                 positions: np.ndarray) -> list[str]:
+    """The collective kind of the work at ``positions`` of the timeline's work: the innermost
+    host collective range around its launching call, else its own name."""
+    work, calls = timeline.work, activity.calls
+    rows = work.row[positions]
+    names = activity.events["name"].take(pa.array(rows)).cast(pa.string()).to_pylist()
+    kinds = [collective_kind(str(n)) for n in names]
+    api = work.api[positions]
+    launched = np.flatnonzero(api >= 0)
+    if not len(launched):
+        return kinds
+    host = HostRanges.of(activity)
+    threads = np.stack([calls.pid[api[launched]], calls.tid[api[launched]]], axis=1)
+    for pid, tid in np.unique(threads, axis=0).tolist():
+        mine = launched[(threads[:, 0] == pid) & (threads[:, 1] == tid)]
+        at = calls.start[api[mine]]
+        r_rows, r_tids, r_start, r_end, *_ = host.process(work.source, pid)
+        on = np.flatnonzero(r_tids == tid)
+        named = [(int(r_start[i]), int(r_end[i]), collective_kind(n))
+                 for i in on if NAMED_COLLECTIVE.search(n := activity.name(int(r_rows[i])))]
+        named = [r for r in named if r[2] != "other"]
+        if not named:
+            continue
+        order = np.argsort(at, kind="stable")
+        sorted_at = at[order]
+        found: list[str | None] = [None] * len(mine)
+        # Ranges by start: a later (inner) range overwrites the one around it.
+        for start, end, kind in sorted(named):
+            lo = np.searchsorted(sorted_at, start, side="left")
+            hi = np.searchsorted(sorted_at, end, side="right")
+            for j in order[lo:hi].tolist():
+                found[j] = kind
+        for j, kind in enumerate(found):
+            if kind is not None:
+                kinds[int(mine[j])] = kind
+    return kinds
