@@ -367,3 +367,28 @@ def test_straggler_figures_stand_beside_the_same_figures_of_the_others():
     assert info is not None and info["rank"] == 3
     assert (info["lateness_ns"], info["others_lateness_ns"]) == (40 * ms, 4 * ms)
     assert (info["median_lateness_ns"], info["others_median_lateness_ns"]) == (10 * ms, 0)
+
+
+@pytest.mark.slow
+def test_inputs_of_different_runs_are_said_not_to_be_one_run(registry):
+    """Three traces of three runs (world sizes 2, 8 and 8; two declare rank 0, as their own
+    distributedInfo says): the report warns before it compares them as ranks."""
+    paths = [shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz"),
+             shared_path("torch-trace", "hta", "trace_diff_control_rank3_a100.json.gz"),
+             shared_path("torch-trace", "tracelens", "mi300_resnet_act_checkpoint.json.gz")]
+    declared = []
+    for path in paths:
+        info = json.loads(gzip.decompress(path.read_bytes()))["distributedInfo"]
+        declared.append((info["rank"], info["world_size"]))
+    assert declared == [(0, 2), (3, 8), (0, 8)]
+    [report] = tracekit.analyze(tracekit.read(paths, registry=registry), "ranks",
+                                registry=registry)
+    [warning] = [f for f in report.findings if f.title.startswith("these inputs may not")]
+    assert warning.title == ("these inputs may not be ranks of one run: they declare different "
+                             "world sizes (2, 8); rank 0 is declared by more than one")
+    assert warning.evidence == {"world_sizes": [2, 8]}
+    # Two ranks of one run say nothing of the kind.
+    pair = [shared_path("torch-trace", "hta", f"sampled_rank-{i}.json.gz") for i in (0, 1)]
+    [report] = tracekit.analyze(tracekit.read(pair, registry=registry), "ranks",
+                                registry=registry)
+    assert not [f for f in report.findings if f.title.startswith("these inputs may not")]

@@ -135,12 +135,21 @@ def summarize(trace: Trace) -> list[Rank]:
                         tl.shares(), iv.total(tl.communication),
                         work.start[collective[work.row]],
                         work.end[collective[work.row]],
-                        world_size(trace),
+                        _world_size_of(trace, work.source),
                         [e - s for src, pid, s, e in zip(
                             step_rows["source"], step_rows["pid"], step_rows["start"],
                             step_rows["end"], strict=True)
                          if src == work.source and pid in pids]))
     return out
+
+
+def _world_size_of(trace: Trace, source: str) -> int | None:
+    """The world size the input ``source`` declares (Kineto ``distributedInfo``), else the
+    trace's."""
+    info = trace.metadata.get("sources", {}).get(source)
+    distributed = info.get("distributed") if isinstance(info, dict) else None
+    size = distributed.get("world_size") if isinstance(distributed, dict) else None
+    return size if type(size) is int and size > 0 else world_size(trace)
 
 
 def number_ranks(ranks: list[Rank]) -> list[Rank]:
@@ -270,7 +279,16 @@ class RanksAnalyzer(tracekit.Analyzer):
     def combine(self, parts: list[list[Rank]]) -> Report:
         """The report of all inputs' ranks."""
         report = Report(analyzer=self.name, title="Across ranks")
-        ranks = number_ranks([r for part in parts for r in part])
+        every = [r for part in parts for r in part]
+        odd = _not_one_run(every)
+        ranks = number_ranks(every)
+        if odd:
+            report.findings.append(Finding(
+                severity="warning", title=f"these inputs may not be ranks of one run: {odd}",
+                evidence={"world_sizes": sorted({r.world_size for r in every
+                                                 if r.world_size})},
+                suggestion="give the ranks of one run (the same world size, each rank once); "
+                           "to compare two runs, use -a diff"))
         if not ranks:
             # A rank here is one GPU timeline; the CPU report compares CPU-only processes.
             report.notes.append(f"{NO_GPU}: a rank here is one GPU's timeline; the CPU "
@@ -335,6 +353,20 @@ class RanksAnalyzer(tracekit.Analyzer):
         if info is not None:
             report.findings.insert(0, straggler_finding(info))
         return report
+
+
+def _not_one_run(ranks: list[Rank]) -> str:
+    """Why the ranks cannot be of one run, as far as they declare it ('' where nothing
+    says so): different world sizes, or one rank number declared twice."""
+    sizes = sorted({r.world_size for r in ranks if r.world_size})
+    declared = [r.number for r in ranks if r.rule == "the trace's distributed info"]
+    twice = sorted({n for n in declared if declared.count(n) > 1})
+    why = []
+    if len(sizes) > 1:
+        why.append(f"they declare different world sizes ({', '.join(map(str, sizes))})")
+    if twice:
+        why.append(f"rank {', '.join(map(str, twice))} is declared by more than one")
+    return "; ".join(why)
 
 
 def _ranks_table(ranks: list[Rank]) -> pa.Table:
