@@ -408,6 +408,31 @@ def test_diff_across_vendors_matches_ops_by_name(registry):
     assert ops["aten::layer_norm"]["count_a"] == ops["aten::layer_norm"]["count_b"] == 10
     kernel_finding = next(f for f in report.findings if f.title.startswith("GPU kernels:"))
     assert kernel_finding.evidence["new"] == len(set(_kernel_totals(b)) - set(_kernel_totals(a)))
+    # Kernels are each vendor's: said so, with the GPUs each trace names.
+    [vendors] = [f for f in report.findings if f.title.startswith("The inputs ran on GPUs")]
+    assert vendors.evidence == {"baseline_gpu": "NVIDIA H100 80GB HBM3",
+                                "candidate_gpu": "AMD Instinct MI300X VF"}
+    # One model: most op names are in both, so this is no diff of different programs.
+    assert not [f for f in report.findings if f.title.startswith("The inputs run different")]
+
+
+@pytest.mark.slow
+def test_a_diff_of_different_programs_says_so_first(registry):
+    """nccl_data (a DDP ResNet) against trace_diff_control (a recommendation model): the
+    kernel and op names in both are counted here from the JSONs."""
+    a = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    b = shared_path("torch-trace", "hta", "trace_diff_control_rank3_a100.json.gz")
+    kernels_a, kernels_b = set(_kernel_totals(a)), set(_kernel_totals(b))
+    [report] = tracekit.analyze(tracekit.read([a, b], registry=registry), "diff",
+                                registry=registry)
+    first = report.findings[0]
+    assert first.title.startswith(
+        f"The inputs run different programs: {len(kernels_a & kernels_b)} of "
+        f"{len(kernels_a | kernels_b)} kernel names are in both")
+    assert (first.evidence["kernels_in_both"], first.evidence["kernel_names"]) == (12, 228)
+    # The kernel time change is told, but not as a regression to chase.
+    [kernel_time] = [f for f in report.findings if f.title.startswith("GPU kernel time")]
+    assert kernel_time.suggestion == ""
 
 
 def test_diff_needs_two_inputs(capsys):

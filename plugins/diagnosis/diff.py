@@ -59,6 +59,7 @@ class DiffAnalyzer(tracekit.Analyzer):
         report = Report(analyzer=self.name, title=f"Diff: {a} → {b}")
         report.tables["totals"] = _totals(trace, a, b)
         report.table_titles["totals"] = "Totals (baseline, candidate, change)"
+        shared: dict[str, pa.Table] = {}
         for key, category, title in (("kernels", "gpu.kernel", "GPU kernels"),
                                      ("ops", "host.op", "Framework ops (host time)"),
                                      ("ranges", "host.annotation", "User ranges (host time)")):
@@ -71,8 +72,15 @@ class DiffAnalyzer(tracekit.Analyzer):
             report.tables[key] = per_name.slice(0, self.options.top or None)
             report.table_titles[key] = f"{title}, largest time change first"
             report.findings.extend(_name_findings(per_name, title.split(" (")[0]))
-        extra = [f for f in (_step_finding(trace, a, b), _settings_finding(trace, a, b)) if f]
-        report.findings[:0] = _total_findings(report.tables["totals"]) + extra
+            shared[key] = per_name
+        extra = [f for f in (_step_finding(trace, a, b), _settings_finding(trace, a, b),
+                             _vendor_finding(trace, a, b)) if f]
+        different = _different_programs(shared)
+        totals = _total_findings(report.tables["totals"])
+        if different:
+            for finding in totals:
+                finding.suggestion = ""  # not a regression of one program to look into
+        report.findings[:0] = ([different] if different else []) + totals + extra
         return report
 
 
@@ -142,6 +150,50 @@ def _settings_finding(trace: Trace, a: str, b: str) -> Finding | None:
         {"with_python_frames": with_frames},
         "recording Python frames adds host time to every call: record both runs with the "
         "same profiler settings before comparing host times")
+
+
+def _matched(per_name: pa.Table | None) -> tuple[int, int]:
+    """Names in both inputs, and names in all."""
+    if per_name is None or not per_name.num_rows:
+        return 0, 0
+    status = per_name["status"].to_numpy(zero_copy_only=False)
+    return int(((status != "new") & (status != "gone")).sum()), len(status)
+
+
+def _different_programs(per_name: dict[str, pa.Table]) -> Finding | None:
+    """Two inputs that share under a quarter of their kernel names and under half of their
+    framework op names run different programs: their differences are no regression."""
+    kernels, ops = _matched(per_name.get("kernels")), _matched(per_name.get("ops"))
+    if not kernels[1] or kernels[0] * 4 >= kernels[1] or (ops[1] and ops[0] * 2 >= ops[1]):
+        return None
+    return Finding(
+        "warning", f"The inputs run different programs: {kernels[0]} of {kernels[1]} kernel "
+        "names are in both" + (f", {ops[0]} of {ops[1]} framework op names" if ops[1] else ""),
+        {"kernels_in_both": kernels[0], "kernel_names": kernels[1],
+         "ops_in_both": ops[0], "op_names": ops[1]},
+        "the changes below compare different work, not one program before and after a "
+        "change: diff two runs of the same model and settings")
+
+
+def _vendor_finding(trace: Trace, a: str, b: str) -> Finding | None:
+    """The inputs ran on GPUs of different vendors: kernel names are each vendor's
+    libraries', so kernels compare poorly; framework ops compare."""
+    devices = trace.devices
+    if not devices.num_rows or "vendor" not in devices.column_names:
+        return None
+    rows = devices.to_pylist()
+    vendors = {src: {r["vendor"] for r in rows if r["source"] == src and r["vendor"]}
+               for src in (a, b)}
+    if not vendors[a] or not vendors[b] or vendors[a] & vendors[b]:
+        return None
+    named = {src: next((r["name"] for r in rows if r["source"] == src and r["name"]
+                        and not r["name"].startswith("GPU ")), ", ".join(sorted(vendors[src])))
+             for src in (a, b)}
+    return Finding(
+        "info", f"The inputs ran on GPUs of different vendors ({named[a]} → {named[b]})",
+        {"baseline_gpu": named[a], "candidate_gpu": named[b]},
+        "kernel names are each vendor's libraries' (hipBLASLt against cuBLAS, template "
+        "arguments that differ): compare the framework ops and the totals, not kernels by name")
 
 
 def _step_finding(trace: Trace, a: str, b: str) -> Finding | None:
