@@ -288,8 +288,11 @@ def test_the_launch_fix_gives_the_traces_launch_rates_not_back_to_back_kernels()
         "kernels/s where the GPU could run 195,314/s)" in launch.suggestion
     # Without rates (no launch calls linked), the reason is said without figures.
     (fix, *_) = fixes_for("launch", Program(gpu=True, api="CUDA"), Facts())
-    assert fix.because == ("the GPU waits for the launch calls: kernels are shorter than the "
-                           "calls that start them")
+    assert fix.because == "the GPU waited for the next launch in these gaps"
+    (fix, *_) = fixes_for("launch", Program(gpu=True, api="CUDA"), Facts(
+        shorter_than_launch_pct=1.8, launches_per_s=123_398, gpu_can_run_per_s=105_176))
+    assert fix.because == ("the GPU waited for the next launch in these gaps (2% of the "
+                           "kernels are shorter than their launch calls)")
 
 
 def test_collective_fixes_follow_the_run_the_trace_declares() -> None:

@@ -443,13 +443,12 @@ def _launch(p: Program, f: Facts) -> list[Fix]:
 
 def _launch_because(f: Facts) -> str:
     """Why launching is the limit, in the trace's own figures where it has them."""
+    short = "" if f.shorter_than_launch_pct is None else \
+        f"{_pct(f.shorter_than_launch_pct)} of the kernels are shorter than their launch calls"
     if f.launches_per_s and f.gpu_can_run_per_s > f.launches_per_s:
-        short = "" if f.shorter_than_launch_pct is None else \
-            f"{_pct(f.shorter_than_launch_pct)} of the kernels are shorter than their launch " \
-            "calls: "
-        return (f"{short}the host launches {f.launches_per_s:,} kernels/s where the GPU could "
-                f"run {f.gpu_can_run_per_s:,}/s")
-    return "the GPU waits for the launch calls: kernels are shorter than the calls that start them"
+        return (f"{short + ': ' if short else ''}the host launches {f.launches_per_s:,} "
+                f"kernels/s where the GPU could run {f.gpu_can_run_per_s:,}/s")
+    return "the GPU waited for the next launch in these gaps" + (f" ({short})" if short else "")
 
 
 def _transfer(p: Program, f: Facts) -> list[Fix]:
