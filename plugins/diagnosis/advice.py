@@ -593,8 +593,9 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
         return _host_exchange_fixes(p, f)
     kind, ns = max(f.collective_ns.items(), key=lambda kv: kv[1]) if total else ("", 0)
     # The kind with the most time sets the fix (the largest lever), the others are named.
-    split = ", ".join(f"{k} {_pct(100 * v / total)}" for k, v in sorted(
-        f.collective_ns.items(), key=lambda kv: -kv[1])[1:3] if v) if total else ""
+    split = ", ".join(f"{'unnamed' if k == 'other' else k} {_pct(100 * v / total)}"
+                      for k, v in sorted(f.collective_ns.items(), key=lambda kv: -kv[1])[1:3]
+                      if v * 100 >= total) if total else ""
     main = (f"{kind} kernels take {_pct(100 * ns / total)} of communication time"
             + (f", then {split}" if split else "")) if total else ""
     if kind == "all-to-all":
