@@ -88,7 +88,7 @@ from tracekit.toolkit import intervals as iv
 SETS_MEMORY = r"(?i)memset|fill"
 CAUSES = ("compute", "communication", "transfer", "sync", "launch", "cpu", "idle-other")
 VERDICTS = {
-    "compute": "GPU-compute-bound",
+    "compute": "GPU-bound (kernels keep the GPU busy)",
     "communication": "communication-bound",
     "transfer": "transfer-bound (memory copies)",
     "sync": "sync-bound (the host waits for the GPU, then the GPU for the host)",
