@@ -36,10 +36,9 @@ class Analysis:
     def write(self, output: str | Path | None, *, force: bool = False) -> list[str]:
         """Write the report to ``output`` (None or ``-``: standard output) under the rules
         of ``tracekit.outputs``; return what the command says about it."""
-        from tracekit.outputs import open_output
+        from tracekit.outputs import write_bytes
 
-        with open_output(output if output is not None else "-", force=force) as stream:
-            stream.write(self.data)
+        write_bytes(output if output is not None else "-", self.data, force=force)
         return [] if output is None or str(output) == "-" else [f"wrote {output}"]
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from tracekit.errors import OutputExistsError, TraceWriteError, UsageError
+from tracekit.errors import OutputExistsError, TracekitError, TraceWriteError, UsageError
 
 STDIO = "-"
 
@@ -183,6 +183,20 @@ def open_output(path: str | os.PathLike[str], *, force: bool = False) -> Iterato
         return
     with _replacing_file(target) as stream:
         yield stream
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes, *, force: bool = False) -> None:
+    """Write ``data`` to the output ``path`` (``-``: standard output) by ``open_output``'s
+    rules; a failed write (a full disk, a quota) is a TraceWriteError naming the output, and a
+    file output is left as it was."""
+    try:
+        with open_output(path, force=force) as stream:
+            stream.write(data)
+    except (TracekitError, BrokenPipeError):
+        raise
+    except OSError as exc:
+        where = "standard output" if os.fspath(path) == "-" else os.fspath(path)
+        raise TraceWriteError(f"{where}: {exc.strerror or exc}") from exc
 
 
 @contextlib.contextmanager

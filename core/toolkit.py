@@ -42,7 +42,7 @@ from tracekit.optimizers import (
     OPTIMIZER_STEP_RANGE,
     optimizer_fix,
 )
-from tracekit.outputs import check_not_input, open_output, preflight
+from tracekit.outputs import check_not_input, open_output, preflight, write_bytes
 from tracekit.pipeline import default_registry
 from tracekit.progress import NO_PROGRESS, Progress
 from tracekit.ranks import (
@@ -178,7 +178,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
                                    "decode_text", "gc_paused", "release_free_memory"]),
     ("Outputs", "For plugin commands that write files: the rules ``tracekit convert`` "
      "follows (no partial outputs, ``--force`` to replace, never an input).",
-     ["preflight", "open_output", "check_not_input"]),
+     ["preflight", "open_output", "write_bytes", "check_not_input"]),
     ("Windows", "For analyzers that look at a part of a trace: ``-O window=START:END`` and "
      "``-O steps=A:B``, with the same rules and help everywhere.",
      ["restrict", "window_of", "time_span", "step_ranges", "STEP_RANGE", "WINDOW_HELP",
@@ -330,4 +330,5 @@ __all__ = [
     "weight_unit",
     "window_of",
     "world_size",
+    "write_bytes",
 ]

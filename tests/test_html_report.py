@@ -202,7 +202,8 @@ def test_report_command_writes_once_and_replaces_with_force(tmp_path, capsys):
     out = tmp_path / "report.html"
     assert main(["report", str(shared_path(*ROCPROF)), "-o", str(out)]) == 0
     first = out.read_bytes()
-    assert first.startswith(b"<!DOCTYPE html>") and b"Bottleneck: GPU-bound (kernels keep the GPU busy)" in first
+    assert first.startswith(b"<!DOCTYPE html>")
+    assert b"Bottleneck: GPU-bound (kernels keep the GPU busy)" in first
     assert "wrote" in capsys.readouterr().err
     assert main(["report", str(shared_path(*ROCPROF)), "-o", str(out)]) == \
         OutputExistsError.exit_code
@@ -434,7 +435,8 @@ def test_analyze_format_html_writes_the_report_page(tmp_path, capsys):
     html = analyzed.read_text()
     assert re.findall(r'<section id="([a-z-]+)">', html) == [
         "verdict", "timeline", "distributions", "summary"]
-    assert "Bottleneck: GPU-bound (kernels keep the GPU busy)" not in html and "<h3>GPU kernels (" in html
+    assert "Bottleneck: GPU-bound (kernels keep the GPU busy)" not in html
+    assert "<h3>GPU kernels (" in html
 
 
 def test_page_without_the_events_leaves_out_their_plots(registry):

@@ -257,3 +257,32 @@ def test_device_paths_are_classified_as_streams_without_writing(tmp_path):
     target = resolve_output(link)
     assert target.kind == "stream" and target.path == link
     assert resolve_output("-").kind == "stdout"
+
+
+def test_a_failed_report_write_is_one_error_and_keeps_the_old_file(tmp_path, monkeypatch,
+                                                                  capsys):
+    """A full disk while a report is written (simulated: the file's fsync fails with ENOSPC):
+    one error naming the output, the file it would have replaced as it was, no temporary file
+    left; the same for the command, as one line and exit code 1."""
+    import errno
+
+    from tracekit.cli import main
+    from tracekit.outputs import write_bytes
+
+    out = tmp_path / "report.txt"
+    out.write_text("the report before")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(TraceWriteError, match=r"report\.txt: No space left on device$"):
+        write_bytes(out, b"a new report", force=True)
+    assert out.read_text() == "the report before"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.txt"]
+    capsys.readouterr()
+    code = main(["analyze", str(FIXTURES / "torch-cpu" / "adamw_cpu.pt.trace.json.gz"), "-o",
+                 str(out), "-f", "-q"])
+    assert code == 1 and out.read_text() == "the report before"
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {out}: No space left on device"]

@@ -153,15 +153,14 @@ def report(
 
     One self-contained file (plotly.js inlined): it opens offline in any browser.
     """
-    from tracekit.toolkit import Progress, open_output
+    from tracekit.toolkit import Progress, write_bytes
 
     started = time.monotonic()
     with Progress(enabled=False if quiet else None) as progress:
         _, reports, page = build_report(inputs, analyzers=analyzer, from_=from_,
                                         options=option, output=output, force=force,
                                         progress=progress)
-    with open_output(output, force=force) as stream:
-        stream.write(page)
+    write_bytes(output, page, force=force)
     if not quiet and str(output) != "-":
         typer.echo(f"wrote {output} in {time.monotonic() - started:.1f}s: {len(page) / 1e6:.1f} "
                    f"MB, {len(reports)} reports ({', '.join(r.analyzer for r in reports)})",
