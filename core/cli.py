@@ -108,9 +108,10 @@ def analyze(
     analyzer: Annotated[list[str], typer.Option(
         "-a", "--analyzer", help="Analyzer to run (repeatable; default: the verdict, and for a "
         "trace without GPU work a CPU report).")] = [],  # noqa: B006
-    format: Annotated[str, typer.Option("--format", help="Report format: text, json, csv "
-                                        "(one table), or one a plugin adds ('tracekit "
-                                        "formats' lists them).")] = "text",
+    format: Annotated[str | None, typer.Option(
+        "--format", help="Report format: text, json, csv (one table), or one a plugin adds "
+        "('tracekit formats' lists them); default: the one -o's extension names (.json, "
+        ".csv, .html), else text.", show_default=False)] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output",
                                                 help="Write the report to a file.")] = None,
     from_: FromOpt = None,

@@ -57,14 +57,27 @@ def report_format_for(name: str, table: str | None = None,
     return cls(cls.Options(table=table) if "table" in fields else None)
 
 
+def report_format_of_output(output: str | Path | None, registry: Registry) -> str | None:
+    """The report format whose extension ends ``output``'s name (``report.json``: json);
+    None for standard output or a name no format claims."""
+    from tracekit.report import report_formats
+
+    if output is None or str(output) == "-":
+        return None
+    name = Path(output).name.lower()
+    return next((n for n, cls in report_formats(registry).items()
+                 if any(name.endswith(ext) for ext in cls.extensions)), None)
+
+
 def analyze_report(inputs: Sequence[str | Path], analyzers: Sequence[str] = (), *,
-                   format: str = "text", table: str | None = None, from_: str | None = None,
+                   format: str | None = None, table: str | None = None, from_: str | None = None,
                    options: Sequence[str] = (), output: str | Path | None = None,
                    force: bool = False, engine: str | None = None, jobs: int | None = None,
                    scheduler: str | None = None, registry: Registry | None = None,
                    progress: Progress = NO_PROGRESS) -> Analysis:
-    """Read ``inputs``, run the analyzers and render the reports as ``format``: what
-    ``tracekit analyze`` does before it writes.
+    """Read ``inputs``, run the analyzers and render the reports as ``format`` (None: the
+    format whose extension ends ``output``, else text): what ``tracekit analyze`` does
+    before it writes.
 
     Without ``analyzers``, what runs is the defaults for the trace, or what the format asks
     for (``ReportFormat.analyzers``). With ``engine``, ``jobs`` or ``scheduler``, or for a
@@ -79,7 +92,8 @@ def analyze_report(inputs: Sequence[str | Path], analyzers: Sequence[str] = (), 
     from tracekit.report import report_formats
 
     registry = registry or default_registry()
-    fmt = report_format_for(format, table, registry)
+    fmt = report_format_for(format or report_format_of_output(output, registry) or "text",
+                            table, registry)
     given = [str(p) for p in inputs]
     if force:  # `analyze trace -f json`: -f is --force, and the format became an input
         names = report_formats(registry)

@@ -358,13 +358,38 @@ def test_unknown_report_format_is_one_line_listing_the_valid_ones(tmp_path, caps
                                        "one; the json format writes every table\n")
 
 
+def test_the_report_format_follows_the_output_name(tmp_path):
+    """-o report.json writes JSON, report.csv CSV (with --table), report.html the HTML
+    report, any other name text; --format still decides where given."""
+    from tracekit.cli import main
+
+    trace = FIXTURES / "torch-cpu" / "adamw_cpu.pt.trace.json.gz"
+    out = tmp_path / "report.json"
+    assert main(["analyze", str(trace), "-o", str(out), "-q"]) == 0
+    assert json.loads(out.read_text())["tracekit_report"] == 1
+    out = tmp_path / "kernels.CSV"
+    assert main(["analyze", str(trace), "-a", "summary", "--table", "ranges", "-o", str(out),
+                 "-q"]) == 0
+    assert out.read_text().splitlines()[0].startswith('"')
+    out = tmp_path / "report.html"
+    assert main(["analyze", str(trace), "-o", str(out), "-q"]) == 0
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    out = tmp_path / "report.out"
+    assert main(["analyze", str(trace), "-o", str(out), "-q"]) == 0
+    assert out.read_text().startswith("Bottleneck: ")
+    out = tmp_path / "forced.json"
+    assert main(["analyze", str(trace), "--format", "text", "-o", str(out), "-q"]) == 0
+    assert out.read_text().startswith("Bottleneck: ")
+
+
 @pytest.mark.slow
 def test_analyze_help_names_the_formats_without_loading_plugins():
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "tracekit", "analyze",
                            "--help"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Report format: text, json, csv (one table), or one a plugin adds ('tracekit " \
-        "formats' lists them)." in " ".join(proc.stdout.split())
+        "formats' lists them); default: the one -o's extension names (.json, .csv, .html), " \
+        "else text." in " ".join(proc.stdout.split())
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
                 if line.startswith("import time:")}
     assert "tracekit.cli" in imported
