@@ -84,6 +84,12 @@ def restrict(trace: Trace, window: str = "", steps: str = "") -> Trace:
         origin = pc.min(timed["ts_ns"]).as_py()
         lo = origin + parse_time(lo_text, "window") if lo_text else None
         hi = origin + parse_time(hi_text, "window") if hi_text else None
+        if lo is not None and hi is not None and hi <= lo:
+            raise OptionError(f"option 'window': '{window}' ends before it starts")
+        last = pc.max(pc.add(timed["ts_ns"], timed["dur_ns"].fill_null(0))).as_py()
+        if lo is not None and lo >= last:
+            raise OptionError(f"option 'window': '{window}' starts after the trace ends (it "
+                              f"spans {_seconds(last - origin)} from its first event)")
     else:
         lo_text, hi_text = _bounds(steps, "steps")
         try:
@@ -115,6 +121,11 @@ def restrict(trace: Trace, window: str = "", steps: str = "") -> Trace:
         inside = pc.and_(inside, pc.or_(pc.greater(end, lo), pc.greater_equal(ev["ts_ns"], lo)))
     metadata = {**trace.metadata, WINDOW_KEY: [lo, hi]}
     return dataclasses.replace(trace, events=ev.filter(pc.or_(keep, inside)), metadata=metadata)
+
+
+def _seconds(ns: int) -> str:
+    """A span as the window's own units take it (``661.2ms``, ``1.5s``)."""
+    return f"{ns / 1e9:g}s" if ns >= 1_000_000_000 else f"{ns / 1e6:g}ms"
 
 
 def time_span(events: pa.Table) -> tuple[int, int] | None:

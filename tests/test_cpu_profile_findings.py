@@ -549,6 +549,28 @@ def test_window_is_shared_by_the_verdict_and_the_cpu_report_and_bounds_the_span(
     assert reports[1].findings[0].evidence["span_ns"] == end - start
 
 
+def test_a_window_that_selects_nothing_is_an_error_not_an_empty_verdict():
+    """A window that ends before it starts, or starts after the trace's last event, would
+    leave no event: 'no GPU activity' would be said of a GPU trace. Both are one-line option
+    errors; the trace's span (first start to last end) is computed here from the JSON."""
+    import gzip
+    import json
+
+    from tracekit.errors import OptionError
+
+    path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    timed = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+             if isinstance(e.get("ts"), (int, float))]
+    span_us = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed)
+    trace = tracekit.read(path)
+    with pytest.raises(OptionError, match=r"^option 'window': '5s:1s' ends before it starts$"):
+        tracekit.analyze(trace, options=["window=5s:1s"])
+    with pytest.raises(OptionError) as caught:
+        tracekit.analyze(trace, options=["window=100s:200s"])
+    assert str(caught.value) == (f"option 'window': '100s:200s' starts after the trace ends "
+                                 f"(it spans {span_us / 1e3:g}ms from its first event)")
+
+
 def test_an_option_of_two_meanings_stays_ambiguous():
     from dataclasses import dataclass, field
 
