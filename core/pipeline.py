@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from tracekit.builder import TraceBuilder
 from tracekit.captures import join_captures as join_process_captures
 from tracekit.captures import untraced_note
@@ -42,7 +44,7 @@ from tracekit.outputs import (
 )
 from tracekit.progress import NO_PROGRESS, Progress
 from tracekit.registry import Registry, load_registry
-from tracekit.report import Report
+from tracekit.report import Report, format_ns
 
 _default_registry: Registry | None = None
 #: ``Trace.metadata`` key: per run folder read, its files that were not read, with why.
@@ -208,6 +210,7 @@ def read(paths: str | Path | Sequence[str | Path], *, format: str | type[Reader]
     # Files of one process captured at different times (a profiler schedule's cycles) are
     # that one process, not ranks: see tracekit.captures.
     trace = concat_traces(traces)
+    _note_unrelated_clocks(trace)
     if join_captures:
         trace = join_process_captures(trace)
     if run.skipped:
@@ -217,6 +220,36 @@ def read(paths: str | Path | Sequence[str | Path], *, format: str | type[Reader]
         # for the reports' notes (see analyze)
         trace.metadata[SKIPPED_FILES] = {k: [list(f) for f in v] for k, v in run.skipped.items()}
     return trace
+
+
+#: Inputs whose times lie further apart than this, one after the other, were recorded on
+#: unrelated clocks (another run, or a tool's own epoch): their times do not line up.
+UNRELATED_CLOCKS_NS = 3600 * 10**9
+
+
+def _note_unrelated_clocks(trace: Trace) -> None:
+    """Warn, on each input that starts more than ``UNRELATED_CLOCKS_NS`` after the inputs
+    before it end, that its times do not line up with theirs."""
+    if len(trace.sources) < 2 or not trace.events.num_rows:
+        return
+    ev = trace.events
+    spans = pa.table({"source": ev["source"].cast(pa.string()), "ts": ev["ts_ns"],
+                      "end": pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))}).group_by(
+        "source", use_threads=False).aggregate([("ts", "min"), ("end", "max")])
+    rows = sorted((r for r in spans.to_pylist() if r["ts_min"] is not None),
+                  key=lambda r: r["ts_min"])
+    end = None
+    for before, row in itertools.pairwise(rows):
+        end = before["end_max"] if end is None else max(end, before["end_max"])
+        apart = row["ts_min"] - end
+        if apart > UNRELATED_CLOCKS_NS:
+            days = apart / 86_400e9
+            far = format_ns(apart) if days < 1 else (f"{days:,.1f} days" if days < 730
+                                                     else f"{days / 365.25:,.1f} years")
+            trace.log.note(row["source"], "clock", f"warning: starts {far} after "
+                           f"the inputs before it end: recorded on an unrelated clock (another "
+                           "run, or a tool's own epoch), so its times do not line up with "
+                           "theirs")
 
 
 def expand_inputs(paths: str | Path | Sequence[str | Path], *,

@@ -392,3 +392,27 @@ def test_inputs_of_different_runs_are_said_not_to_be_one_run(registry):
     [report] = tracekit.analyze(tracekit.read(pair, registry=registry), "ranks",
                                 registry=registry)
     assert not [f for f in report.findings if f.title.startswith("these inputs may not")]
+
+
+@pytest.mark.slow
+def test_inputs_on_unrelated_clocks_are_warned_of(registry):
+    """A PyTorch trace (system clock, ns since the epoch) read with an nsys export (session
+    ns from 0): 53.7 years apart, their times cannot line up on one timeline. Two ranks of
+    one run (their spans overlap) get no such warning."""
+    import sqlite3
+
+    torch = shared_path("torch-trace", "hta", "alexnet_a100_trace.json.gz")
+    nsys = shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite")
+    trace = tracekit.read([torch, nsys], registry=registry)
+    doc = json.loads(gzip.decompress(torch.read_bytes()))
+    first_us = min(e["ts"] for e in doc["traceEvents"] if isinstance(e.get("ts"), (int, float)))
+    with sqlite3.connect(f"file:{nsys}?mode=ro", uri=True) as db:
+        nsys_end = max(db.execute(f"SELECT MAX(end) FROM {t}").fetchone()[0] or 0
+                       for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"))
+    assert first_us * 1000 - nsys_end > 50 * 365 * 86_400 * 10**9  # decades apart
+    notes = {k: v for k, v in trace.log.outcomes.items() if k[1] == "clock"}
+    [(source, _, outcome)] = notes
+    assert source == torch.name and outcome.startswith("warning: starts 53.7 years after the "
+                                                       "inputs before it end")
+    pair = [shared_path("torch-trace", "hta", f"sampled_rank-{i}.json.gz") for i in (0, 1)]
+    assert not [k for k in tracekit.read(pair, registry=registry).log.outcomes if k[1] == "clock"]
