@@ -82,6 +82,11 @@ def detect_format(source: Source, registry: Registry | None = None) -> type[Read
     registry = registry or default_registry()
     ranked = sniff(source, registry)
     if not ranked or ranked[0][0] <= 0:
+        if source.is_stream and (file_only := _file_only_reader(source, registry)):
+            raise FormatDetectionError(
+                f"{source.path}: this looks like {file_only.description}, which tracekit "
+                f"reads from a file only (its reader '{file_only.name}' seeks): save the "
+                "stream to a file and give that")
         what = "directory" if source.is_dir else "stream" if source.is_stream else "file"
         hint = (" (from a stream only formats that are read front to back: "
                 f"{', '.join(_stream_readers(registry))})" if source.is_stream else "")
@@ -92,6 +97,21 @@ def detect_format(source: Source, registry: Registry | None = None) -> type[Read
         raise FormatDetectionError(f"{source.path}: several readers recognise this file "
                                    f"equally well: {tied}; pass --from FORMAT")
     return registry.readers[ranked[0][1]]
+
+
+def _file_only_reader(source: Source, registry: Registry) -> type[Reader] | None:
+    """The reader that cannot read streams but recognises the stream's head best, if any."""
+    best: tuple[float, str] | None = None
+    for name, cls in registry.readers.items():
+        if cls.reads_streams or ("reader", name) in registry.conflicts:
+            continue
+        try:
+            weight = float(cls.sniff(source))
+        except Exception:  # a reader's sniff must not take the others down
+            continue
+        if weight > 0 and (best is None or weight > best[0]):
+            best = (weight, name)
+    return registry.readers[best[1]] if best else None
 
 
 def _stream_readers(registry: Registry) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import tracekit
-from helpers import FIXTURES
+from helpers import FIXTURES, shared_path
 from tracekit.errors import UsageError
 
 TORCH = FIXTURES / "scenarios" / "item_sync.pt.trace.json.gz"
@@ -89,12 +89,30 @@ def test_stream_into_a_reader_that_needs_a_file():
 
 @pytest.mark.slow  # runs the CLI in a new process
 def test_stream_that_no_reader_recognises():
-    proc = _cli("analyze", "-", stdin=b"SQLite format 3\0" + bytes(100))
+    proc = _cli("analyze", "-", stdin=b"\x00\x01binary, no format" + bytes(100))
     assert proc.returncode == 1
     line = proc.stderr.decode().strip()
     assert line.startswith("error: <stdin>: no reader recognises this stream (from a stream "
                            "only formats that are read front to back: ")
     assert "kineto" in line and "perf" in line and "\n" not in line
+
+
+@pytest.mark.slow  # runs the CLI in a new process
+def test_a_stream_of_a_format_read_from_files_only_says_to_save_it():
+    """An SQLite export or a rocprof CSV piped in: the error says what it looks like and to
+    save it to a file, not to pass --from (which would say the same after a second try)."""
+    proc = _cli("analyze", "-", stdin=b"SQLite format 3\0" + bytes(100))
+    assert proc.returncode == 1
+    assert proc.stderr.decode().strip() == (
+        "error: <stdin>: this looks like Nsight Systems SQLite export (nsys export --type "
+        "sqlite), which tracekit reads from a file only (its reader 'nsys' seeks): save the "
+        "stream to a file and give that")
+    csv = shared_path("rocprof-v3", "rocprofiler-sdk-docs", "kernel_trace_2024-07.csv")
+    proc = _cli("analyze", "-", stdin=csv.read_bytes())
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip().startswith(
+        "error: <stdin>: rocprof CSV is read from its file or folder (with the other files of "
+        "its run), not from standard input; save it to a file first")
 
 
 @pytest.mark.slow  # runs the CLI in a new process

@@ -85,8 +85,8 @@ class RocprofCsvReader(tracekit.Reader):
             return 0.0  # binary; a NUL further on is damage the reader reports
         if v1json.is_v1_json(source.head.removeprefix(b"\xef\xbb\xbf")):
             return 0.95  # above the generic Chrome-trace reading
-        if source.is_stream:
-            return 0.0
+        # A CSV on a stream is recognised too, so that the read can say to save it to a file
+        # (a CSV is read with the other files of its run).
         return 0.9 if kind_of(header_of(source.head.decode("utf-8", "replace"))) else 0.0
 
     def read(self, source: Source, out: TraceBuilder) -> None:
