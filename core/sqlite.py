@@ -17,8 +17,10 @@ INTEGER column. The rules, the same for every reader built on this module:
 
 from __future__ import annotations
 
+import gzip
 import re
 import sqlite3
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from functools import cached_property
@@ -58,6 +60,35 @@ def reason(exc: BaseException) -> str:
     return text
 
 
+def check_sqlite_file(path: Path) -> None:
+    """Raise a TraceReadError naming what ``path`` is when it is no SQLite file: gzip data
+    (SQLite is read in place, so it must be uncompressed), or anything else."""
+    try:
+        with path.open("rb") as f:
+            magic = f.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise TraceReadError(f"cannot open: {exc.strerror or exc}", path=path) from exc
+    if gzipped_sqlite(path):
+        raise TraceReadError("gzip-compressed: an SQLite database is read in place, so "
+                             "uncompress it first (gunzip)", path=path)
+    if magic and magic != SQLITE_MAGIC:
+        raise TraceReadError("not an SQLite file (it does not start with 'SQLite format 3')",
+                             path=path)
+
+
+def gzipped_sqlite(path: Path) -> bool:
+    """Whether ``path`` is an SQLite file compressed with gzip (SQLite reads files in place:
+    it must be uncompressed first)."""
+    try:
+        with path.open("rb") as raw:
+            if raw.read(2) != b"\x1f\x8b":
+                return False
+        with gzip.open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except (OSError, EOFError, zlib.error):
+        return False
+
+
 class SqliteInput:
     """One SQLite file, opened read-only; closes with ``close()`` or as a context manager.
 
@@ -71,6 +102,7 @@ class SqliteInput:
         self._arrow = None
         if path.is_dir():
             raise TraceReadError("is a directory, not an SQLite database", path=path)
+        check_sqlite_file(path)
         try:
             self.sql = sqlite3.connect(read_only_uri(path), uri=True)
         except sqlite3.Error as exc:

@@ -114,6 +114,7 @@ if TYPE_CHECKING:
     from tracekit.sqlite import (
         SQLITE_MAGIC,
         SqliteInput,
+        gzipped_sqlite,
         int_or_none,
         table_names,
         text_or_none,
@@ -123,7 +124,8 @@ if TYPE_CHECKING:
 # The SQLite helpers load the ADBC driver (and pyarrow.dataset with it): only on first use.
 _SQLITE = {"SQLITE_MAGIC": "SQLITE_MAGIC", "SqliteInput": "SqliteInput",
            "int_or_none": "int_or_none", "table_names": "table_names",
-           "text_or_none": "text_or_none", "sqlite_column": "column"}
+           "text_or_none": "text_or_none", "sqlite_column": "column",
+           "gzipped_sqlite": "gzipped_sqlite"}
 
 
 def __getattr__(name: str) -> Any:
@@ -160,7 +162,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
         "SAMPLE_COLUMNS", "sample_weights", "weight_unit", "time_event", "TIME_EVENTS",
         "event_base", "demangle", "base_function", "is_kernel", "thread_names", "idle_rows"]),
     ("SQLite inputs", "", ["SqliteInput", "sqlite_column", "table_names", "int_or_none",
-                           "text_or_none", "SQLITE_MAGIC"]),
+                           "text_or_none", "SQLITE_MAGIC", "gzipped_sqlite"]),
     ("Runs of ranks", "One rule for every component that looks across the ranks of a run: "
      "which rank each input is, which kernels are collectives and how they match across "
      "ranks, and the offsets that align ranks recorded on different hosts.",
@@ -285,6 +287,7 @@ __all__ = [
     "format_ns",
     "gc_paused",
     "grouped_stats",
+    "gzipped_sqlite",
     "idle_rows",
     "input_ranks",
     "int_or_none",

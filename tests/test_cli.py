@@ -30,14 +30,24 @@ def _bad_inputs(tmp_path: Path) -> dict[str, Path]:
     truncated.write_bytes(CPU_TRACE.read_bytes()[:4000])
     png = tmp_path / "picture.json"
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    nsys_gz = tmp_path / "report.sqlite.gz"
+    nsys_gz.write_bytes(gzip.compress(shared_path(
+        "nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite").read_bytes()))
+    csv_gz = tmp_path / "kernel_trace.csv.gz"
+    csv_gz.write_bytes(gzip.compress(shared_path(
+        "rocprof-v3", "rocprofiler-sdk-docs", "kernel_trace_2024-07.csv").read_bytes()))
     return {"missing": tmp_path / "nope.json", "empty": empty, "truncated": truncated,
-            "png": png}
+            "png": png, "nsys_gz": nsys_gz, "csv_gz": csv_gz}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case,message", [
     ("missing", "no such file"), ("empty", "file is empty"),
     ("truncated", "truncated"), ("png", "no reader recognises this file"),
+    ("nsys_gz", "gzip-compressed: an Nsight Systems export is read in place, so uncompress it "
+                "first (gunzip)"),
+    ("csv_gz", "gzip-compressed: a rocprof CSV is read in place, with the other files of its "
+               "run, so uncompress it first (gunzip)"),
 ])
 def test_bad_input_exits_1_with_one_line_and_no_output(tmp_path, case, message):
     path = _bad_inputs(tmp_path)[case]

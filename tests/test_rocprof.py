@@ -764,3 +764,23 @@ def test_pc_sampling_file_in_a_run_folder_is_counted_as_pc_samples(tmp_path, reg
                 if k == "run_pc_sampling_host_trap.csv"}
     assert outcomes == {("run_pc_sampling_host_trap.csv",
                          "skipped: PC samples, which tracekit does not read"): 2}
+
+
+def test_a_database_that_is_not_sqlite_or_is_gzipped_is_named_so(tmp_path, registry):
+    """--from rocprof-db on a JSON file is 'not an SQLite file', not 'damaged'; a gzipped
+    rocpd database is told to be uncompressed."""
+    import gzip
+
+    import tracekit.errors
+
+    json_file = tmp_path / "trace.json"
+    json_file.write_text('{"traceEvents": []}')
+    with pytest.raises(tracekit.errors.TraceReadError,
+                       match=r"not an SQLite file \(it does not start with 'SQLite format 3'\)"):
+        tracekit.read(json_file, format="rocprof-db", registry=registry)
+    db_gz = tmp_path / "results.db.gz"
+    db_gz.write_bytes(gzip.compress(shared_path("bonus", "rocpd-sqlite",
+                                                "hgliu_15_results.db").read_bytes()))
+    with pytest.raises(tracekit.errors.TraceReadError,
+                       match=r"gzip-compressed: an SQLite database is read in place"):
+        tracekit.read(db_gz, format="rocprof-db", registry=registry)

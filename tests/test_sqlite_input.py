@@ -103,8 +103,16 @@ def test_directories_and_other_files(tmp_path):
     text.write_text("hello, not a database\n" * 10)
     with pytest.raises(TraceReadError) as info:
         SqliteInput(text)
-    assert str(info.value) == (f"{text}: not a readable SQLite database: file is not a "
-                               "database (the file is damaged or truncated)")
+    # Not one: said so from its first bytes, not as a damaged database.
+    assert str(info.value) == (f"{text}: not an SQLite file (it does not start with "
+                               "'SQLite format 3')")
+    # One whose header is there but whose pages are not: damaged.
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(b"SQLite format 3\0" + bytes(range(256)) * 8)
+    with pytest.raises(TraceReadError) as info:
+        SqliteInput(damaged)
+    assert str(info.value).startswith(f"{damaged}: not a readable SQLite database: ")
+    assert str(info.value).endswith("(the file is damaged or truncated)")
 
 
 def test_reason_and_scalar_helpers():

@@ -28,7 +28,13 @@ from tracekit.plugins.nsys.db import (
     decode_tid,
     fill_names,
 )
-from tracekit.toolkit import SQLITE_MAGIC, int_or_none, table_names, text_or_none
+from tracekit.toolkit import (
+    SQLITE_MAGIC,
+    gzipped_sqlite,
+    int_or_none,
+    table_names,
+    text_or_none,
+)
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 KNOWN_SCHEMA_MAJOR = 3
@@ -87,7 +93,11 @@ class NsysReader(tracekit.Reader):
 
     def _read_export(self, path: Path, out: TraceBuilder) -> None:
         with path.open("rb") as f:
-            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+            magic = f.read(len(SQLITE_MAGIC))
+            if magic != SQLITE_MAGIC and gzipped_sqlite(path):
+                raise TraceReadError("gzip-compressed: an Nsight Systems export is read in "
+                                     "place, so uncompress it first (gunzip)", path=path)
+            if magic != SQLITE_MAGIC:
                 raise TraceReadError("not an SQLite file, so not an Nsight Systems export "
                                      f"({_EXPORT_HELP})", path=path)
         with ExportDatabase(path) as db:

@@ -115,6 +115,10 @@ class RocprofCsvReader(tracekit.Reader):
                          "records" if other.name == "results.db" else
                          "skipped: not read (the folder's results.json was)", 1)
             return
+        if source.compression == "gzip":
+            raise TraceReadError("gzip-compressed: a rocprof CSV is read in place, with the "
+                                 "other files of its run, so uncompress it first (gunzip)",
+                                 path=source.path)
         paths = input_files(source)
         files: list[CsvFile] = []
         for path in paths:
