@@ -416,8 +416,22 @@ def route_options(pairs: Sequence[str], reader_cls: type[Reader] | None,
     if reader_cls is not None:
         routed = split_options(pairs, [reader_cls, *consumers])
         return routed[0], [p for group in routed[1:] for p in group]
+    for pair in pairs:
+        if "=" not in pair:
+            raise OptionError(f"option '{pair}' is not of the form key=value")
     mine = [p for p in pairs if any(addressed_key(c, p.partition("=")[0]) for c in consumers)]
-    return [p for p in pairs if p not in mine], mine
+    rest = [p for p in pairs if p not in mine]
+    readers = default_registry().readers.values() if rest else ()
+    for pair in rest:
+        key = pair.partition("=")[0]
+        if not any(addressed_key(r, key) for r in readers):
+            valid = sorted({f"{c.name}.{f.name}" for c in consumers
+                            for f in dataclasses.fields(c.Options)})
+            kinds = sorted({f"{c.kind} {c.name}" for c in consumers})
+            raise OptionError(f"unknown option '{key}': no reader takes it, nor "
+                              f"{', '.join(kinds) or 'anything else'} (valid: "
+                              f"{', '.join(valid) or 'none'}; readers': 'tracekit formats')")
+    return rest, mine
 
 
 def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,

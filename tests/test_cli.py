@@ -69,7 +69,14 @@ def test_debug_shows_the_traceback(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (["convert", "IN", "-o", "out.xyz"], "cannot tell the output format"),
-    (["convert", "IN", "-o", "out.pftrace", "-O", "bogus=1"], "unknown option 'bogus'"),
+    (["convert", "IN", "-o", "out.pftrace", "-O", "bogus=1"],
+     "error: unknown option 'bogus': no reader takes it, nor writer perfetto (valid: "
+     "perfetto.align, perfetto.args, perfetto.flows; readers': 'tracekit formats')"),
+    (["analyze", "IN", "-a", "summary", "-O", "bogus=1"],
+     "error: unknown option 'bogus': no reader takes it, nor analyzer summary (valid: "
+     "summary.limit; readers': 'tracekit formats')"),
+    (["analyze", "IN", "-O", "noequals"], "error: option 'noequals' is not of the form "
+                                          "key=value"),
     (["convert", "IN", "-o", "out.pftrace", "--to", "nope"], "no writer named 'nope'"),
     (["analyze", "IN", "-a", "nope"], "no analyzer named 'nope'"),
     (["analyze", "IN", "-f", "json"], "json: no such file; -f is --force (replace an output): "
