@@ -28,6 +28,7 @@ from tracekit.toolkit import (
     fields,
     launch_links,
     mix64,
+    plural,
     release_free_memory,
 )
 
@@ -256,8 +257,8 @@ def nothing_to_draw(rows: int, kinds: list[str], result: tracekit.WriteResult) -
         return "nothing to draw: the input has no events"
     untimed = result.skipped.get(_UNTIMED, 0)
     if untimed == rows:
-        what = "samples" if kinds == ["sample"] else "events"
-        return f"nothing to draw: no event has a timestamp ({untimed} {what} without one)"
+        what = plural(untimed, "sample" if kinds == ["sample"] else "event")
+        return f"nothing to draw: no event has a timestamp ({what} without one)"
     return "nothing to draw: " + ", ".join(f"{n} {reason}"
                                            for reason, n in result.skipped.items())
 
