@@ -324,14 +324,19 @@ def source_names(paths: Sequence[str | Path]) -> list[str]:
 
 
 def writer_for_path(path: str | Path, registry: Registry | None = None) -> type[Writer]:
-    """Return the writer whose extension matches ``path`` (longest match wins)."""
+    """Return the writer whose extension matches ``path`` (longest match wins), or, for a
+    name ending in ``.gz``, the file writer whose extension ends the rest of it."""
     registry = registry or default_registry()
     name = Path(path).name.lower()
     best: tuple[int, type[Writer]] | None = None
-    for cls in registry.writers.values():
-        for ext in cls.extensions:
-            if name.endswith(ext) and (best is None or len(ext) > best[0]):
-                best = (len(ext), cls)
+    # A name ending in .gz is any file writer's output, gzip-compressed (see ``write``).
+    for candidate in (name, name[:-3] if name.endswith(".gz") else None):
+        for cls in registry.writers.values() if candidate and best is None else ():
+            if candidate != name and issubclass(cls, DirectoryWriter):
+                continue
+            for ext in cls.extensions:
+                if candidate.endswith(ext) and (best is None or len(ext) > best[0]):
+                    best = (len(ext), cls)
     if best is None:
         known = ", ".join(f"{n} ({', '.join(c.extensions)})" for n, c in registry.writers.items())
         raise UsageError(f"cannot tell the output format from '{Path(path).name}'; "

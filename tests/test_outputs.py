@@ -167,6 +167,13 @@ def test_gzip_outputs_for_any_writer(tmp_path, registry):
     out = tmp_path / "t.pftrace.gz"
     tracekit.write(trace, out, format="perfetto", registry=registry)
     assert gzip.decompress(out.read_bytes())[:1] == b"\x0a"
+    # The name says the format too: .pftrace.gz is Perfetto, gzip-compressed.
+    from tracekit.pipeline import writer_for_path
+
+    assert writer_for_path("t.pftrace.gz", registry).name == "perfetto"
+    assert writer_for_path("t.json.gz", registry).name == "chrome-json"
+    with pytest.raises(tracekit.UsageError, match="cannot tell the output format"):
+        writer_for_path("t.parquet.gz", registry)  # a directory: not compressed
 
 
 def _perfetto_json_arrows(events: list[dict]) -> list[tuple[dict, dict]]:
