@@ -197,8 +197,13 @@ def conversion_lines(trace: Trace, result: WriteResult) -> list[str]:
     skipped = sorted(result.skipped.items())
     out += [f"warning: {n:,} events not written: {reason}"
             for reason, n in skipped if not fields.is_field_skip(reason)]
+    # One line per reason and count: the columns a CPU sample cannot carry, said once.
+    columns: dict[tuple[int, str], list[str]] = {}
     for key, n in skipped:
         if fields.is_field_skip(key):
             column, _, why = key.removeprefix(fields.FIELD_PREFIX).partition(": ")
-            out.append(f"warning: {n:,} events written without their {column}: {why}")
+            columns.setdefault((n, why), []).append(column)
+    for (n, why), names in columns.items():
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        out.append(f"warning: {n:,} events written without their {listed}: {why}")
     return out

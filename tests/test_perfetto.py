@@ -569,3 +569,20 @@ def test_nest_slices_keeps_a_lane_open_until_a_later_overlap_looks_at_it():
         assert g.tolist() == w.tolist()
     assert got[0].tolist() == [0, 1, 0, 2, 6, 6, 3, 3, 2, 4, 1, 5, 4, 5]
     assert got[2].tolist() == [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1]
+
+
+def test_columns_left_out_for_one_reason_are_said_in_one_line(tmp_path, registry):
+    """saxpy's 5,451 nsys CPU samples are written without their args, name and value (a
+    PerfSample carries none): one warning, not one per column."""
+    import sqlite3
+
+    from tracekit.overview import conversion_lines
+
+    path = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        [(samples,)] = db.execute("SELECT COUNT(*) FROM COMPOSITE_EVENTS").fetchall()
+    trace = tracekit.read(path, registry=registry)
+    result = tracekit.write(trace, tmp_path / "s.pftrace", registry=registry)
+    lines = [line for line in conversion_lines(trace, result) if "written without" in line]
+    assert lines == [f"warning: {samples:,} events written without their args, name and value: "
+                     "a CPU sample carries no annotations in Perfetto"]
