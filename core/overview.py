@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.compute as pc
 from tracekit import fields
 from tracekit.inputs import STDIN, Source
+from tracekit.model import SYNTHETIC_ID_MAX
 from tracekit.options import describe_options
 from tracekit.pipeline import default_registry, read, sniff
 
@@ -55,7 +56,11 @@ class Description:
         out.append(f"  events     {self.events:,}")
         out += [f"    {category:<18} {kind:<8} {n:>10,}" for category, kind, n in self.categories]
         out += [f"  device {device}: {name or '?'}" for device, name in self.devices]
-        out += [f"  process {pid}: {name or '?'}" + (f" rank {rank}" if rank is not None else "")
+        out += [(f"  process {pid}: {name or '?'}" if pid is None or pid > SYNTHETIC_ID_MAX
+                 # a number the reader made up for a process the trace names only
+                 else f"  process {name} (no pid in the trace)"
+                 if name and name != "(no pid)" else "  process without a pid")
+                + (f" rank {rank}" if rank is not None else "")
                 for pid, name, rank in self.processes]
         out.append("  input records:")
         out += [f"    {kind:<28} {n:>10,}  {outcome}" for kind, outcome, n in self.records]

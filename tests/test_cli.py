@@ -412,3 +412,16 @@ def test_analyze_help_names_the_formats_without_loading_plugins():
     assert "tracekit.cli" in imported
     assert not {m for m in imported if m.split(".")[0] in ("pyarrow", "pluggy")
                 or m.startswith(("tracekit.plugins", "tracekit.registry", "tracekit.report"))}
+
+
+def test_info_shows_no_made_up_pid_for_a_process_the_trace_names_only():
+    """alexnet's Kineto metadata names processes 'Traces' and 'Spans' with no numeric pid;
+    the reader gives them synthetic ids, which info does not print as pids."""
+    from tracekit.overview import describe
+
+    lines = describe(shared_path("torch-trace", "hta", "alexnet_a100_trace.json.gz")).lines()
+    processes = [line.strip() for line in lines if line.startswith("  process ")]
+    assert processes == ["process without a pid rank 0",
+                         "process Traces (no pid in the trace) rank 0",
+                         "process Spans (no pid in the trace) rank 0",
+                         "process 2869224: python3.10 rank 0"]
