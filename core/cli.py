@@ -122,7 +122,8 @@ def analyze(
         "--engine", help="Analyze each input in its own task, on 'local' processes or 'dask' "
         "(a local Dask cluster): for runs of many ranks (default analyzer: ranks).")] = None,
     jobs: Annotated[int | None, typer.Option(
-        "--jobs", "-j", help="Tasks at once with --engine (default: one per CPU).")] = None,
+        "--jobs", "-j", min=1, help="Tasks at once with --engine (default: one per CPU).")
+    ] = None,
     scheduler: Annotated[str | None, typer.Option(
         "--scheduler", help="A running Dask scheduler to use (tcp://host:8786).")] = None,
     table: Annotated[str | None, typer.Option(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -45,11 +46,13 @@ def parse_options(component: type, pairs: Iterable[str], *, label: str | None = 
         if key not in fields:
             valid = ", ".join(fields) or "none"
             raise OptionError(f"{label}: unknown option '{key}' (valid: {valid})")
-        values[key] = _convert(label, key, raw, hints[key])
+        values[key] = _convert(label, key, raw, hints[key], fields[key].metadata.get("min", 0))
     return options_cls(**values)
 
 
-def _convert(label: str, key: str, raw: str, hint: Any) -> Any:
+def _convert(label: str, key: str, raw: str, hint: Any, least: float = 0) -> Any:
+    """``raw`` as the option's type; a number must be finite and at least ``least`` (the
+    field's ``metadata["min"]``, 0 where it says none)."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     target = args[0] if args and typing.get_origin(hint) is not None else hint
     try:
@@ -61,7 +64,14 @@ def _convert(label: str, key: str, raw: str, hint: Any) -> Any:
                 return False
             raise ValueError("expected true or false")
         if target in (int, float):
-            return target(raw)
+            try:
+                value = target(raw)
+            except ValueError:
+                raise ValueError("expected a whole number" if target is int else
+                                 "expected a number") from None
+            if not math.isfinite(value) or value < least:
+                raise ValueError(f"expected a number of at least {least:g}")
+            return value
         return raw
     except ValueError as exc:
         raise OptionError(f"{label}: option '{key}={raw}': {exc}") from None

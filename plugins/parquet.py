@@ -96,6 +96,7 @@ class ParquetWriter(tracekit.DirectoryWriter):
         compression: str = field(default="zstd", metadata={
             "help": "Parquet codec: zstd, snappy, gzip, lz4 or none"})
         row_group_size: int = field(default=131_072, metadata={
+            "min": 1,
             "help": "rows per row group (what a streamed conversion holds at most)"})
 
         def __post_init__(self) -> None:

@@ -77,6 +77,11 @@ def test_debug_shows_the_traceback(tmp_path):
      "summary.limit; readers': 'tracekit formats')"),
     (["analyze", "IN", "-O", "noequals"], "error: option 'noequals' is not of the form "
                                           "key=value"),
+    (["analyze", "IN", "-O", "min_share_pct=-5"], "error: analyzer 'bottleneck': option "
+     "'min_share_pct=-5': expected a number of at least 0"),
+    (["analyze", "IN", "-O", "top=2.5"], "option 'top=2.5': expected a whole number"),
+    (["convert", "IN", "-o", "out.parquet", "-O", "row_group_size=0"], "error: writer "
+     "'parquet': option 'row_group_size=0': expected a number of at least 1"),
     (["convert", "IN", "-o", "out.pftrace", "--to", "nope"], "no writer named 'nope'"),
     (["analyze", "IN", "-a", "nope"], "no analyzer named 'nope'"),
     (["analyze", "IN", "-f", "json"], "json: no such file; -f is --force (replace an output): "

@@ -526,6 +526,7 @@ class GapsAnalyzer(tracekit.Analyzer):
         launch_gap_us: float = field(default=50.0, metadata={
             "help": "host time between launches up to which a gap counts as launch overhead"})
         utilization_bins: int = field(default=500, metadata={
+            "min": 1,
             "help": "convert --annotate: time bins of the GPU busy % counter per device"})
         window: str = field(default="", metadata={
             "help": WINDOW_HELP})

@@ -42,6 +42,7 @@ class PerfScriptReader(tracekit.Reader):
     @dataclass(frozen=True)
     class Options:
         batch_rows: int = field(default=50_000, metadata={
+            "min": 1,
             "help": "rows per Arrow batch while streaming"})
 
     @classmethod
