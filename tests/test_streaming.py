@@ -244,7 +244,8 @@ def test_a_row_group_size_below_one_is_refused_before_reading(size, tmp_path, re
     failed after the read. Both now refuse it up front, as a usage error."""
     for stream in (True, False):
         with pytest.raises(tracekit.OptionError,
-                           match=f"row_group_size must be at least 1, not {size}$"):
+                           match=f"option 'row_group_size={size}': expected a number of at "
+                                 "least 1$"):
             convert(shared_path(*PERF.split("/")), tmp_path / "x.parquet",
                     options=[f"row_group_size={size}"], registry=registry, stream=stream)
     assert os.listdir(tmp_path) == []
