@@ -1186,3 +1186,17 @@ def test_deltatime_cut_at_its_start_is_a_warning(how, tmp_path, registry, monkey
     [(note, count)] = [(k, v) for k, v in notes.items() if "go back" in k]
     assert count == back > 0 and "--deltatime" in note
     assert not any("rebuilt" in k for k in notes)
+
+
+def test_a_file_cut_short_is_warned_of(tmp_path, registry):
+    """A perf script file whose last byte is no line break was cut (head -c, a copy taken
+    while perf wrote it): its last sample may be incomplete, and a warning says so. Whole
+    files, the recorded ones and the real fixtures, end every line and get no such warning."""
+    whole = shared_path("perf-script", "speedscope", "system-wide.linux-perf.txt")
+    cut = tmp_path / "cut.perf"
+    cut.write_bytes(whole.read_bytes()[:5000])
+    assert not cut.read_bytes().endswith(b"\n")
+    warning = ("samples", "warning: the last line has no line break: the file may be cut "
+               "short, and its last sample incomplete")
+    assert tracekit.read(cut, registry=registry).log.outcomes[("cut.perf", *warning)] == 1
+    assert (whole.name, *warning) not in tracekit.read(whole, registry=registry).log.outcomes

@@ -9,6 +9,7 @@ pipe (``perf script | tracekit convert -``) works.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,9 @@ class PerfScriptReader(tracekit.Reader):
                 where = f" ({skipped} skipped; line {line}: {reason})"
             raise TraceReadError(f"no perf script samples found{where}", path=source.path,
                                  reader=self.name)
+        if _cut_short(source):
+            out.note("samples", "warning: the last line has no line break: the file may be "
+                     "cut short, and its last sample incomplete")
         self._side_tables(parser, out)
         out.metadata.update({"format": "perf script", "tool": "perf",
                              "clock": CLOCK,
@@ -230,6 +234,20 @@ def _strong(line: str) -> bool:
     header = parse_header(line)
     return isinstance(header, Header) and not header.weak and (
         header.tid is not None or header.event is not None)
+
+
+def _cut_short(source: Source) -> bool:
+    """Whether a plain file's last byte is not a line break: perf script ends every line, so
+    the file was cut (copied while written, ``head -c``). Streams and gzip files are not
+    checked: their end cannot be read again."""
+    if source.is_stream or source.compression or not source.size:
+        return False
+    try:
+        with open(source.path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 @tracekit.hookimpl
