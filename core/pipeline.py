@@ -87,6 +87,8 @@ def detect_format(source: Source, registry: Registry | None = None) -> type[Read
                 f"{source.path}: this looks like {file_only.description}, which tracekit "
                 f"reads from a file only (its reader '{file_only.name}' seeks): save the "
                 "stream to a file and give that")
+        if source.is_dir and not any(p.is_file() for p in source.path.rglob("*")):
+            raise FormatDetectionError(f"{source.path}: the directory holds no files")
         what = "directory" if source.is_dir else "stream" if source.is_stream else "file"
         hint = (" (from a stream only formats that are read front to back: "
                 f"{', '.join(_stream_readers(registry))})" if source.is_stream else "")
@@ -338,9 +340,11 @@ def writer_for_path(path: str | Path, registry: Registry | None = None) -> type[
                 if candidate.endswith(ext) and (best is None or len(ext) > best[0]):
                     best = (len(ext), cls)
     if best is None:
-        known = ", ".join(f"{n} ({', '.join(c.extensions)})" for n, c in registry.writers.items())
-        raise UsageError(f"cannot tell the output format from '{Path(path).name}'; "
-                         f"pass --to FORMAT (known: {known})")
+        known = ", ".join(f"{n} ({', '.join(c.extensions)})" for n, c in registry.writers.items()
+                          if c.extensions)
+        what = " (an existing directory)" if Path(path).is_dir() else ""
+        raise UsageError(f"cannot tell the output format from '{Path(path).name}'{what}; "
+                         f"name the file with an extension or pass --to FORMAT (known: {known})")
     return best[1]
 
 

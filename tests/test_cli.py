@@ -430,3 +430,19 @@ def test_info_shows_no_made_up_pid_for_a_process_the_trace_names_only():
                          "process Traces (no pid in the trace) rank 0",
                          "process Spans (no pid in the trace) rank 0",
                          "process 2869224: python3.10 rank 0"]
+
+
+def test_an_empty_folder_and_a_folder_as_output_are_named_so(tmp_path, capsys):
+    from tracekit.cli import main
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["analyze", str(empty)]) == 1
+    assert capsys.readouterr().err == f"error: {empty}: the directory holds no files\n"
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["convert", str(CPU_TRACE), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: cannot tell the output format from 'out' (an existing directory); name the "
+        "file with an extension or pass --to FORMAT (known: chrome-json (.json, .json.gz), ")
+    assert list(out.iterdir()) == []
