@@ -466,3 +466,37 @@ def test_a_collectives_kind_comes_from_the_host_range_that_launched_it() -> None
     assert "(all-to-all kernels take 46% of communication time, then all-reduce 27%, " \
         "all-gather 27%)" in comm.suggestion
     assert "TrainPipelineSparseDist" in comm.suggestion
+
+
+def test_exchange_calls_inside_the_cpu_gaps_get_their_share_and_fix() -> None:
+    """pipit saxpy: a quarter of the host time in the cpu gaps is in MPI_Send/MPI_Recv (each
+    gap is mostly other host code, so the gaps stay cpu). The time is computed here from the
+    SQLite's NVTX ranges named MPI_*, intersected with the cpu gaps."""
+    import sqlite3
+
+    from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps
+
+    path = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
+    trace = tracekit.read(path)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        first_kernel = db.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+                                  ).fetchone()[0]
+        named = db.execute("SELECT start, end, coalesce(text, (SELECT value FROM StringIds "
+                           "WHERE id = textId)) FROM NVTX_EVENTS WHERE end IS NOT NULL"
+                           ).fetchall()
+    ranges = [(s, e) for s, e, name in named if name in ("MPI_Send", "MPI_Recv")]
+    kernels = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()),
+                                           "gpu.kernel"))
+    shift = min(kernels["ts_ns"].to_pylist()) - first_kernel
+    [gaps] = all_gaps(trace, 50.0)
+    cpu = [(int(lo), int(hi)) for lo, hi, c in zip(gaps.lo, gaps.hi, gaps.cause, strict=True)
+           if c == CAUSES.index("cpu")]
+    inside = sum(max(0, min(hi, e + shift) - max(lo, s + shift))
+                 for lo, hi in cpu for s, e in ranges)  # the MPI ranges do not overlap
+    (report,) = tracekit.analyze(trace, "bottleneck")
+    [finding] = [f for f in report.findings if f.title.startswith("cpu:")]
+    assert finding.evidence["in_exchange_calls_ns"] == inside
+    share = round(100 * inside / sum(hi - lo for lo, hi in cpu))
+    assert share == 24
+    assert report.findings[0].suggestion.endswith(
+        f"({share}% of the host time in these gaps is in exchange calls (MPI_Send, MPI_Recv))")

@@ -54,6 +54,7 @@ class Facts:
     cpu_gap_ns: int = 0
     gap_ops: dict[str, int] = field(default_factory=dict)  # outermost op -> ns of cpu gaps
     gap_samples: str = ""  # the leaf functions of the CPU samples taken in the cpu gaps
+    cpu_gap_exchange_ns: int = 0  # of the cpu gaps, the host's time in exchange calls (MPI)
     # transfer
     pageable_copies: int = 0
     pageable_time_pct: float = 0.0
@@ -178,6 +179,8 @@ def _pct(value: float) -> str:
     return f"{value:.0f}%"
 
 
+# Exchange calls (MPI, collectives) covering this share of the cpu gaps get a fix of their own.
+EXCHANGE_IN_CPU_PCT = 10
 # Gaps between kernels already queued, this short at the median and at least this many, are
 # the GPU's dispatch cost per kernel (a few µs), not a wait for something else.
 DISPATCH_GAP_NS = 10_000
@@ -367,6 +370,15 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         if place == "memory management":
             out.append(Fix("allocate once outside the loop and reuse the buffers (or a "
                            f"stream-ordered pool, {_runtime(p, 'MallocAsync')})", because))
+    if f.cpu_gap_ns and f.cpu_gap_exchange_ns * 100 >= f.cpu_gap_ns * EXCHANGE_IN_CPU_PCT:
+        calls = f" ({f.host_exchange_calls})" if f.host_exchange_calls else ""
+        out.append(Fix(
+            "overlap the exchange with GPU work: " + (
+                "non-blocking MPI_Isend/Irecv while the kernels run, and CUDA-aware MPI "
+                "(GPUDirect) instead of staging through host copies" if p.mpi else
+                "start the collectives asynchronously (async_op=True) and wait late"),
+            f"{_pct(100 * f.cpu_gap_exchange_ns / f.cpu_gap_ns)} of the host time in these "
+            f"gaps is in exchange calls{calls}"))
     return out
 
 

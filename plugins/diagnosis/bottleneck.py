@@ -56,7 +56,9 @@ from tracekit.plugins.diagnosis.gaps import (
     HOST_CONTEXT,
     Gaps,
     all_gaps,
+    covered_by,
     gap_context,
+    host_calls,
     host_context,
     host_ops_during,
 )
@@ -549,9 +551,26 @@ class Evidence:
 
     def _cpu(self) -> dict[str, Any]:
         out = self._gap_evidence("cpu")
+        if self._cpu_gap_exchange_ns:
+            out["in_exchange_calls_ns"] = self._cpu_gap_exchange_ns
         if self._gap_samples:
             out["cpu_samples_in_gaps"] = self._gap_samples.describe()
         return out
+
+    @functools.cached_property
+    def _cpu_gap_exchange_ns(self) -> int:
+        """The ns of the cpu gaps the launching processes spent in exchange calls (MPI,
+        collectives: gaps.HOST_COMMUNICATION), where under half of a gap each (a gap mostly
+        in them is a communication gap)."""
+        exchange = host_calls(self.activity, HOST_COMMUNICATION)
+        calls, code, total = self.activity.calls, GAP_CAUSES.index("cpu"), 0
+        for g in self.per_device:
+            sel = g.cause == code
+            work = g.timeline.work
+            pids = np.unique(calls.pid[work.api[work.api >= 0]])
+            covered = covered_by(exchange, work.source_code, pids, g.lo[sel], g.hi[sel])
+            total += int(covered.sum()) if covered is not None else 0
+        return total
 
     @functools.cached_property
     def _gap_samples(self) -> GapSamples | None:
@@ -664,6 +683,9 @@ class Evidence:
             f.cpu_gap_ns += int(g.dur[g.cause == cpu].sum())
         if f.cpu_gap_ns and self._gap_samples:
             f.gap_samples = self._gap_samples.describe()
+        if f.cpu_gap_ns and self._cpu_gap_exchange_ns:
+            f.cpu_gap_exchange_ns = self._cpu_gap_exchange_ns
+            f.host_exchange_calls = f.host_exchange_calls or self._host_exchange_calls()
         # The CONTEXT_GAPS largest cpu and launch gaps; ties keep the order cause, device, gap.
         durs, owners, index = [], [], []
         for code in (GAP_CAUSES.index("cpu"), GAP_CAUSES.index("launch")):
