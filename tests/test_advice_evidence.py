@@ -500,3 +500,29 @@ def test_exchange_calls_inside_the_cpu_gaps_get_their_share_and_fix() -> None:
     assert share == 24
     assert report.findings[0].suggestion.endswith(
         f"({share}% of the host time in these gaps is in exchange calls (MPI_Send, MPI_Recv))")
+
+
+def test_seconds_of_host_set_up_before_the_first_gpu_work_are_told() -> None:
+    """alexnet: the trace starts 30.5 s before its first GPU work, 29.9 s of it in one
+    cudaDeviceGetStreamPriorityRange (the lazy CUDA context of the first .to('cuda')). The
+    GPU timeline starts at the first GPU work, so only this finding tells of it. Figures from
+    the JSON (the profiler's own range left out)."""
+    import gzip
+    import json
+
+    path = shared_path("torch-trace", "hta", "alexnet_a100_trace.json.gz")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    xs = [e for e in doc["traceEvents"] if e.get("ph") in ("X", "i", "I")
+          and isinstance(e.get("ts"), (int, float)) and e.get("cat") != "Trace"]
+    gpu = min(e["ts"] for e in xs if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    first = min(e["ts"] for e in xs)
+    runtime = [e for e in xs if e.get("cat") == "cuda_runtime" and e["ts"] < gpu]
+    longest = max(runtime, key=lambda e: min(e["ts"] + e["dur"], gpu) - e["ts"])
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [early] = [f for f in report.findings if f.title.startswith("before the first GPU work")]
+    assert early.evidence["before_first_gpu_ns"] == round((gpu - first) * 1000)
+    assert (early.evidence["longest_call"], early.evidence["longest_call_ns"]) == (
+        longest["name"], round(longest["dur"] * 1000)) == (
+        "cudaDeviceGetStreamPriorityRange", 29_927_377_000)
+    assert early.suggestion.startswith("one runtime call takes most of it: creating the GPU "
+                                       "context")

@@ -158,7 +158,7 @@ def test_damaged_parquet_dataset_gives_one_line(tmp_path, registry):
     with pytest.raises(TraceReadError, match=r"events\.parquet is not a readable Parquet file"):
         tracekit.read(out, registry=registry)
     events.unlink()
-    with pytest.raises(tracekit.FormatDetectionError, match="no reader recognises this directory"):
+    with pytest.raises(tracekit.FormatDetectionError, match="the directory holds no files"):
         tracekit.read(out, registry=registry)
 
 

@@ -1,0 +1,58 @@
+"""The host time a trace holds before its first GPU work: the GPU timeline starts at the
+first GPU work, so seconds of set-up before it (a lazy CUDA context created by the first
+``.to('cuda')``, a model loaded from disk) are in no cause. Where they are a large part of
+the trace, a finding says how long, and which runtime call took most of it."""
+
+from __future__ import annotations
+
+import numpy as np
+from tracekit import Finding, Trace
+from tracekit.plugins.diagnosis.activity import Activity
+from tracekit.toolkit import equals, format_ns, percent
+
+#: Host time before the first GPU work is told at this length or more, ...
+MIN_NS = 1_000_000_000
+#: ... and when it is at least this share of the trace's host-and-GPU span.
+MIN_PCT = 25.0
+
+
+def before_first_gpu(trace: Trace, activity: Activity) -> Finding | None:
+    """The finding on the host time before the first GPU work, where it is long."""
+    starts = [int(w.start.min()) for w in activity.devices if len(w.start)]
+    calls = activity.calls
+    if not starts or not len(calls.start):
+        return None
+    first_gpu = min(starts)
+    ev = trace.events
+    # The profiler's own range spans the whole trace: not the program's time.
+    timed = ~equals(ev["category"], "host.profiler").to_numpy(zero_copy_only=False) & \
+        ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
+    ts = ev["ts_ns"].to_numpy(zero_copy_only=False)[timed].astype(np.int64)
+    if not len(ts):
+        return None
+    first = int(ts.min())
+    ends = ts + ev["dur_ns"].fill_null(0).to_numpy(zero_copy_only=False)[timed].astype(np.int64)
+    last = max(int(ends.max()), max(int(w.end.max()) for w in activity.devices if len(w.end)))
+    before = first_gpu - first
+    if before < MIN_NS or percent(before, last - first) < MIN_PCT:
+        return None
+    early = np.flatnonzero((calls.start < first_gpu) & ~calls.is_op)
+    evidence: dict[str, object] = {"before_first_gpu_ns": before,
+                                   "share_pct": percent(before, last - first)}
+    title = (f"before the first GPU work: {format_ns(before)} of host time "
+             f"({percent(before, last - first)}% of the trace), in no GPU cause")
+    if len(early):
+        dur = np.minimum(calls.end[early], first_gpu) - calls.start[early]
+        longest = int(early[int(np.argmax(dur))])
+        name = activity.name(int(calls.row[longest]))
+        evidence["longest_call"] = name
+        evidence["longest_call_ns"] = int(dur.max())
+        title += f"; the longest runtime call: {name} {format_ns(int(dur.max()))}"
+    in_call = int(evidence.get("longest_call_ns", 0)) * 2 >= before
+    fix = ("one runtime call takes most of it: creating the GPU context (done by the first "
+           "call that needs one) or a large pinned or device allocation; keep the GPU in "
+           "persistence mode (nvidia-smi -pm 1) for a fast context, allocate once, and "
+           "initialize the GPU before the part you profile" if in_call else
+           "the program's own set-up (reading and preparing data, building the model): "
+           "start recording after it, or cut it off with -O window=START:END")
+    return Finding("warning" if before * 2 >= last - first else "info", title, evidence, fix)
