@@ -526,3 +526,23 @@ def test_seconds_of_host_set_up_before_the_first_gpu_work_are_told() -> None:
         "cudaDeviceGetStreamPriorityRange", 29_927_377_000)
     assert early.suggestion.startswith("one runtime call takes most of it: creating the GPU "
                                        "context")
+
+
+def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:
+    """testcuda (RTX 4060 Ti): TARGET_INFO_GPU.asyncEngines is 1, so its HtoD and DtoH copies
+    take turns; the A100s of the other exports have 5 and are not said to."""
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        engines = dict(db.execute("SELECT id, asyncEngines FROM TARGET_INFO_GPU").fetchall())
+    assert engines == {0: 1}
+    trace = tracekit.read(path)
+    assert trace.metadata["sources"][path.name]["copy_engines"] == {"0": 1}
+    (report,) = tracekit.analyze(trace, "bottleneck")
+    assert report.findings[0].suggestion.endswith(
+        "already pinned; one copy engine: host-to-device and device-to-host copies take "
+        "turns, never both at once)")
+    saxpy = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
+    (report,) = tracekit.analyze(tracekit.read(saxpy), "bottleneck")
+    assert not any("one copy engine" in f.suggestion for f in report.findings)

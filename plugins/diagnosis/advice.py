@@ -62,6 +62,7 @@ class Facts:
     large_htod: bool = False  # host-to-device copies of 16 MB and more on average
     copy_kinds: dict[str, int] = field(default_factory=dict)  # kind -> bytes
     copies_on_compute_stream_pct: float = 0.0
+    one_copy_engine: bool = False  # every GPU that copies has one copy engine (nsys' count)
     host_copy_ns: int = 0  # time of the host-to-device and device-to-host copies
     compute_ns: int = 0  # time of the compute kernels: what copies could hide behind
     # communication: kernel time per collective kind (``COLLECTIVE_KINDS``)
@@ -492,7 +493,10 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
                                         "inference: weights offloaded and fetched again?)"
                                         if p.mode == "inference" and f.large_htod else ""),
                         f"copies: {kinds}" + (", already pinned" if f.pinned_copies and not
-                                              f.pageable_copies else ""))
+                                              f.pageable_copies else "")
+                        + ("; one copy engine: host-to-device and device-to-host copies "
+                           "take turns, never both at once" if f.one_copy_engine and
+                           f.copy_kinds.get("HtoD") and f.copy_kinds.get("DtoH") else ""))
         hideable_pct = 100.0 * f.compute_ns / f.host_copy_ns if f.host_copy_ns else 100.0
         little_to_hide = hideable_pct < OVERLAP_SECOND_PCT
         if f.copies_on_compute_stream_pct >= 50 and hideable_pct >= OVERLAP_NONE_PCT:

@@ -743,6 +743,7 @@ class Evidence:
                 f.large_htod = True
             if r["kind"] in ("HtoD", "DtoH"):
                 f.host_copy_ns += int(r["time"])
+        f.one_copy_engine = self._one_copy_engine()
         # Copies on a stream that also runs compute kernels serialize with them.
         stream = ev["stream"].fill_null(-1).to_numpy().astype(np.int64)
         device = ev["device"].fill_null(-1).to_numpy().astype(np.int64)
@@ -759,6 +760,19 @@ class Evidence:
         if copy_ns:
             f.copies_on_compute_stream_pct = round(
                 100.0 * float(dur[on & is_copy].sum()) / copy_ns, 1)
+
+    def _one_copy_engine(self) -> bool:
+        """Whether every GPU that runs memory work has one copy engine, as its input's
+        reader says (``metadata["copy_engines"]``: nsys' asyncEngines per device)."""
+        sources = self.trace.metadata.get("sources", {})
+        counts = []
+        for work in self.activity.devices:
+            if not (work.cls == MEMORY).any():
+                continue
+            meta = sources.get(work.source)
+            engines = meta.get("copy_engines") if isinstance(meta, dict) else None
+            counts.append(engines.get(str(work.device)) if isinstance(engines, dict) else None)
+        return bool(counts) and all(c == 1 for c in counts)
 
     def _idle_other(self) -> dict[str, Any]:
         queued = sum(int(g.dur[g.cause == GAP_CAUSES.index("queued")].sum())

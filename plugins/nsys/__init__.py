@@ -341,7 +341,8 @@ class NsysReader(tracekit.Reader):
         if "id" in db.columns("TARGET_INFO_GPU"):
             cols = set(db.columns("TARGET_INFO_GPU"))
             wanted = ["id", "name", "smCount", "totalMemory", "memoryBandwidth",
-                      "computeMajor", "computeMinor", "busLocation"]
+                      "computeMajor", "computeMinor", "busLocation", "asyncEngines"]
+            engines: dict[str, int] = {}
             present = [c if c in cols else f"NULL AS {c}" for c in wanted]
             for r in db.scalar_rows(f"SELECT {', '.join(present)} FROM TARGET_INFO_GPU"):
                 d = dict(zip(wanted, r, strict=True))
@@ -362,6 +363,12 @@ class NsysReader(tracekit.Reader):
                                kind="gpu", sm_count=ints["smCount"],
                                memory_bytes=ints["totalMemory"], memory_bandwidth_bps=bandwidth,
                                compute_capability=cc)
+                copy_engines = int_or_none(d["asyncEngines"], 32)
+                if copy_engines is not None and copy_engines > 0:
+                    engines[str(device)] = copy_engines
+            if engines:
+                # Copies that can run at once: with one engine, HtoD and DtoH take turns.
+                out.metadata["copy_engines"] = engines
         # Kernels' deviceId is already the export's GPU id (TARGET_INFO_GPU.id, the join
         # NVIDIA's own reports make); TARGET_INFO_CUDA_DEVICE only says which CUDA ordinal
         # each process saw it as (after CUDA_VISIBLE_DEVICES), kept for the user.
