@@ -16,9 +16,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.diagnosis.activity import MEMORY, READS_COLUMNS, Activity, host_reads
+from tracekit.plugins.diagnosis.activity import (
+    MEMORY,
+    READS_COLUMNS,
+    Activity,
+    host_reads,
+)
 from tracekit.plugins.diagnosis.program import Program, classify
-from tracekit.toolkit import format_bytes, format_ns, grouped_stats, percent, report_table
+from tracekit.toolkit import (
+    format_bytes,
+    format_ns,
+    grouped_stats,
+    is_in,
+    percent,
+    report_table,
+)
 
 # This many synchronizing calls or fewer are waits for results, not a per-step habit.
 FEW_SYNCS = 10
@@ -70,11 +82,22 @@ class SyncAnalyzer(tracekit.Analyzer):
         return report
 
 
+#: The program's own traced activity, what the wall time spans: its host calls and ranges
+#: and its GPU work; not the profiler's diagnostics, OS events or CPU samples, which nsys
+#: records from before its session starts to after it ends.
+PROGRAM_CATEGORIES = ("api.runtime", "api.driver", "host.op", "host.annotation",
+                      "host.python", "gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.sync",
+                      "gpu.graph")
+
+
 def wall_time(trace: Trace) -> int:
-    """Sum over inputs of first event start to last event end (ns)."""
+    """Sum over inputs of the first start to the last end (ns) of the program's own traced
+    activity (``PROGRAM_CATEGORIES``); of every timed event where there is none of it."""
     ev = trace.events.filter(trace.events["ts_ns"].is_valid())
     if not ev.num_rows:
         return 0
+    own = ev.filter(is_in(ev["category"], PROGRAM_CATEGORIES))
+    ev = own if own.num_rows else ev
     end = pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))
     spans = pa.table({"source": ev["source"].cast(pa.string()), "ts": ev["ts_ns"], "end": end}) \
         .group_by("source", use_threads=False).aggregate([("ts", "min"), ("end", "max")])
@@ -138,7 +161,14 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
     findings = []
     calls = activity.calls
     api = calls.is_sync & ~calls.is_op
-    api_time = int((calls.end - calls.start)[api].sum())
+    # The part of the waits before the first GPU work is set-up (the first call that needs
+    # the context pays for it, seconds at times), not a habit of the loop.
+    starts = [int(w.start.min()) for w in activity.devices if len(w.start)]
+    first_gpu = min(starts) if starts else None
+    waited = (calls.end - calls.start)[api]
+    set_up_ns = int(np.clip(first_gpu - calls.start[api], 0, waited).sum()) \
+        if first_gpu is not None else 0
+    api_time = int(waited.sum()) - set_up_ns
     if wall and percent(api_time, wall) >= min_share_pct:
         top = grouped_stats(activity.events["name"].take(pa.array(calls.row[api])),
                             pa.array((calls.end - calls.start)[api]))
@@ -165,7 +195,8 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
                   + (f" in {count} call{'s' if count != 1 else ''}" if few else ""),
             evidence={"sync_calls": count, "sync_ns": api_time,
                       "wall_ns": wall, "top_call": top["key"][0] if top["key"] else "-",
-                      "host_reads": reads},
+                      "host_reads": reads,
+                      **({"set_up_sync_ns": set_up_ns} if set_up_ns else {})},
             suggestion=suggestion,
             cost_ns=api_time))
     async_pageable = sum(copies.asynchronous)
