@@ -405,3 +405,25 @@ def test_nbody_occupancy_limited_by_registers(tmp_path, registry):
     assert finding.evidence["warps_per_sm"] == 8
     assert finding.evidence["max_warps_per_sm"] == 48
     assert "__launch_bounds__" in finding.suggestion and "-maxrregcount" in finding.suggestion
+
+
+def test_tiny_kernels_on_a_busy_gpu_are_no_launch_finding(registry):
+    """cloverleaf (A100): most kernels are under 10 µs and launched slower than the GPU could
+    run them, but the GPU hardly ever waits for a launch (a sync after every kernel, long
+    kernels between): no launch finding. h100 bert-small waits for launches a quarter of its
+    span: the finding, with that share."""
+    from tracekit.plugins.diagnosis.activity import Activity
+    from tracekit.plugins.diagnosis.launch import launch_stats
+
+    path = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
+    trace = tracekit.read(path, registry=registry)
+    activity = Activity.of(trace)
+    [stats] = [launch_stats(activity, w, 10_000) for w in activity.devices]
+    assert stats.tiny * 2 >= stats.kernels and stats.launch_rate < stats.exec_rate
+    [report] = tracekit.analyze(trace, "launch", registry=registry)
+    assert report.findings == []
+    bert = shared_path("torch-trace", "tracelens", "h100_bert-small.json.gz")
+    [report] = tracekit.analyze(tracekit.read(bert, registry=registry), "launch",
+                                registry=registry)
+    [finding] = report.findings
+    assert finding.evidence["launch_idle_pct"] == 24.9

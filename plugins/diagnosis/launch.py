@@ -35,6 +35,8 @@ from tracekit.plugins.diagnosis.activity import (
     DeviceWork,
     launches_work,  # noqa: F401 - part of this module's documented API
 )
+from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps
+from tracekit.plugins.diagnosis.program import Program, classify
 from tracekit.toolkit import grouped_stats, percent, report_table
 from tracekit.toolkit import intervals as iv
 
@@ -160,6 +162,13 @@ def graph_launches(activity: Activity, work: DeviceWork) -> GraphLaunches:
                          cols["end"], cols["busy"], cols["gaps"], delay)
 
 
+#: What the gaps count as launch overhead (host time between launches, µs): the bottleneck's
+#: default.
+LAUNCH_GAP_US = 50.0
+#: The GPU must idle waiting for launches this share of its span for the launch finding.
+LAUNCH_IDLE_PCT = 5.0
+
+
 class LaunchAnalyzer(tracekit.Analyzer):
     """Launch delay, kernels shorter than their launch, tiny kernels, launch vs run rate."""
 
@@ -200,7 +209,12 @@ class LaunchAnalyzer(tracekit.Analyzer):
                 "first node")
             report.tables["graph_launches"] = self._graph_launches_table(activity, graphs)
             report.table_titles["graph_launches"] = "Longest graph launches"
-        report.findings.extend(launch_findings(stats, self.options.tiny_us))
+        gaps = all_gaps(trace, LAUNCH_GAP_US)
+        launch = CAUSES.index("launch")
+        idle = {g.timeline.work.label: percent(int(g.dur[g.cause == launch].sum()),
+                                               g.timeline.span) for g in gaps}
+        report.findings.extend(launch_findings(stats, self.options.tiny_us, idle,
+                                               classify(trace)))
         return report
 
     def _graph_launches_table(self, activity: Activity, graphs: list[GraphLaunches],
@@ -327,22 +341,36 @@ def _size_table(stats: list[LaunchStats]) -> pa.Table:
                ("gpu_can_run_per_s", "float", None, [round(s.exec_rate, 1) for s in stats])])
 
 
-def launch_findings(stats: list[LaunchStats], tiny_us: float) -> list[Finding]:
-    """A finding per device whose kernels are mostly tiny and launched slower than they run."""
+def launch_findings(stats: list[LaunchStats], tiny_us: float,
+                    launch_idle_pct: dict[str, float] | None = None,
+                    program: Program | None = None) -> list[Finding]:
+    """A finding per device whose kernels are mostly tiny and launched slower than they run,
+    where the GPU idles waiting for launches (``launch_idle_pct``: per device label, the
+    launch gaps' share of its span) for ``LAUNCH_IDLE_PCT`` or more: a busy GPU whose many
+    small kernels queue up behind long ones is not held back by launching."""
+    program = program or Program(gpu=True)
+    graphs = "hipGraph" if program.api == "HIP" else "CUDA graph"
+    fix = (f"fuse the small kernels: torch.compile, {graphs}s (torch.cuda.graphs / "
+           "mode='reduce-overhead'), or larger batches" if program.pytorch else
+           f"fuse the small kernels or give each more work, and replay repeated launch "
+           f"sequences as a {graphs}")
     findings = []
     for s in stats:
         if not s.kernels or percent(s.tiny, s.kernels) < 50 or not s.launch_rate \
                 or s.launch_rate >= s.exec_rate:
             continue
+        idle = (launch_idle_pct or {}).get(s.work.label)
+        if launch_idle_pct is not None and (idle or 0.0) < LAUNCH_IDLE_PCT:
+            continue
+        evidence: dict[str, Any] = {"kernels": s.kernels, "tiny": s.tiny,
+                                    "short_than_launch_pct": percent(s.short, s.linked),
+                                    "launches_per_s": round(s.launch_rate),
+                                    "gpu_can_run_per_s": round(s.exec_rate)}
+        if idle is not None:
+            evidence["launch_idle_pct"] = idle
         findings.append(Finding(
             severity="warning",
             title=f"{s.work.label}: {percent(s.tiny, s.kernels)}% of kernels run under "
                   f"{tiny_us:g}µs, launched slower than the GPU runs them",
-            evidence={"kernels": s.kernels, "tiny": s.tiny,
-                      "short_than_launch_pct": percent(s.short, s.linked),
-                      "launches_per_s": round(s.launch_rate),
-                      "gpu_can_run_per_s": round(s.exec_rate)},
-            suggestion="fuse the small kernels: torch.compile, CUDA graphs "
-                       "(torch.cuda.graphs / mode='reduce-overhead'), or larger batches",
-            cost_ns=None))
+            evidence=evidence, suggestion=fix, cost_ns=None))
     return findings
