@@ -756,3 +756,33 @@ def test_rocprof_v1_json_read_as_chrome_trace_is_no_crash() -> None:
                           format="kineto")
     kinds = trace.events.column("kind").to_pylist()
     assert (len(kinds), kinds.count("slice")) == (17, 17)
+
+
+def test_rocm_device_properties_and_global_work_sizes(registry):
+    """mi300_bert-small (ROCm): deviceProperties numbers its one GPU 0 (HIP's ordinal) while
+    the GPU events run on device 2 (ROCm's agent index, CPU agents first): the properties are
+    that device's. Kernels launched by hipExtModuleLaunchKernel carry the global work size as
+    their grid: in blocks it is divided by the block size (73,728 / 256 = 288)."""
+    import math
+
+    path = shared_path("torch-trace", "tracelens", "mi300_bert-small.json.gz")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    [props] = doc["deviceProperties"]
+    events = doc["traceEvents"]
+    launcher = {e["args"]["correlation"]: e["name"] for e in events
+                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert {e["args"]["device"] for e in kernels} == {2} and props["id"] == 0
+    trace = tracekit.read(path, registry=registry)
+    [gpu] = [d for d in trace.devices.to_pylist() if d["device"] == 2]
+    assert (gpu["name"], gpu["sm_count"]) == (props["name"], props["numSms"]) == (
+        "AMD Instinct MI300X VF", 304)
+    assert 0 not in trace.devices["device"].to_pylist()
+    want = sorted(
+        (e["ts"], math.ceil(e["args"]["grid"][0] / e["args"]["block"][0])
+         if launcher[e["args"]["correlation"]] == "hipExtModuleLaunchKernel"
+         else e["args"]["grid"][0]) for e in kernels)
+    rows = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()),
+                                        "gpu.kernel")).sort_by("ts_ns")
+    assert rows["grid_x"].to_pylist() == [g for _, g in want]
+    assert 288 in rows["grid_x"].to_pylist()

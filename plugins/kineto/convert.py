@@ -9,7 +9,11 @@ import numpy as np
 import pyarrow as pa
 from tracekit import Source, TraceBuilder
 from tracekit.plugins.kineto.context import Context, Events
-from tracekit.plugins.kineto.devices import device_columns, devices_and_processes
+from tracekit.plugins.kineto.devices import (
+    device_columns,
+    devices_and_processes,
+    grids_in_blocks,
+)
 from tracekit.plugins.kineto.events import dictionary
 from tracekit.plugins.kineto.fields import texts
 from tracekit.plugins.kineto.flows import bind_flows
@@ -82,6 +86,7 @@ def convert(top: dict[str, Any], events: Events, out: TraceBuilder, source: Sour
     del flows  # a copy: its memory back too
     release_free_memory()
     table = device_columns(ctx, table)
+    table = grids_in_blocks(ctx, table)
     table = table.drop_columns([name for name in table.column_names if name.startswith("_")])
     if isinstance(top.get("tracekit"), dict):
         # Written by tracekit: the typed columns Kineto has no field for are args keys named

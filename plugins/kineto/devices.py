@@ -91,7 +91,7 @@ def devices_and_processes(ctx: Context, table: pa.Table | None) -> None:
     props = ctx.top.get("deviceProperties")
     vendor_hint = "amd" if any(k in ctx.top for k in ("roctracer_version",
                                                           "hip_runtime_version")) else None
-    named = _device_properties(ctx, props, vendor_hint)
+    named = _device_properties(ctx, props, vendor_hint, _property_ids(ctx, props))
     if table is None:
         return
     for dev, gpu_pid in sorted(ctx.gpu_devices.items()):
@@ -113,8 +113,62 @@ def devices_and_processes(ctx: Context, table: pa.Table | None) -> None:
         out.add_thread(p["pid"], p["tid"], name=ctx.thread_names.get((p["pid"], p["tid"]))
                        or ctx.labels.get(p["tid"]))
 
-def _device_properties(ctx: Context, props: Any, vendor_hint: str | None) -> set[int]:
-    """Add the devices of ``deviceProperties``; return the ids that have a name."""
+# HIP launch calls whose grid is the global work size (work-items), not blocks: Kineto
+# records the call's own arguments.
+GLOBAL_SIZE_LAUNCH = r"^hip(Ext|Hcc)ModuleLaunchKernel$"
+
+
+def grids_in_blocks(ctx: Context, table: pa.Table) -> pa.Table:
+    """Kernels launched by ``hipExtModuleLaunchKernel`` (hipBLASLt's, Tensile's) carry the
+    global work size as their grid: divided by the block size, rounded up, as blocks."""
+    if "grid_x" not in table.column_names or "correlation" not in table.column_names:
+        return table
+    names = table["name"].cast(pa.string())
+    calls = pc.and_(pc.fill_null(pc.match_substring_regex(names, GLOBAL_SIZE_LAUNCH), False),
+                    pc.invert(is_in(table["category"], sorted(DEVICE_CATEGORIES))))
+    launched = pc.unique(table["correlation"].filter(calls).drop_null())
+    if not len(launched):
+        return table
+    kernels = pc.and_(pc.equal(table["category"].cast(pa.string()), "gpu.kernel"),
+                      pc.fill_null(pc.is_in(table["correlation"], launched), False))
+    rows = np.flatnonzero(kernels.to_numpy(zero_copy_only=False))
+    if not len(rows):
+        return table
+    for axis in "xyz":
+        grid = table[f"grid_{axis}"].to_numpy(zero_copy_only=False).astype(np.float64)
+        block = table[f"block_{axis}"].to_numpy(zero_copy_only=False).astype(np.float64)
+        ok = np.isfinite(grid[rows]) & np.isfinite(block[rows]) & (block[rows] > 0)
+        grid[rows[ok]] = np.ceil(grid[rows[ok]] / block[rows[ok]])
+        column = pa.array(grid, mask=np.isnan(grid)).cast(pa.int32())
+        table = table.set_column(table.column_names.index(f"grid_{axis}"), f"grid_{axis}",
+                                 column)
+    ctx.out.note("derived from X:kernel", "grid given in work-items by hipExtModuleLaunchKernel: "
+                 "divided by the block size (blocks)", len(rows))
+    return table
+
+
+def _property_ids(ctx: Context, props: Any) -> dict[int, int]:
+    """``deviceProperties`` ids to the device ids the events run on, where they differ: on
+    ROCm the properties number the GPUs from 0 (HIP's ordinals) while the GPU events carry
+    the agent's index, the CPU agents first (an MI300X is device 2). Where none of the
+    properties' ids is a device the events use and there are as many of each, they are
+    matched in order; else the ids stay as they are."""
+    if type(props) is not list or not ctx.gpu_devices:
+        return {}
+    ids = sorted({i for p in props if type(p) is dict and (i := as_int(p.get("id"))) is not None})
+    used = sorted(int(d) for d in ctx.gpu_devices)
+    if not ids or len(ids) != len(used) or set(ids) & set(used):
+        return {}
+    pairs = ", ".join(f"{i} as {u}" for i, u in zip(ids, used, strict=True))
+    ctx.out.note("deviceProperties", f"matched in order to the devices the events use ({pairs}"
+                 "): ROCm numbers its CPU agents first", len(ids))
+    return dict(zip(ids, used, strict=True))
+
+
+def _device_properties(ctx: Context, props: Any, vendor_hint: str | None,
+                       ids: dict[int, int] | None = None) -> set[int]:
+    """Add the devices of ``deviceProperties`` (their ids mapped by ``ids``); return the ids
+    that have a name."""
     if props is None:
         return set()
     if type(props) is not list:
@@ -127,6 +181,7 @@ def _device_properties(ctx: Context, props: Any, vendor_hint: str | None) -> set
         if device is None or not INT32[0] <= device <= INT32[1]:
             skipped += 1
             continue
+        device = (ids or {}).get(device, device)
         fields = {k: p.get(k) for k in ("name", "gcnArchName")}
         fields.update({k: as_int(p.get(k)) for k in ("numSms", "totalGlobalMem",
                                                        "computeMajor", "computeMinor")})
