@@ -582,3 +582,20 @@ def test_the_sync_wall_time_is_the_programs_not_the_profilers() -> None:
     assert finding.title == (f"the host waits for the GPU "
                              f"{round(100 * finding.evidence['sync_ns'] / wall, 1)}% of the "
                              "wall time") == "the host waits for the GPU 51.6% of the wall time"
+
+
+def test_a_few_bytes_of_pageable_async_copies_are_information() -> None:
+    """nsysai H100: 4 asynchronous copies from pageable memory move 3.14 kB in µs: no
+    warning for so little (the pinned HtoD copies that fill the GPU are the transfer
+    verdict's). The copies are counted here from the SQLite."""
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        pageable = db.execute(
+            "SELECT COUNT(*), SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+            "WHERE srcKind = 0 OR dstKind = 0").fetchone()
+    (report,) = tracekit.analyze(tracekit.read(path), "sync")
+    [finding] = [f for f in report.findings if "pageable" in f.title]
+    assert (finding.evidence["bytes"], finding.evidence["time_ns"]) == (pageable[1], pageable[2])
+    assert pageable[2] < 1_000_000 and finding.severity == "info"

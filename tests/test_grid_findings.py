@@ -136,11 +136,21 @@ def _kineto_lost(path, sms):
     """(kernel µs, µs in launches of fewer blocks than SMs, idle SM µs) over the non-collective
     kernel events of a Kineto trace (a kernel without a grid is not counted as small)."""
     with gzip.open(path) as f:
-        kernels = [e for e in json.load(f)["traceEvents"]
-                   if e.get("ph") == "X" and e.get("cat") == "kernel"]
-    small = [(e["dur"], math.prod(e["args"]["grid"])) for e in kernels
-             if math.prod(e["args"].get("grid", [sms])) < sms
-             and "nccl" not in e["name"].lower()]
+        events = json.load(f)["traceEvents"]
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    # hipExtModuleLaunchKernel takes the global work size: its grid is in work-items.
+    global_size = {e["args"]["correlation"] for e in events
+                   if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+                   and e["name"] in ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")}
+
+    def blocks(e):
+        grid = e["args"].get("grid", [sms])
+        if e["args"].get("correlation") in global_size:
+            grid = [math.ceil(g / b) for g, b in zip(grid, e["args"]["block"], strict=True)]
+        return math.prod(grid)
+
+    small = [(e["dur"], blocks(e)) for e in kernels
+             if blocks(e) < sms and "nccl" not in e["name"].lower()]
     return (sum(e["dur"] for e in kernels), sum(d for d, _ in small),
             sum(d * (1 - b / sms) for d, b in small))
 

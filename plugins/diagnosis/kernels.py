@@ -430,8 +430,8 @@ class KernelsAnalyzer(tracekit.Analyzer):
         report.tables["kernels"] = self._kernels_table(configs)
         report.table_titles["kernels"] = (
             "Launch configurations by GPU time: blocks, threads/block, registers/thread, "
-            "shared memory/block; theoretical occupancy (NVIDIA occupancy calculator) and "
-            "waves = blocks / (SMs x blocks per SM)")
+            "shared memory/block; theoretical occupancy (NVIDIA's occupancy calculator, for "
+            "NVIDIA GPUs) and waves = blocks / (SMs x blocks per SM)")
         report.findings.extend(kernel_findings(trace, self.options.min_share_pct,
                                                self.options.occupancy_pct))
         return report

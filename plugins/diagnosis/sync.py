@@ -32,6 +32,9 @@ from tracekit.toolkit import (
     report_table,
 )
 
+# Pageable asynchronous copies taking less than this (and under 1% of the wall time) are
+# no warning: a few bytes read back do not need pinned buffers.
+PAGEABLE_MATTERS_NS = 1_000_000
 # This many synchronizing calls or fewer are waits for results, not a per-step habit.
 FEW_SYNCS = 10
 
@@ -202,8 +205,11 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
     async_pageable = sum(copies.asynchronous)
     if async_pageable:
         i = int(np.argmax(copies.asynchronous))
+        # A few small copies (a scalar read back) cost nothing to speak of: information.
+        small = sum(copies.time) < PAGEABLE_MATTERS_NS and (
+            not wall or percent(sum(copies.time), wall) < 1)
         findings.append(Finding(
-            severity="warning",
+            severity="info" if small else "warning",
             title=f"{async_pageable:,} asynchronous copies use pageable host memory "
                   "(they run synchronously)",
             evidence={"copies": async_pageable, "bytes": sum(copies.bytes),
