@@ -11,6 +11,7 @@ import tracekit
 from helpers import FIXTURES, shared_path
 from tracekit.plugins.diagnosis.advice import Facts, fixes_for, optimizer_fix, place_of
 from tracekit.plugins.diagnosis.program import Program
+from tracekit.toolkit import format_ns
 
 
 def _verdict(name: str) -> tracekit.Finding:
@@ -221,6 +222,9 @@ def test_a_few_waits_for_results_are_not_a_sync_problem() -> None:
     (report,) = tracekit.analyze(trace, "sync")
     (finding,) = report.findings
     assert finding.evidence["set_up_sync_ns"] == set_up
+    assert (f"{format_ns(set_up)} of the calls' time is before the first GPU work (set-up: the "
+            "first call that needs the context creates it): in the table, left out of the "
+            "findings") in report.notes
     assert finding.evidence["sync_ns"] == sum(e - b for b, e in waits) - set_up
     assert (finding.severity, finding.title) == (
         "info", "the host waits for the GPU 51.7% of the wall time in 4 calls")

@@ -82,6 +82,11 @@ class SyncAnalyzer(tracekit.Analyzer):
         report.table_titles["pageable"] = "Copies to or from pageable host memory"
         report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct,
                                              classify(trace)))
+        set_up = set_up_wait_ns(activity)
+        if set_up:
+            report.notes.append(f"{format_ns(set_up)} of the calls' time is before the first "
+                                "GPU work (set-up: the first call that needs the context "
+                                "creates it): in the table, left out of the findings")
         return report
 
 
@@ -150,6 +155,19 @@ def pageable_copies(activity: Activity) -> PageableCopies:
                           [time[i] for i in order])
 
 
+def set_up_wait_ns(activity: Activity) -> int:
+    """The part of the synchronizing API calls' time before the first GPU work: set-up (the
+    first call that needs the context pays for it, seconds at times), not a habit of the
+    loop."""
+    calls = activity.calls
+    api = calls.is_sync & ~calls.is_op
+    starts = [int(w.start.min()) for w in activity.devices if len(w.start)]
+    if not starts or not api.any():
+        return 0
+    waited = (calls.end - calls.start)[api]
+    return int(np.clip(min(starts) - calls.start[api], 0, waited).sum())
+
+
 def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
                   min_share_pct: float = 5.0, program: Program | None = None) -> list[Finding]:
     """Findings for heavy synchronization and for pageable async copies, worded for the
@@ -164,14 +182,8 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
     findings = []
     calls = activity.calls
     api = calls.is_sync & ~calls.is_op
-    # The part of the waits before the first GPU work is set-up (the first call that needs
-    # the context pays for it, seconds at times), not a habit of the loop.
-    starts = [int(w.start.min()) for w in activity.devices if len(w.start)]
-    first_gpu = min(starts) if starts else None
-    waited = (calls.end - calls.start)[api]
-    set_up_ns = int(np.clip(first_gpu - calls.start[api], 0, waited).sum()) \
-        if first_gpu is not None else 0
-    api_time = int(waited.sum()) - set_up_ns
+    set_up_ns = set_up_wait_ns(activity)
+    api_time = int((calls.end - calls.start)[api].sum()) - set_up_ns
     if wall and percent(api_time, wall) >= min_share_pct:
         top = grouped_stats(activity.events["name"].take(pa.array(calls.row[api])),
                             pa.array((calls.end - calls.start)[api]))
