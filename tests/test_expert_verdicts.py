@@ -72,7 +72,7 @@ CASES = [
      "vLLM inference (compiled, HIP graphs)", "startup",
      ["this is graph capture", "no replay of it"], ["DataLoader"]),
     ("torch-trace/hta/nccl_data_rank0_a100.json.gz",
-     "PyTorch training (eager, 2 ranks, NCCL/RCCL collectives)", "cpu",
+     "PyTorch training (eager, 2 ranks, NCCL collectives)", "cpu",
      ["DistributedDataParallel.forward"], ["DataLoader", "autocast", "allow_tf32"]),
     ("torch-trace/hta/ns_resolution_rank0_v100.pt.trace.json.gz", "PyTorch training", "compute",
      ["torch.float16", "GradScaler"], ["bfloat16", "allow_tf32", "DataLoader"]),

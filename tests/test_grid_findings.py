@@ -49,7 +49,8 @@ def test_half_the_sms_idle_is_critical(tmp_path):
     assert finding.severity == "critical"
     assert finding.title == ("GPU 0: grid too small to fill the GPU: half runs 50 blocks on "
                              "100 SMs: 50.0% of SMs idle; launches with fewer blocks than SMs "
-                             "take 100.0% of kernel time and waste 50.0% of it in idle SMs")
+                             "take 100.0% of kernel time, and their idle SMs waste 50.0% of all "
+                             "kernel time")
     ev = finding.evidence
     assert (ev["blocks"], ev["sms"], ev["idle_sm_pct"], ev["gpu_time_pct"],
             ev["idle_sm_time_ns"], ev["idle_sm_time_pct"]) == (50, 100, 50.0, 100.0,
@@ -191,3 +192,12 @@ def test_short_traces_are_no_finding(parts, kernel_us):
     path = shared_path("torch-trace", *parts)
     assert _kineto_lost(path, 1 << 30)[0] == pytest.approx(kernel_us)
     assert _grid(kernel_findings(tracekit.read(path))) == []
+
+
+def test_the_grid_fix_names_the_occupancy_call_of_the_gpus_vendor():
+    """mi210 (AMD): CUs and hipOccupancyMaxActiveBlocksPerMultiprocessor only; the program
+    line names RCCL, not NCCL."""
+    path = shared_path("torch-trace", "tracelens", "mi210_gpu_only_trace.json.gz")
+    (finding,) = _grid(kernel_findings(tracekit.read(path)))
+    assert "CUs x hipOccupancyMaxActiveBlocksPerMultiprocessor" in finding.suggestion
+    assert "cuda" not in finding.suggestion.lower()

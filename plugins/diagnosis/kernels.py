@@ -336,13 +336,15 @@ def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
     top = int(small[0])
     name, blocks = t["name"][top].as_py(), t["blocks"][top].as_py()
     unit = "CUs" if c.info.vendor == "amd" else "SMs"
+    occupancy_api = ("hipOccupancyMaxActiveBlocksPerMultiprocessor" if c.info.vendor == "amd"
+                     else "cudaOccupancyMaxActiveBlocksPerMultiprocessor")
     idle = percent(sms - blocks, sms)
     return [Finding(
         severity="critical" if min(lost, lost_of_span) >= GRID_CRITICAL_PCT else "warning",
         title=f"{c.work.label}: grid too small to fill the GPU: {short_name(name)} runs "
               f"{blocks} block{'s' if blocks != 1 else ''} on {sms} {unit}: {idle}% of {unit} "
-              f"idle; launches with fewer blocks than {unit} take {share}% of kernel time "
-              f"and waste {lost}% of it in idle {unit}",
+              f"idle; launches with fewer blocks than {unit} take {share}% of kernel time, "
+              f"and their idle {unit} waste {lost}% of all kernel time",
         evidence={"kernel": name, "blocks": blocks, "sms": sms, "idle_sm_pct": idle,
                   "threads_per_block": t["threads"][top].as_py(),
                   "launches": t["count"][top].as_py(), "kernel_time_ns": t["time"][top].as_py(),
@@ -352,8 +354,7 @@ def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
         suggestion=f"give each launch at least {sms} blocks (one per {unit[:-1]}, better "
                    "several): "
                    "more, smaller blocks or fewer elements per thread; size a grid-stride "
-                   "loop's grid from the device (SMs x cudaOccupancyMaxActiveBlocksPerMultiproc"
-                   "essor / hipOccupancyMaxActiveBlocksPerMultiprocessor) instead of a "
+                   f"loop's grid from the device ({unit} x {occupancy_api}) instead of a "
                    "constant; batch small independent launches into one, or run them on "
                    "separate streams; for framework kernels, a larger batch",
         cost_ns=None)]

@@ -108,7 +108,8 @@ class Program:
         if self.mpi:
             how.append("MPI")
         if self.collectives:
-            how.append("NCCL/RCCL collectives")
+            how.append("RCCL collectives" if self.api == "HIP" else
+                       "NCCL collectives" if self.api == "CUDA" else "NCCL/RCCL collectives")
         return head + (f" ({', '.join(how)})" if how else "")
 
     def as_evidence(self) -> dict[str, Any]:
