@@ -82,8 +82,9 @@ CASES = [
      "compute", [], ["autocast", "allow_tf32", "DataLoader"]),
     ("torch-trace/tracelens/h100_bert-small.json.gz", "PyTorch inference (eager)", "cpu",
      ["CUDA graphs"], ["DataLoader", "autocast"]),
+    # Its GEMMs are hipBLASLt bf16 (Cijk_Alik_Bljk_B_BS_…): no bf16 advice.
     ("torch-trace/tracelens/mi300_bert-small.json.gz", "PyTorch inference (eager)", "cpu",
-     ["HIP graphs", "torch.cuda.graphs"], ["DataLoader", "CUDA graphs"]),
+     ["HIP graphs", "torch.cuda.graphs"], ["DataLoader", "CUDA graphs", "autocast"]),
     ("torch-trace/tracelens/mi300x_rocm7_torch_compile_triton.json.gz",
      "PyTorch inference (compiled)", "compute", [],
      ["torch.compile to fuse", "autocast", "DataLoader"]),

@@ -54,7 +54,10 @@ COLLECTIVE = re.compile(r"(?i)^nccl[:A-Z]|^rccl|^c10d::|record_param_comms|^hccl
 NAMED_COLLECTIVE = re.compile(r"(?i)^nccl[:A-Z]|^rccl|^c10d::|^hccl")
 PRECISION = {
     "fp8": re.compile(r"(?i)fp8|e4m3|e5m2|mxfp4|nvfp4|f8f6f4"),
-    "bf16/fp16": re.compile(r"(?i)bf16|fp16|f16|half|h884|h1688|h16816|hmma|_BBS_|_HHS_"),
+    # Tensile/hipBLASLt GEMMs name their data type after the layouts: Cijk_Alik_Bljk_B_BS…
+    # (bf16), …_HHS_… (fp16); S is fp32.
+    "bf16/fp16": re.compile(r"(?i)bf16|fp16|f16|half|h884|h1688|h16816|hmma|_BBS_|_HHS_|"
+                            r"^Cijk_A\w{3}_B\w{3}_[BH]"),
     "tf32": re.compile(r"(?i)tf32|s1688gemm|s16816gemm|xmma.*tf32"),
     "fp64": re.compile(r"(?i)fp64|dgemm|double|d884|dmma"),
 }
