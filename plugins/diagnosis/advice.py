@@ -63,6 +63,8 @@ class Facts:
     copy_kinds: dict[str, int] = field(default_factory=dict)  # kind -> bytes
     copies_on_compute_stream_pct: float = 0.0
     one_copy_engine: bool = False  # every GPU that copies has one copy engine (nsys' count)
+    # host-device copies per kind: (count, ns)
+    copy_counts: dict[str, tuple[int, int]] = field(default_factory=dict)
     host_copy_ns: int = 0  # time of the host-to-device and device-to-host copies
     compute_ns: int = 0  # time of the compute kernels: what copies could hide behind
     # communication: kernel time per collective kind (``COLLECTIVE_KINDS``)
@@ -180,6 +182,10 @@ def _pct(value: float) -> str:
     return f"{value:.0f}%"
 
 
+# At least this many host-device copies of one kind under this size on average, taking a
+# quarter of the copy time, are latency-bound: batching them is the fix, not moving less.
+SMALL_COPIES = 10
+SMALL_COPY = 64 << 10
 # Exchange calls (MPI, collectives) covering this share of the cpu gaps get a fix of their own.
 EXCHANGE_IN_CPU_PCT = 10
 # Gaps between kernels already queued, this short at the median and at least this many, are
@@ -486,12 +492,25 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
                "the same buffers on both sides")
         out.append(Fix(f"drop the copies: {how}", f"{f.shared_memory_gpu} shares one memory "
                        f"with the CPU: each copy ({kinds}) moves data within it"))
+        return out  # moving less, or overlapping, is moot where the copies can go
+    for kind, (count, ns) in sorted(f.copy_counts.items()):
+        size = f.copy_kinds.get(kind, 0) / count if count else 0
+        if count >= SMALL_COPIES and size < SMALL_COPY and f.host_copy_ns \
+                and ns * 4 >= f.host_copy_ns:
+            out.append(Fix(f"batch the small {kind} copies into fewer, larger ones (gather the "
+                           "values into one buffer, or keep them on the GPU): each copy pays a "
+                           "fixed latency whatever its size",
+                           f"{count:,} {kind} copies of {format_bytes(size)} on average take "
+                           f"{format_ns(ns)}"))
     if host_side:
         pinned = " pinned" if f.pinned_copies and not f.pageable_copies else ""
-        move_less = Fix("move less between host and device: keep weights and data resident "
-                        "on the GPU" + (f" (large{pinned} host-to-device copies during "
-                                        "inference: weights offloaded and fetched again?)"
-                                        if p.mode == "inference" and f.large_htod else ""),
+        resident = ("keep weights and data resident on the GPU" if p.mode else
+                    "keep the data on the GPU between steps and copy back only the results "
+                    "the host needs")
+        move_less = Fix(f"move less between host and device: {resident}" + (
+                            f"; large{pinned} host-to-device copies during inference may be "
+                            "weights offloaded and fetched again"
+                            if p.mode == "inference" and f.large_htod else ""),
                         f"copies: {kinds}" + (", already pinned" if f.pinned_copies and not
                                               f.pageable_copies else "")
                         + ("; one copy engine: host-to-device and device-to-host copies "
@@ -522,8 +541,8 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
         record = ("rocprofv3 --hip-trace --memory-copy-trace" if p.api == "HIP"
                   else "nsys --trace=cuda")
         out.append(Fix(f"record the copy calls ({record}) to see which way these copies go "
-                       "and how much they move; device-to-device copies can often be avoided "
-                       "by computing in place or aliasing buffers",
+                       "and how much they move; if they are device-to-device, computing in "
+                       "place or aliasing buffers can avoid them",
                        "the trace records copy kernels but neither their direction nor their "
                        "size"))
     return out

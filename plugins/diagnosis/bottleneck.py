@@ -475,8 +475,10 @@ class Evidence:
                 f"{row['kind']} {row['memory'].lower()}"
             # No size recorded (rocprof's copy kernels) is not 0 B moved at 0 GB/s.
             size = format_bytes(row["bytes"]) if row["sized"] else "size not recorded"
-            bandwidth = f", {row['bytes'] / row['time']:.1f} GB/s" if (
-                row["time"] and row["sized"]) else ""
+            rate = row["bytes"] / row["time"] if row["time"] and row["sized"] else None
+            # GB/s is bytes per ns; a few bytes' copies read better in MB/s than as 0.0 GB/s.
+            bandwidth = "" if rate is None else f", {rate:.1f} GB/s" if rate >= 0.1 else \
+                f", {rate * 1000:.2g} MB/s"
             # "5 copies: 336 MB": the size is their total ("5 × 336 MB" read as per copy).
             noun = ("memset", "memsets") if row["kind"] == "memset" else ("copy", "copies")
             out[what] = (f"{row['count']:,} {noun[row['count'] != 1]}: {size} in "
@@ -743,6 +745,8 @@ class Evidence:
                 f.large_htod = True
             if r["kind"] in ("HtoD", "DtoH"):
                 f.host_copy_ns += int(r["time"])
+                count, time = f.copy_counts.get(r["kind"], (0, 0))
+                f.copy_counts[r["kind"]] = (count + r["count"], time + int(r["time"]))
         f.one_copy_engine = self._one_copy_engine()
         # Copies on a stream that also runs compute kernels serialize with them.
         stream = ev["stream"].fill_null(-1).to_numpy().astype(np.int64)

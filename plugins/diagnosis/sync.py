@@ -83,10 +83,9 @@ class SyncAnalyzer(tracekit.Analyzer):
         report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct,
                                              classify(trace)))
         set_up = set_up_wait_ns(activity)
-        if set_up:
-            report.notes.append(f"{format_ns(set_up)} of the calls' time is before the first "
-                                "GPU work (set-up: the first call that needs the context "
-                                "creates it): in the table, left out of the findings")
+        if set_up >= 1_000_000:  # the context's creation: seconds at times
+            report.notes.append(f"{format_ns(set_up)} of waits before the first GPU work "
+                                "(set-up) are in the table, not the findings")
         return report
 
 
