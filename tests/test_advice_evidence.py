@@ -627,3 +627,12 @@ def test_small_copies_are_batched_and_a_plain_program_keeps_no_weights() -> None
                                  "bottleneck")
     fix = report.findings[0].suggestion
     assert fix.startswith("drop the copies") and "move less" not in fix
+
+
+def test_a_kernel_only_trace_claims_no_eager_mode() -> None:
+    """908 (rocprofv3, kernels only): PyTorch training from its ATen kernels, RCCL from its
+    collective kernels; eager or compiled cannot be told without host ops, so it is not."""
+    from tracekit.plugins.diagnosis.program import classify
+
+    trace = tracekit.read(shared_path("bonus", "rocprofv3-json", "tracelens_908_results.json.gz"))
+    assert classify(trace).label() == "PyTorch training (RCCL collectives)"

@@ -31,7 +31,7 @@ CASES = [
     ("nsys-sqlite/pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
      "plain CUDA program (no ML framework)", "compute", ["Nsight Compute"], TORCH_ONLY),
     ("nsys-sqlite/pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite",
-     "plain CUDA program (no ML framework) (MPI)", "cpu",
+     "plain CUDA program (no ML framework, MPI)", "cpu",
      ["cudaHostAlloc", "give each launch at least 108 blocks"], TORCH_ONLY),
     ("nsys-sqlite/testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite",
      "plain CUDA program (no ML framework)", "transfer", ["move less between host and device"],

@@ -77,6 +77,7 @@ class Program:
     processes: int = 1
     world_size: int = 1
     world_size_declared: bool = False  # the trace said its world size (Kineto distributedInfo)
+    host_ops: bool = False  # the trace holds host ops or ranges (not only GPU work)
     collectives: bool = False
     mpi: bool = False
     precisions: set[str] = field(default_factory=set)
@@ -95,13 +96,15 @@ class Program:
         """One line for the report header, e.g. ``PyTorch training (eager, 2 ranks, NCCL)``."""
         if not self.gpu:
             return "CPU-only " + ("PyTorch program" if self.pytorch else "profile")
+        how = []
         if self.plain:
-            head = f"plain {self.api or 'GPU'} program (no ML framework)"
+            head = f"plain {self.api or 'GPU'} program"
+            how.append("no ML framework")
         else:
             who = self.engine or self.framework
             head = f"{who} {self.mode or 'program'}"
-        how = []
-        if self.pytorch:
+        if self.pytorch and (self.compiled or self.host_ops):
+            # Eager is told from host ops without compiled regions; kernels alone cannot.
             how.append("compiled" if self.compiled else "eager")
         if self.graphs:
             how.append(f"{'HIP' if self.api == 'HIP' else 'CUDA'} graphs")
@@ -191,7 +194,7 @@ def _classify(trace: Trace) -> Program:
     host, api, kernels = (_most_first(names, c) for c in (_HOST, _API, _KERNEL))
     gpu_work = any(names.get(c) for c in ("gpu.kernel", "gpu.graph", "gpu.memcpy",
                                           "gpu.memset"))
-    p = Program(gpu=gpu_work)
+    p = Program(gpu=gpu_work, host_ops=bool(host))
     ev = p.evidence
     readers = {m.get("reader") for m in trace.metadata.get("sources", {}).values()
                if isinstance(m, dict)}
