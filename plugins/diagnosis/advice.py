@@ -182,6 +182,8 @@ def _pct(value: float) -> str:
     return f"{value:.0f}%"
 
 
+# How gaps.gap_context names a gap's untraced stretch (gaps.UNTRACED).
+UNTRACED_EXAMPLE = "untraced host time"
 # At least this many host-device copies of one kind under this size on average, taking a
 # quarter of the copy time, are latency-bound: batching them is the fix, not moving less.
 SMALL_COPIES = 10
@@ -317,9 +319,16 @@ def _gap_place(f: Facts) -> tuple[str, str]:
 
 def _cpu(p: Program, f: Facts) -> list[Fix]:
     place, example = _gap_place(f)
-    because = f"the longest host gaps between launches are mostly in {place}: {example}" \
-        if place else \
-        "the host works between launches while the GPU waits"
+    share = _pct(100 * f.gap_places[place] / sum(f.gap_places.values())) if place else ""
+    if place == "untraced host code" and example.startswith(UNTRACED_EXAMPLE):
+        example = example.removeprefix(UNTRACED_EXAMPLE).strip()  # said by the place already
+        because = (f"of the longest host gaps between launches, {share} of the time is in "
+                   f"{place} {example}")
+    elif place:
+        because = (f"of the longest host gaps between launches, {share} of the time is in "
+                   f"{place}, e.g. {example}")
+    else:
+        because = "the host works between launches while the GPU waits"
     out: list[Fix] = []
     if place == "start-up":
         return [Fix("measure the steady state: warm up before profiling (torch.profiler "
