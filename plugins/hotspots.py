@@ -28,6 +28,7 @@ from tracekit.toolkit import (
     format_ns,
     idle_rows,
     percent,
+    plural,
     report_table,
     sample_events,
     sample_weights,
@@ -131,7 +132,7 @@ class HotspotsAnalyzer(tracekit.Analyzer):
         report.tables["paths"] = self._paths(tree, paths, grand, unit, integral)
         report.table_titles["paths"] = "Heaviest call paths (root ... leaf)"
         aggregate = aggregate_rows(rows, trace)
-        report.notes.append(f"{rows.num_rows:,} {'report rows' if aggregate else 'samples'}, "
+        report.notes.append(f"{plural(rows.num_rows, 'report row' if aggregate else 'sample')}, "
                             "total weight "
                             + (format_ns(grand) if unit == "ns" else f"{grand:,.6g}"))
         top = max(self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)

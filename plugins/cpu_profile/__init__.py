@@ -245,8 +245,8 @@ class CpuAnalyzer(tracekit.Analyzer):
             report.notes.append(f"events sampled: {', '.join(seen)}; ranked by '{event}' "
                                 "(-O event=NAME)")
         group = _group_by(rows, aggregate)
-        what = f"{rows.num_rows:,} rows grouped by {group}" if group else \
-            f"{rows.num_rows:,} samples"
+        what = f"{plural(rows.num_rows, 'row')} grouped by {group}" if group else \
+            plural(rows.num_rows, "sample")
         note = f"{what}, weight in {_unit_words(unit, aggregate)}"
         if not aggregate and grand - busy > 0:
             note += (f"; idle {percent(grand - busy, grand)}% left out of the tables "
@@ -353,6 +353,8 @@ class CpuAnalyzer(tracekit.Analyzer):
         out.extend(_vtune_findings(rows, prof, aggregate))
         if serial and not lever:
             out.append(serial)
+        if few and any(f.title.startswith("Too few samples") for f in out):
+            out.remove(few)  # says the same, more plainly
         return out
 
     def _sample_tables(self, trace: Trace, report: Report, prof: _Profile, unit: str,
@@ -1371,7 +1373,10 @@ def _unit_words(unit: str, aggregate: bool = False) -> str:
 def _amount(w: float, unit: str) -> str:
     if unit == "ns":
         return format_ns(w) + " CPU time"
-    return f"{w:,.0f} {_unit_words(unit)}" if w == int(w) else f"{w:,.6g} {_unit_words(unit)}"
+    words = _unit_words(unit)
+    if w == 1 and words.endswith("s") and words in ("samples", "cycles", "instructions"):
+        words = words[:-1]  # 1 sample, 1 cycle
+    return f"{w:,.0f} {words}" if w == int(w) else f"{w:,.6g} {words}"
 
 
 def _verdict_title(ev: dict[str, Any], busy: float, grand: float, unit: str) -> str:

@@ -80,6 +80,7 @@ from tracekit.toolkit import (
     grouped_stats,
     matches,
     percent,
+    plural,
     report_table,
     restrict,
     short_name,
@@ -348,7 +349,8 @@ def _too_little_gpu_work(trace: Trace, per_device: list[Gaps]) -> Report | None:
            "the profiler records little of that; " if program.compiled else "")
     report.findings.append(Finding(
         severity="info",
-        title=f"verdict: too-little-gpu-work: {works:,} GPU operations, {format_ns(busy)} of "
+        title=f"verdict: too-little-gpu-work: {plural(works, 'GPU operation')}, "
+              f"{format_ns(busy)} of "
               f"GPU time in {format_ns(recorded)} of recorded time",
         evidence={"verdict": "too-little-gpu-work", "gpu_busy_ns": busy,
                   "recorded_ns": recorded, "gpu_operations": works,
