@@ -1028,3 +1028,18 @@ def test_the_cpu_report_of_a_gpu_trace_says_it_is_the_host_side():
     assert first.evidence["input"] == ("PyTorch host ops (the trace has GPU work too: the "
                                        "bottleneck verdict weighs it)")
     assert not _titled(report, "Ops cover")
+
+
+def test_memory_bound_rows_of_packages_name_no_hot_code_and_bpf_is_packet_work():
+    """grappolo's per-package report: the memory finding names the top package, not 'the hot
+    code (package_0)'. versioned-vmlinux's one sample is an XDP BPF program under the network
+    receive path: packet processing, not system calls."""
+    report = cpu_report(shared_path("vtune-csv", "utools",
+                                    "grappolo-friendster-t192-dram-hotspots-pkg.csv"))
+    [memory] = _titled(report, "Memory bound")
+    assert memory.evidence["top_package"] == "package_0" and "top_function" not in memory.evidence
+    assert memory.suggestion.startswith("The work waits on memory")
+    report = cpu_report(shared_path("perf-script", "inferno", "versioned-vmlinux.txt"))
+    [kernel] = _titled(report, "Kernel code takes")
+    assert kernel.suggestion.startswith("The top kernel functions point at packet processing "
+                                        "in the kernel (network receive, XDP/BPF programs)")

@@ -124,6 +124,11 @@ CONV_OPS = re.compile(r"aten::(conv\w*|_convolution|mkldnn_convolution)$")
 HYPERCALL = re.compile(r"xen_hypercall_\w*|hypercall_page|xen_\w*_callback\w*|"
                        r"\w*hv_do_\w*hypercall\w*|kvm_hypercall\w*")
 KERNEL_HINTS = (
+    (re.compile(r"bpf_prog_\w+|\w*napi_poll|net_rx_action|__netif_receive_skb\w*|ip_rcv\w*"
+                r"|tcp_v[46]_rcv|mlx5e_\w+|ixgbe_\w+|i40e_\w+|\w*xdp\w*"),
+     "packet processing in the kernel (network receive, XDP/BPF programs): spread it over "
+     "more queues and CPUs (RSS, RPS/RFS), batch with GRO, or look at the BPF program's own "
+     "cost (bpftool prog profile)"),
     (HYPERCALL,
      "a virtual machine's calls into its hypervisor (Xen, Hyper-V, KVM): that time is the "
      "hypervisor's, spent for the guest (event delivery, I/O, scheduling), not the code's; "
@@ -1486,14 +1491,20 @@ def _vtune_findings(rows: pa.Table, prof: _Profile, aggregate: bool) -> list[Fin
     if top_mem and mem / cpu >= 30:
         top_mem.sort(reverse=True)
         t, name, mb = top_mem[0]
-        evidence = {"memory_bound_pct": round(mem / cpu, 1), "top_function": name,
-                    "top_function_memory_bound_pct": mb}
+        # Rows of functions name the hot code; rows of packages, modules or threads do not.
+        group = _group_by(rows, aggregate)
+        of_code = group in (None, "Function", "Function Stack", "Source Function",
+                            "Function / Call Stack")
+        key = "top_function" if of_code else f"top_{(group or 'row').lower().replace(' ', '_')}"
+        evidence = {"memory_bound_pct": round(mem / cpu, 1), key: name,
+                    f"{key}_memory_bound_pct": mb}
         if dram:
             evidence["dram_bound_pct"] = round(dram / cpu, 1)
+        what = f"The hot code ({short_name(name, 50)})" if of_code else "The work"
         out.append(Finding(
             "warning", f"Memory bound: {round(mem / cpu, 1)}% of pipeline slots (CPU-time "
             "weighted) wait on memory", evidence,
-            f"The hot code ({short_name(name, 50)}) waits on memory, not arithmetic: improve "
+            f"{what} waits on memory, not arithmetic: improve "
             "locality (contiguous arrays instead of maps/trees, blocking/tiling), and on "
             "several sockets keep data NUMA-local (first touch, numactl --localalloc)."))
     return out

@@ -469,6 +469,11 @@ def _launch(p: Program, f: Facts) -> list[Fix]:
     return out
 
 
+def _named(name: str) -> str:
+    """A kernel or op name without its argument list, for a reason in parentheses."""
+    return name.split("(", 1)[0] or name
+
+
 def _launch_because(f: Facts) -> str:
     """Why launching is the limit, in the trace's own figures where it has them."""
     short = "" if f.shorter_than_launch_pct is None else \
@@ -615,7 +620,7 @@ def _communication(p: Program, f: Facts) -> list[Fix]:
         return [Fix("the run has one rank (world_size 1): its collectives exchange nothing; "
                     "run it without the process group and its wrapper (DDP, FSDP), or with "
                     "the ranks it is meant for",
-                    f"collectives ({p.evidence.get('collectives', 'seen')}) in a run of "
+                    f"collectives ({_named(p.evidence.get('collectives', 'seen'))}) in a run of "
                     "world_size 1")]
     fixes = _communication_fixes(p, f)
     # A collective ends when the last rank arrives: one rank's collective time holds its
@@ -662,7 +667,7 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
         return [Fix("overlap gradient communication with backward: DDP bucket_cap_mb, FSDP "
                     "backward_prefetch/forward_prefetch, collectives on their own stream; "
                     "fewer, larger collectives",
-                    f"training with collectives ({p.evidence.get('collectives', 'seen')})"
+                    f"training with collectives ({_named(p.evidence.get('collectives', 'seen'))})"
                     + (f"; {main}" if split else ""))]
     one_shot = "one-shot all-reduce" + (" (NVLS on NVSwitch systems)" if p.api != "HIP" else "")
     if p.mode == "inference":
@@ -673,7 +678,8 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
     return [Fix("the collectives sit on the critical path: run them on their own stream "
                 "beside independent work, and batch small ones into fewer, larger calls "
                 f"({one_shot} for small messages)",
-                f"collectives ({p.evidence.get('collectives', 'seen')}) with little overlap")]
+                f"collectives ({_named(p.evidence.get('collectives', 'seen'))}) with little "
+                "overlap")]
 
 
 def _idle_other(p: Program, f: Facts) -> list[Fix]:

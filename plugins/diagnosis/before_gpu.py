@@ -37,10 +37,11 @@ def before_first_gpu(trace: Trace, activity: Activity) -> Finding | None:
     if before < MIN_NS or percent(before, last - first) < MIN_PCT:
         return None
     early = np.flatnonzero((calls.start < first_gpu) & ~calls.is_op)
-    evidence: dict[str, object] = {"before_first_gpu_ns": before,
+    evidence: dict[str, object] = {"before_first_gpu_ns": before, "trace_ns": last - first,
                                    "share_pct": percent(before, last - first)}
     title = (f"before the first GPU work: {format_ns(before)} of host time "
-             f"({percent(before, last - first)}% of the trace), in no GPU cause")
+             f"({percent(before, last - first)}% of the {format_ns(last - first)} trace; the "
+             "GPU timeline starts after it)")
     if len(early):
         dur = np.minimum(calls.end[early], first_gpu) - calls.start[early]
         longest = int(early[int(np.argmax(dur))])
