@@ -94,7 +94,14 @@ def test_full_trace_through_chrome_json_and_back(tmp_path, registry):
 def test_torch_trace_through_chrome_json_is_the_same_model(rel, tmp_path, registry):
     original = tracekit.read(shared_path(*rel.split("/")), registry=registry)
     want, got, result = _chrome_round_trip(original, tmp_path, registry)
-    assert not result.skipped
+    # A kernel launched by hipExtModuleLaunchKernel has its grid in blocks in the model and
+    # in work-items in its args, which are written as the tool wrote them (and read back to
+    # the same blocks): its grid field is counted as not written into args, nothing else.
+    derived = sum(n for (kind, outcome), n in
+                  {(k[1], k[2]): v for k, v in original.log.outcomes.items()}.items()
+                  if kind == "derived from X:kernel" and outcome.startswith("grid given"))
+    assert dict(result.skipped) == ({"field grid: args already has this key with another "
+                                     "value (args kept)": derived} if derived else {})
     _assert_same(want, got)
     again_tables = tracekit.read(tmp_path / "round.json.gz", registry=registry)
     for name in ("processes", "threads", "devices"):
