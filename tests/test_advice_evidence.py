@@ -360,6 +360,26 @@ def test_a_start_up_that_is_graph_capture_says_so() -> None:
     assert report.findings[0].suggestion == startup.suggestion
 
 
+def _nsys_cpu_gaps(path):
+    """An nsys export read, the ns to add to its SQLite times for tracekit's (its first
+    kernel's start in each), and its one GPU's cpu gaps as (lo, hi)."""
+    import sqlite3
+
+    from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps
+
+    trace = tracekit.read(path)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        first_kernel = db.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+                                  ).fetchone()[0]
+    kernels = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()),
+                                           "gpu.kernel"))
+    shift = min(kernels["ts_ns"].to_pylist()) - first_kernel
+    [gaps] = all_gaps(trace, 50.0)
+    cpu = [(int(lo), int(hi)) for lo, hi, c in zip(gaps.lo, gaps.hi, gaps.cause, strict=True)
+           if c == CAUSES.index("cpu")]
+    return trace, shift, cpu
+
+
 def test_cpu_samples_in_the_gaps_name_the_untraced_host_code() -> None:
     """pipit saxpy (nsys with CPU sampling): most of each cpu gap is in no recorded range, but
     the trace holds the launching thread's CPU samples. They are counted here from the
@@ -367,23 +387,13 @@ def test_cpu_samples_in_the_gaps_name_the_untraced_host_code() -> None:
     fix names their leaf functions instead of asking for a sampling run."""
     import sqlite3
 
-    from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps
-
     path = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
-    trace = tracekit.read(path)
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        first_kernel = db.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL"
-                                  ).fetchone()[0]
         samples = db.execute(
             "SELECT C.start, S.value FROM COMPOSITE_EVENTS C JOIN SAMPLING_CALLCHAINS K "
             "ON K.id = C.id AND K.stackDepth = 0 JOIN StringIds S ON S.id = K.symbol"
         ).fetchall()
-    kernels = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()),
-                                           "gpu.kernel"))
-    shift = min(kernels["ts_ns"].to_pylist()) - first_kernel
-    [gaps] = all_gaps(trace, 50.0)
-    cpu = [(int(lo), int(hi)) for lo, hi, c in zip(gaps.lo, gaps.hi, gaps.cause, strict=True)
-           if c == CAUSES.index("cpu")]
+    trace, shift, cpu = _nsys_cpu_gaps(path)
     inside = [name for start, name in samples
               if any(lo <= start + shift <= hi for lo, hi in cpu)]  # one thread samples
     main = round(100 * inside.count("main") / len(inside))
@@ -490,23 +500,13 @@ def test_exchange_calls_inside_the_cpu_gaps_get_their_share_and_fix() -> None:
     SQLite's NVTX ranges named MPI_*, intersected with the cpu gaps."""
     import sqlite3
 
-    from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps
-
     path = shared_path("nsys-sqlite", "pipit_saxpy-mpi-cuda_nsys2022.2.1_a100.sqlite")
-    trace = tracekit.read(path)
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        first_kernel = db.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL"
-                                  ).fetchone()[0]
         named = db.execute("SELECT start, end, coalesce(text, (SELECT value FROM StringIds "
                            "WHERE id = textId)) FROM NVTX_EVENTS WHERE end IS NOT NULL"
                            ).fetchall()
     ranges = [(s, e) for s, e, name in named if name in ("MPI_Send", "MPI_Recv")]
-    kernels = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()),
-                                           "gpu.kernel"))
-    shift = min(kernels["ts_ns"].to_pylist()) - first_kernel
-    [gaps] = all_gaps(trace, 50.0)
-    cpu = [(int(lo), int(hi)) for lo, hi, c in zip(gaps.lo, gaps.hi, gaps.cause, strict=True)
-           if c == CAUSES.index("cpu")]
+    trace, shift, cpu = _nsys_cpu_gaps(path)
     inside = sum(max(0, min(hi, e + shift) - max(lo, s + shift))
                  for lo, hi in cpu for s, e in ranges)  # the MPI ranges do not overlap
     (report,) = tracekit.analyze(trace, "bottleneck")
