@@ -636,3 +636,22 @@ def test_a_kernel_only_trace_claims_no_eager_mode() -> None:
 
     trace = tracekit.read(shared_path("bonus", "rocprofv3-json", "tracelens_908_results.json.gz"))
     assert classify(trace).label() == "PyTorch training (RCCL collectives)"
+
+
+def test_a_fix_the_verdict_gives_is_not_given_again() -> None:
+    """merged 4-rank: the straggler is the verdict, whose fix the straggler finding repeated
+    word for word; HTA's sampled rank 0: the queued gap's reason names the range instead of
+    quoting the evidence again."""
+    trace = tracekit.read(shared_path("torch-trace", "hpcte-tracelens-fused",
+                                      "merged_4rank_rocm_cifar100.json.gz"))
+    (report,) = tracekit.analyze(trace, "bottleneck")
+    verdict, straggler = report.findings[0], report.findings[2]
+    assert verdict.evidence["verdict"] == "straggler" and straggler.title.startswith("straggler")
+    assert verdict.suggestion.startswith("make rank 3 as fast as the others")
+    assert straggler.suggestion == ""
+    (report,) = tracekit.analyze(tracekit.read(shared_path("torch-trace", "hta",
+                                                           "sampled_rank-0.json.gz")),
+                                 "bottleneck")
+    [idle] = [f for f in report.findings if f.title.startswith("idle-other:")]
+    assert ("(the largest queued gap waits on Optimizer.step#Shampoo.step on another thread)"
+            in idle.suggestion)

@@ -696,7 +696,9 @@ def _idle_other(p: Program, f: Facts) -> list[Fix]:
                    "kernels sooner" if f.queued_place == "optimizer" and p.pytorch
                    else "shorten it or move it off the step's critical path")
         out.append(Fix(f"the queued work waits for host work on another thread: {shorten}",
-                       f"the largest queued gap: {f.queued_example}"))
+                       # The evidence quotes the gap whole; the reason names the range.
+                       f"the largest queued gap waits on {f.queued_example.split(' (')[0]} on "
+                       "another thread"))
     if f.queued_gaps >= DISPATCH_GAPS_MIN and f.median_queued_gap_ns < DISPATCH_GAP_NS:
         out.append(Fix("fewer, larger kernels (fusion): the GPU pays a dispatch cost per "
                        "kernel even when the next one is already queued"

@@ -271,7 +271,10 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             suggestion=suggestion))
         report.findings.append(_program_finding(program))
         if lagging is not None:
-            report.findings.append(straggler_finding(lagging))
+            finding = straggler_finding(lagging)
+            if verdict == "straggler":
+                finding.suggestion = ""  # the verdict gives it, word for word
+            report.findings.append(finding)
         if startup:
             report.findings.append(Finding(
                 severity="warning" if percent(startup, full_span) >= 20 else "info",
@@ -559,7 +562,9 @@ class Evidence:
 
     def _cpu(self) -> dict[str, Any]:
         out = self._gap_evidence("cpu")
-        if self._cpu_gap_exchange_ns:
+        cpu_ns = sum(int(g.dur[g.cause == GAP_CAUSES.index("cpu")].sum())
+                     for g in self.per_device)
+        if self._cpu_gap_exchange_ns * 100 >= cpu_ns:  # 1% or more of the cpu gaps
             out["in_exchange_calls_ns"] = self._cpu_gap_exchange_ns
         if self._gap_samples:
             out["cpu_samples_in_gaps"] = self._gap_samples.describe()
