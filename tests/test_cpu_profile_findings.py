@@ -1038,6 +1038,9 @@ def test_memory_bound_rows_of_packages_name_no_hot_code_and_bpf_is_packet_work()
                                     "grappolo-friendster-t192-dram-hotspots-pkg.csv"))
     [memory] = _titled(report, "Memory bound")
     assert memory.evidence["top_package"] == "package_0" and "top_function" not in memory.evidence
+    # Rows of packages say nothing of user and kernel code: the title does not split it.
+    assert report.findings[0].title == ("CPU profile: busy 56,143s CPU time; top package "
+                                        "package_0 53.6%")
     assert memory.suggestion.startswith("The work waits on memory")
     report = cpu_report(shared_path("perf-script", "inferno", "versioned-vmlinux.txt"))
     [kernel] = _titled(report, "Kernel code takes")

@@ -1388,8 +1388,11 @@ def _verdict_title(ev: dict[str, Any], busy: float, grand: float, unit: str) -> 
     parts = []
     if ev.get("idle_pct") is not None:
         parts.append(f"{100 - ev['idle_pct']:.1f}% busy, {ev['idle_pct']}% idle")
-    parts.append(f"busy {_amount(busy, unit)}: {ev['user_pct']}% user, "
-                 f"{ev['kernel_pct']}% kernel")
+    if (ev.get("unattributed_pct") or 0) >= 99:  # rows of packages or threads: no code
+        parts.append(f"busy {_amount(busy, unit)}")
+    else:
+        parts.append(f"busy {_amount(busy, unit)}: {ev['user_pct']}% user, "
+                     f"{ev['kernel_pct']}% kernel")
     if "top_function" in ev:
         what = ev.get("grouped_by", "function").lower()
         parts.append(f"top {what} {short_name(ev['top_function'], 60)} "
