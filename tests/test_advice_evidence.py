@@ -334,6 +334,7 @@ def test_collective_fixes_follow_the_run_the_trace_declares() -> None:
     assert "one-shot all-reduce (NVLS on NVSwitch systems)" in fix.text
 
 
+@pytest.mark.slow  # reads a large real trace
 def test_a_start_up_that_is_graph_capture_says_so() -> None:
     """vLLM's capture pass on ROCm: between hipStreamBeginCapture and hipStreamEndCapture
     the host records launches into a graph, which the trace never replays. The counts are
@@ -629,6 +630,7 @@ def test_small_copies_are_batched_and_a_plain_program_keeps_no_weights() -> None
     assert fix.startswith("drop the copies") and "move less" not in fix
 
 
+@pytest.mark.slow  # reads a large real trace
 def test_a_kernel_only_trace_claims_no_eager_mode() -> None:
     """908 (rocprofv3, kernels only): PyTorch training from its ATen kernels, RCCL from its
     collective kernels; eager or compiled cannot be told without host ops, so it is not."""
@@ -638,6 +640,7 @@ def test_a_kernel_only_trace_claims_no_eager_mode() -> None:
     assert classify(trace).label() == "PyTorch training (RCCL collectives)"
 
 
+@pytest.mark.slow  # reads a large real trace
 def test_a_fix_the_verdict_gives_is_not_given_again() -> None:
     """merged 4-rank: the straggler is the verdict, whose fix the straggler finding repeated
     word for word; HTA's sampled rank 0: the queued gap's reason names the range instead of

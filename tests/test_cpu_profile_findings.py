@@ -549,6 +549,7 @@ def test_window_is_shared_by_the_verdict_and_the_cpu_report_and_bounds_the_span(
     assert reports[1].findings[0].evidence["span_ns"] == end - start
 
 
+@pytest.mark.slow  # reads a real trace
 def test_a_window_that_selects_nothing_is_an_error_not_an_empty_verdict():
     """A window that ends before it starts, or starts after the trace's last event, would
     leave no event: 'no GPU activity' would be said of a GPU trace. Both are one-line option
