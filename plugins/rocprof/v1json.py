@@ -9,6 +9,7 @@ launching call to ``t`` on the device work, with ``cat: DataFlow``.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -223,10 +224,13 @@ def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
                 call_thread[flow_id] = key
             else:  # one id can end on several ops: a memset done as two fills
                 works[flow_id].append(row)
+    threads: dict[tuple[int | None, int | None], _Thread] = {}
     for flow_id, call in calls.items():
-        if works.get(flow_id):
-            calls[flow_id] = _holding_call(cols, call, works[flow_id],
-                                           rows_at[call_thread[flow_id]])
+        if works.get(flow_id) and _SYNC_COPY.fullmatch(cols["name"][call] or ""):
+            key = call_thread[flow_id]
+            if key not in threads:
+                threads[key] = _Thread(cols, rows_at[key])
+            calls[flow_id] = _holding_call(cols, call, works[flow_id], threads[key])
     launched_by: dict[int, list[int]] = defaultdict(list)
     for flow_id, call in calls.items():
         if flow_id not in works:
@@ -247,16 +251,30 @@ def _bind_flows(events: list[Any], cols: dict[str, list[Any]],
             cols["bytes"][first] = size_of_call(_call_args(cols["args"][call]))
 
 
+class _Thread:
+    """One thread's calls by start time, to find those overlapping a span without a scan."""
+
+    def __init__(self, cols: dict[str, list[Any]], rows: list[int]) -> None:
+        by_start = sorted(rows, key=lambda r: cols["ts_ns"][r])
+        self.rows = by_start
+        self.starts = [cols["ts_ns"][r] for r in by_start]
+        self.longest = max((cols["dur_ns"][r] or 0 for r in by_start), default=0)
+
+    def overlapping(self, start: int, end: int) -> list[int]:
+        """The calls that overlap ``[start, end)`` (any that starts in the longest call's
+        duration before ``start``, up to ``end``)."""
+        lo = bisect.bisect_right(self.starts, start - self.longest - 1)
+        return self.rows[lo:bisect.bisect_left(self.starts, end)]
+
+
 def _holding_call(cols: dict[str, list[Any]], call: int, work: list[int],
-                  thread: list[int]) -> int:
-    """The call a flow's work belongs to: the call holding the flow's start, unless that is
-    a synchronous copy or memset and another such call of the thread holds more of the work.
-    A synchronous call returns when its work is done, so its work runs inside it; rocprof
-    writes some flow starts at the work's own start, which can fall in the call before
-    (MI300A: the second of two 4 GB ``hipMemcpy`` calls' copy starts 13 ms before its call,
-    inside the first)."""
-    if not _SYNC_COPY.fullmatch(cols["name"][call] or ""):
-        return call
+                  thread: _Thread) -> int:
+    """The call a synchronous copy or memset's work belongs to: the call holding the flow's
+    start, unless another call like it on the thread (the same function, the same
+    direction) holds more of the work. A synchronous call returns when its work is done, so
+    its work runs inside it; rocprof writes some flow starts at the work's own start, which
+    can fall in the call before (MI300A: the second of two 4 GB ``hipMemcpy`` calls' copy
+    starts 13 ms before its call, inside the first)."""
     first = min(work, key=lambda r: cols["ts_ns"][r])
     start, end = cols["ts_ns"][first], cols["ts_ns"][first] + (cols["dur_ns"][first] or 0)
 
@@ -268,9 +286,9 @@ def _holding_call(cols: dict[str, list[Any]], call: int, work: list[int],
         found = _KIND.search(cols["args"][r] or "")
         return cols["name"][r], found.group(1) if found else None
 
-    # Only a call like it (the same function, the same direction): device and host clocks
-    # can be apart by milliseconds, so the overlap with another kind of call means nothing.
-    alike = [r for r in thread if r != call and kind(r) == kind(call)]
+    # Only a call like it: device and host clocks can be apart by milliseconds, so the
+    # overlap with another kind of call means nothing.
+    alike = [r for r in thread.overlapping(start, end) if r != call and kind(r) == kind(call)]
     best = max(alike, key=held, default=call)
     return best if held(best) > max(held(call), 0) else call
 
