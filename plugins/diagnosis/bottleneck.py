@@ -662,9 +662,11 @@ class Evidence:
             at = np.flatnonzero(work.cls == COMMUNICATION)
             if not len(at):
                 continue
-            dur = (work.end[at] - work.start[at]).tolist()
-            for kind, ns in zip(kernel_kinds(self.activity, g.timeline, at), dur, strict=True):
-                f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(ns)
+            dur = work.end[at] - work.start[at]
+            kinds = kernel_kinds(self.activity, g.timeline, at)
+            for kind in np.unique(kinds).tolist():
+                f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(dur[kinds == kind]
+                                                                           .sum())
 
     def _queued_durations(self) -> np.ndarray:
         code = GAP_CAUSES.index("queued")

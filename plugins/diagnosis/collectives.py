@@ -9,7 +9,6 @@ the kernel's launching call, on the launching thread, says which, where it says 
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 from tracekit.plugins.diagnosis.activity import Activity
 from tracekit.plugins.diagnosis.advice import collective_kind
 from tracekit.plugins.diagnosis.gaps import HostRanges
@@ -18,13 +17,16 @@ from tracekit.plugins.diagnosis.timeline import DeviceTimeline
 
 
 def kernel_kinds(activity: Activity, timeline: DeviceTimeline,
-                 positions: np.ndarray) -> list[str]:
+                 positions: np.ndarray) -> np.ndarray:
     """The collective kind of the work at ``positions`` of the timeline's work: the innermost
-    host collective range around its launching call, else its own name."""
+    host collective range around its launching call, else its own name (one per distinct
+    name)."""
     work, calls = timeline.work, activity.calls
-    rows = work.row[positions]
-    names = activity.events["name"].take(pa.array(rows)).cast(pa.string()).to_pylist()
-    kinds = [collective_kind(str(n)) for n in names]
+    codes = activity.name_codes.codes[work.row[positions]]
+    distinct, inverse = np.unique(codes, return_inverse=True)
+    by_name = np.array([collective_kind(str(activity.name_codes.entries[c])) for c in distinct],
+                       dtype=object)
+    kinds = by_name[inverse.reshape(-1)]
     api = work.api[positions]
     launched = np.flatnonzero(api >= 0)
     if not len(launched):
@@ -43,14 +45,13 @@ def kernel_kinds(activity: Activity, timeline: DeviceTimeline,
             continue
         order = np.argsort(at, kind="stable")
         sorted_at = at[order]
-        found: list[str | None] = [None] * len(mine)
+        labels = sorted({k for _, _, k in named})
+        found = np.full(len(mine), -1)
         # Ranges by start: a later (inner) range overwrites the one around it.
         for start, end, kind in sorted(named):
             lo = np.searchsorted(sorted_at, start, side="left")
             hi = np.searchsorted(sorted_at, end, side="right")
-            for j in order[lo:hi].tolist():
-                found[j] = kind
-        for j, kind in enumerate(found):
-            if kind is not None:
-                kinds[int(mine[j])] = kind
+            found[order[lo:hi]] = labels.index(kind)
+        hit = found >= 0
+        kinds[mine[hit]] = np.array(labels, dtype=object)[found[hit]]
     return kinds
