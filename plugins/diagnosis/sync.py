@@ -80,9 +80,9 @@ class SyncAnalyzer(tracekit.Analyzer):
                    ("async_calls", "int", None, copies.asynchronous),
                    ("bytes", "int", "bytes", copies.bytes), ("time", "int", "ns", copies.time)])
         report.table_titles["pageable"] = "Copies to or from pageable host memory"
-        report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct,
-                                             classify(trace)))
         set_up = set_up_wait_ns(activity)
+        report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct,
+                                             classify(trace), set_up))
         if set_up >= 1_000_000:  # the context's creation: seconds at times
             report.notes.append(f"{format_ns(set_up)} of waits before the first GPU work "
                                 "(set-up) are in the table, not the findings")
@@ -168,9 +168,11 @@ def set_up_wait_ns(activity: Activity) -> int:
 
 
 def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
-                  min_share_pct: float = 5.0, program: Program | None = None) -> list[Finding]:
+                  min_share_pct: float = 5.0, program: Program | None = None,
+                  set_up_ns: int | None = None) -> list[Finding]:
     """Findings for heavy synchronization and for pageable async copies, worded for the
-    program (PyTorch or the CUDA/HIP runtime).
+    program (PyTorch or the CUDA/HIP runtime). ``set_up_ns``: ``set_up_wait_ns(activity)``,
+    where the caller has it already.
 
     At most ``FEW_SYNCS`` synchronizing calls, in a trace without steps and without host
     reads of device values (``.item()``), are the host waiting for results it needs (a copy
@@ -181,7 +183,7 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
     findings = []
     calls = activity.calls
     api = calls.is_sync & ~calls.is_op
-    set_up_ns = set_up_wait_ns(activity)
+    set_up_ns = set_up_wait_ns(activity) if set_up_ns is None else set_up_ns
     api_time = int((calls.end - calls.start)[api].sum()) - set_up_ns
     if wall and percent(api_time, wall) >= min_share_pct:
         top = grouped_stats(activity.events["name"].take(pa.array(calls.row[api])),
