@@ -6,9 +6,10 @@ the trace, a finding says how long, and which runtime call took most of it."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow.compute as pc
 from tracekit import Finding, Trace
 from tracekit.plugins.diagnosis.activity import Activity
-from tracekit.toolkit import equals, format_ns, percent
+from tracekit.toolkit import equals, format_ns, percent, time_span
 
 #: Host time before the first GPU work is told at this length or more, ...
 MIN_NS = 1_000_000_000
@@ -25,14 +26,10 @@ def before_first_gpu(trace: Trace, activity: Activity) -> Finding | None:
     first_gpu = min(starts)
     ev = trace.events
     # The profiler's own range spans the whole trace: not the program's time.
-    timed = ~equals(ev["category"], "host.profiler").to_numpy(zero_copy_only=False) & \
-        ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
-    ts = ev["ts_ns"].to_numpy(zero_copy_only=False)[timed].astype(np.int64)
-    if not len(ts):
+    span = time_span(ev.filter(pc.invert(equals(ev["category"], "host.profiler"))))
+    if span is None:
         return None
-    first = int(ts.min())
-    ends = ts + ev["dur_ns"].fill_null(0).to_numpy(zero_copy_only=False)[timed].astype(np.int64)
-    last = max(int(ends.max()), max(int(w.end.max()) for w in activity.devices if len(w.end)))
+    first, last = span
     before = first_gpu - first
     if before < MIN_NS or percent(before, last - first) < MIN_PCT:
         return None
