@@ -24,7 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Finding, Report, Trace
-from tracekit.plugins.cpu_profile.event_counts import event_counts, memory_stall_finding
+from tracekit.plugins.cpu_profile.event_counts import (
+    event_counts,
+    memory_stall_finding,
+    report_values,
+)
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     COMPILE_RANGE,
@@ -233,7 +237,8 @@ class CpuAnalyzer(tracekit.Analyzer):
         if top_mod:
             evidence["top_module"] = top_mod[0] or None
             evidence["top_module_pct"] = percent(top_mod[1], busy)
-        counts = event_counts(rows, tree) if aggregate else None
+        values = report_values(rows) if aggregate else []
+        counts = event_counts(rows, tree, values)
         ipc = counts.ipc() if counts else (self._ipc(trace, seen, event, tree)
                                            if not aggregate else None)
         if ipc is not None:
@@ -241,7 +246,7 @@ class CpuAnalyzer(tracekit.Analyzer):
         title = _verdict_title(evidence, busy, grand, unit)
         report.findings.append(Finding("info", title, evidence))
         report.findings.extend(self._sample_findings(trace, rows, prof, unit, event, evidence,
-                                                     aggregate))
+                                                     aggregate, values))
         stalls = memory_stall_finding(counts) if counts else None
         if stalls and not any(f.title.startswith("Memory bound") for f in report.findings):
             report.findings.append(stalls)
@@ -287,7 +292,7 @@ class CpuAnalyzer(tracekit.Analyzer):
 
     def _sample_findings(self, trace: Trace, rows: pa.Table, prof: _Profile, unit: str,
                          event: str | None, ev: dict[str, Any],
-                         aggregate: bool) -> list[Finding]:
+                         aggregate: bool, report: list[dict[str, Any]]) -> list[Finding]:
         out: list[Finding] = []
         busy = prof.busy
         base = event_base(event or "")
@@ -355,7 +360,7 @@ class CpuAnalyzer(tracekit.Analyzer):
             out.append(_too_few_to_rank(top, busy, n_busy) if not aggregate
                        and n_busy < MIN_RANK_SAMPLES else _top_function(
                            top, busy, lever, prof.has_call_paths()))
-        out.extend(_vtune_findings(rows, prof, aggregate))
+        out.extend(_vtune_findings(rows, prof, report))
         if serial and not lever:
             out.append(serial)
         if few and any(f.title.startswith("Too few samples") for f in out):
@@ -1441,18 +1446,18 @@ def _debug_signature(prof: _Profile) -> tuple[float, list[str]] | None:
     return percent(share, prof.busy), [short_name(n, 70) for n, _ in hits]
 
 
-def _vtune_findings(rows: pa.Table, prof: _Profile, aggregate: bool) -> list[Finding]:
-    """From VTune's own columns: utilization (Effective Time by concurrency), spin and
-    overhead time, OpenMP barrier waits, memory bound."""
-    if not aggregate or rows.num_rows > 200_000:
+def _vtune_findings(rows: pa.Table, prof: _Profile,
+                    report: list[dict[str, Any]]) -> list[Finding]:
+    """From VTune's own columns (``report``: each row's ``report_values``, none but for a
+    report's aggregate rows): utilization (Effective Time by concurrency), spin and overhead
+    time, OpenMP barrier waits, memory bound."""
+    if not report:
         return []
     out: list[Finding] = []
     sums: dict[str, float] = defaultdict(float)
     mem = dram = cpu = 0.0
     top_mem: list[tuple[float, str, float]] = []
-    for name, args in zip(rows["name"].cast(pa.string()).to_pylist(),
-                          rows["args"].to_pylist(), strict=True):
-        values = (orjson.loads(args).get("values") or {}) if args else {}
+    for name, values in zip(rows["name"].cast(pa.string()).to_pylist(), report, strict=True):
         t = values.get("CPU Time")
         if not isinstance(t, (int, float)):
             continue
@@ -1495,7 +1500,7 @@ def _vtune_findings(rows: pa.Table, prof: _Profile, aggregate: bool) -> list[Fin
         top_mem.sort(reverse=True)
         t, name, mb = top_mem[0]
         # Rows of functions name the hot code; rows of packages, modules or threads do not.
-        group = _group_by(rows, aggregate)
+        group = _group_by(rows, True)  # a report's rows
         of_code = group in (None, "Function", "Function Stack", "Source Function",
                             "Function / Call Stack")
         key = "top_function" if of_code else f"top_{(group or 'row').lower().replace(' ', '_')}"

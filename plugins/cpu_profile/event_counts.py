@@ -66,13 +66,26 @@ class EventCounts:
         return self.total["instructions"] / cycles, per
 
 
-def event_counts(rows: pa.Table, tree: StackTree) -> EventCounts | None:
-    """The counts of a report's rows (None where they have no hardware event counts)."""
-    if not rows.num_rows or rows.num_rows > 200_000 or "args" not in rows.column_names:
+#: Reports of more rows than this are not read column by column from their args.
+MAX_ROWS = 200_000
+
+
+def report_values(rows: pa.Table) -> list[dict[str, object]]:
+    """Each report row's columns as VTune gave them (``args.values``), parsed once for
+    every analysis of them; none for more than ``MAX_ROWS`` rows."""
+    if not rows.num_rows or rows.num_rows > MAX_ROWS or "args" not in rows.column_names:
+        return []
+    return [(orjson.loads(args).get("values") or {}) if args else {}
+            for args in rows["args"].to_pylist()]
+
+
+def event_counts(rows: pa.Table, tree: StackTree,
+                 values: list[dict[str, object]]) -> EventCounts | None:
+    """The counts of a report's rows, with their ``report_values`` (None where they have
+    no hardware event counts)."""
+    if not values:
         return None
-    first = rows["args"][0].as_py()
-    values = (orjson.loads(first).get("values") or {}) if first else {}
-    have = {k.removeprefix(PREFIX).removesuffix("_PS"): k for k in values
+    have = {k.removeprefix(PREFIX).removesuffix("_PS"): k for k in values[0]
             if k.startswith(PREFIX)}
     chosen: dict[str, str] = {}
     for quantity, names in EVENTS.items():
@@ -84,13 +97,12 @@ def event_counts(rows: pa.Table, tree: StackTree) -> EventCounts | None:
     counts = EventCounts(chosen)
     stacks = rows["stack_id"].to_pylist()
     names = rows["name"].cast(pa.string()).to_pylist()
-    for sid, name, args in zip(stacks, names, rows["args"].to_pylist(), strict=True):
-        values = (orjson.loads(args).get("values") or {}) if args else {}
+    for sid, name, row in zip(stacks, names, values, strict=True):
         frames = tree.frames(sid) if sid is not None else []
         key = (demangle(tree.names[frames[-1]]), tree.modules[frames[-1]] or "") if frames \
             else (demangle(name or ""), "")
         for quantity, column in chosen.items():
-            v = values.get(column)
+            v = row.get(column)
             if isinstance(v, (int, float)):
                 counts.total[quantity] += v
                 counts.by_function[key][quantity] += v
