@@ -198,14 +198,16 @@ def parse_frame(line: str) -> tuple[str, str | None] | None:
     return OFFSET.sub("", body), dso
 
 
-def _place_inlined(lines: list[str], frames: list[tuple[str, str | None]]
+def _place_inlined(parsed: list[tuple[str, tuple[str, str | None]]]
                    ) -> list[tuple[str, str | None]]:
-    """Frames with ``perf script --inline``'s ``(inlined)`` in place of a dso given the dso of
-    the frame their code is inlined into: the next frame (toward the root) with a dso, where it
-    is at the same address or within the same 16 MiB (one mapping: perf sometimes leaves out
-    the physical frame of an address); else no dso. ``(inlined)`` is no module."""
-    addresses = [int(m["addr"], 16) for line in lines
-                 if parse_frame(line) is not None and (m := FRAME.match(line))]
+    """The frames of ``parsed`` (``(line, frame)`` pairs), those with ``perf script
+    --inline``'s ``(inlined)`` in place of a dso given the dso of the frame their code is
+    inlined into: the next frame (toward the root) with a dso, where it is at the same address
+    or within the same 16 MiB (one mapping: perf sometimes leaves out the physical frame of an
+    address); else no dso. ``(inlined)`` is no module."""
+    frames = [f for _, f in parsed]
+    # parse_frame matched FRAME on each of these lines: the address is there.
+    addresses = [int(m["addr"], 16) if (m := FRAME.match(line)) else -1 for line, _ in parsed]
     out = list(frames)
     for i, (name, dso) in enumerate(frames):
         if dso != "inlined":
@@ -630,9 +632,10 @@ class PerfScriptParser:
         hit = self._stack_cache.get(text)
         if hit is None:
             lines = text.split("\n")
-            frames = [f for f in map(parse_frame, lines) if f is not None]
+            parsed = [(line, f) for line in lines if (f := parse_frame(line)) is not None]
+            frames = [f for _, f in parsed]
             if "(inlined)" in text:
-                frames = _place_inlined(lines, frames)
+                frames = _place_inlined(parsed)
             stack = self.stacks.stack_of(frames)
             hit = (stack, frames[0][0] if frames else None, len(lines) - len(frames))
             if len(self._stack_cache) >= 100_000:
