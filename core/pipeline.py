@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from tracekit.builder import TraceBuilder
 from tracekit.captures import join_captures as join_process_captures
 from tracekit.captures import untraced_note
@@ -45,6 +44,7 @@ from tracekit.outputs import (
 from tracekit.progress import NO_PROGRESS, Progress
 from tracekit.registry import Registry, load_registry
 from tracekit.report import Report, format_ns
+from tracekit.window import source_spans
 
 _default_registry: Registry | None = None
 #: ``Trace.metadata`` key: per run folder read, its files that were not read, with why.
@@ -254,21 +254,16 @@ def _note_unrelated_clocks(trace: Trace) -> None:
     before it end, that its times do not line up with theirs."""
     if len(trace.sources) < 2 or not trace.events.num_rows:
         return
-    ev = trace.events
-    spans = pa.table({"source": ev["source"].cast(pa.string()), "ts": ev["ts_ns"],
-                      "end": pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))}).group_by(
-        "source", use_threads=False).aggregate([("ts", "min"), ("end", "max")])
-    rows = sorted((r for r in spans.to_pylist() if r["ts_min"] is not None),
-                  key=lambda r: r["ts_min"])
     end = None
-    for before, row in itertools.pairwise(rows):
-        end = before["end_max"] if end is None else max(end, before["end_max"])
-        apart = row["ts_min"] - end
+    for (_, before), (source, (start, _)) in itertools.pairwise(
+            source_spans(trace.events).items()):
+        end = before[1] if end is None else max(end, before[1])
+        apart = start - end
         if apart > UNRELATED_CLOCKS_NS:
             days = apart / 86_400e9
             far = format_ns(apart) if days < 1 else (f"{days:,.1f} days" if days < 730
                                                      else f"{days / 365.25:,.1f} years")
-            trace.log.note(row["source"], "clock", f"warning: starts {far} after "
+            trace.log.note(source, "clock", f"warning: starts {far} after "
                            f"the inputs before it end: recorded on an unrelated clock (another "
                            "run, or a tool's own epoch), so its times do not line up with "
                            "theirs")

@@ -105,6 +105,7 @@ from tracekit.window import (
     STEPS_HELP,
     WINDOW_HELP,
     restrict,
+    source_spans,
     step_ranges,
     time_span,
     window_of,
@@ -183,8 +184,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
      ["preflight", "open_output", "write_bytes", "check_not_input"]),
     ("Windows", "For analyzers that look at a part of a trace: ``-O window=START:END`` and "
      "``-O steps=A:B``, with the same rules and help everywhere.",
-     ["restrict", "window_of", "time_span", "step_ranges", "STEP_RANGE", "WINDOW_HELP",
-      "STEPS_HELP"]),
+     ["restrict", "window_of", "time_span", "source_spans", "step_ranges", "STEP_RANGE",
+      "WINDOW_HELP", "STEPS_HELP"]),
     ("Running", "For plugin commands: the registry the command line uses, and what a plain "
      "``analyze`` would run on a trace.", ["default_registry", "trace_kind",
                                             "default_analyzers"]),
@@ -319,6 +320,7 @@ __all__ = [
     "shift_sources",
     "short_name",
     "short_names",
+    "source_spans",
     "sqlite_column",
     "starts_with",
     "step_ranges",

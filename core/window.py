@@ -138,6 +138,20 @@ def time_span(events: pa.Table) -> tuple[int, int] | None:
     return int(start), int(end)
 
 
+def source_spans(events: pa.Table) -> dict[str, tuple[int, int]]:
+    """Per source (input), the first start and the last end (ns) of its timed rows (an
+    untimed row's ``dur_ns`` counts as 0), in order of first start."""
+    if not events.num_rows:
+        return {}
+    spans = pa.table({
+        "source": events["source"].cast(pa.string()), "ts": events["ts_ns"],
+        "end": pc.add(events["ts_ns"], pc.fill_null(events["dur_ns"], 0))}).group_by(
+        "source", use_threads=False).aggregate([("ts", "min"), ("end", "max")])
+    rows = sorted((r for r in spans.to_pylist() if r["ts_min"] is not None),
+                  key=lambda r: r["ts_min"])
+    return {r["source"]: (int(r["ts_min"]), int(r["end_max"])) for r in rows}
+
+
 def window_of(trace: Trace) -> tuple[int | None, int | None] | None:
     """The bounds (ns; None: open) of the window ``restrict`` cut ``trace`` to, or None for
     a trace it did not cut: for spans measured within the window, since the events that

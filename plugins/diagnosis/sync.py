@@ -30,6 +30,7 @@ from tracekit.toolkit import (
     is_in,
     percent,
     report_table,
+    source_spans,
 )
 
 # Pageable asynchronous copies taking less than this (and under 1% of the wall time) are
@@ -104,11 +105,7 @@ def wall_time(trace: Trace) -> int:
     if not ev.num_rows:
         return 0
     own = ev.filter(is_in(ev["category"], PROGRAM_CATEGORIES))
-    ev = own if own.num_rows else ev
-    end = pc.add(ev["ts_ns"], pc.fill_null(ev["dur_ns"], 0))
-    spans = pa.table({"source": ev["source"].cast(pa.string()), "ts": ev["ts_ns"], "end": end}) \
-        .group_by("source", use_threads=False).aggregate([("ts", "min"), ("end", "max")])
-    return int(pc.sum(pc.subtract(spans["end_max"], spans["ts_min"])).as_py() or 0)
+    return sum(end - start for start, end in source_spans(own if own.num_rows else ev).values())
 
 
 def _stats_table(activity: Activity, rows: np.ndarray, wall: int) -> pa.Table:
