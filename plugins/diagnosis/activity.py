@@ -154,6 +154,12 @@ class Activity:
         """The event name of every events row (materialized on first use)."""
         return np.asarray(self.name_codes.entries, dtype=object)[self.name_codes.codes].tolist()
 
+    @functools.cached_property
+    def first_work_ns(self) -> int | None:
+        """When the first GPU work of any device starts (None without GPU work)."""
+        starts = [int(w.start.min()) for w in self.devices if len(w.start)]
+        return min(starts) if starts else None
+
     @property
     def has_steps(self) -> bool:
         """Whether the trace marks steps (``ProfilerStep#N`` ranges)."""

@@ -19,11 +19,9 @@ MIN_PCT = 25.0
 
 def before_first_gpu(trace: Trace, activity: Activity) -> Finding | None:
     """The finding on the host time before the first GPU work, where it is long."""
-    starts = [int(w.start.min()) for w in activity.devices if len(w.start)]
-    calls = activity.calls
-    if not starts or not len(calls.start):
+    calls, first_gpu = activity.calls, activity.first_work_ns
+    if first_gpu is None or not len(calls.start):
         return None
-    first_gpu = min(starts)
     ev = trace.events
     # The profiler's own range spans the whole trace: not the program's time.
     span = time_span(ev.filter(pc.invert(equals(ev["category"], "host.profiler"))))

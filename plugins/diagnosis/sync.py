@@ -157,11 +157,10 @@ def set_up_wait_ns(activity: Activity) -> int:
     loop."""
     calls = activity.calls
     api = calls.is_sync & ~calls.is_op
-    starts = [int(w.start.min()) for w in activity.devices if len(w.start)]
-    if not starts or not api.any():
+    if activity.first_work_ns is None or not api.any():
         return 0
     waited = (calls.end - calls.start)[api]
-    return int(np.clip(min(starts) - calls.start[api], 0, waited).sum())
+    return int(np.clip(activity.first_work_ns - calls.start[api], 0, waited).sum())
 
 
 def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
