@@ -271,6 +271,30 @@ def test_sync_calls_and_pageable_copies_match_the_json(registry):
 
 
 @pytest.mark.slow
+def test_sync_calls_inside_another_match_the_json(registry):
+    """``aten::item`` wraps ``aten::_local_scalar_dense``, which wraps the runtime's copy: the
+    table says how many calls of each name start inside another listed call on their thread."""
+    path = shared_path("torch-trace", "hpcte-tracelens-fused",
+                       "merged_4rank_rocm_cifar100.json.gz")
+    doc, events = load(path)
+    report = report_of(path, "sync", registry)
+    table = rows(report, "calls")
+    names = {r["name"] for r in table}
+    calls = sorted((ns(doc, e["ts"]), -ns(doc, e["ts"]) - int(Decimal(e["dur"]) * 1000),
+                    e["name"], e["pid"], e["tid"]) for e in events
+                   if e.get("ph") == "X" and e["name"] in names
+                   and e.get("cat") in ("cpu_op", "cuda_runtime", "runtime"))
+    reach: dict[tuple, int] = {}
+    inside: Counter[str] = Counter()
+    for start, neg_end, name, pid, tid in calls:
+        inside[name] += start < reach.get((pid, tid), start)
+        reach[(pid, tid)] = max(reach.get((pid, tid), start), -neg_end)
+    assert {r["name"]: r["inside_another"] for r in table} == {n: inside[n] for n in names}
+    assert sum(inside.values()) == 3_900
+    assert any("3,900 of these calls run inside another" in n for n in report.notes)
+
+
+@pytest.mark.slow
 def test_overlap_matches_independent_intersection(registry):
     path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
     doc, events = load(path)

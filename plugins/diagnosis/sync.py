@@ -20,10 +20,12 @@ from tracekit.plugins.diagnosis.activity import (
     MEMORY,
     READS_COLUMNS,
     Activity,
+    HostCalls,
     host_reads,
 )
 from tracekit.plugins.diagnosis.program import Program, classify
 from tracekit.toolkit import (
+    factorize,
     format_bytes,
     format_ns,
     grouped_stats,
@@ -67,9 +69,15 @@ class SyncAnalyzer(tracekit.Analyzer):
         activity = Activity.of(trace)
         report = Report(analyzer=self.name, title="Synchronization")
         wall = wall_time(trace)
-        report.tables["calls"] = _stats_table(activity, activity.calls.row[activity.calls.is_sync],
-                                              wall)
+        calls = activity.calls
+        sync = np.flatnonzero(calls.is_sync)
+        nested = nested_calls(calls, sync)
+        report.tables["calls"] = _stats_table(activity, calls.row[sync], wall, nested)
         report.table_titles["calls"] = "Synchronizing host calls (% of the wall time)"
+        if nested.any():
+            report.notes.append(f"{int(nested.sum()):,} of these calls run inside another "
+                                "on their thread (inside_another): rows overlap, their wall% "
+                                "do not add up")
         ev = trace.events
         device_waits = np.flatnonzero(pc.equal(ev["category"].cast(pa.string()), "gpu.sync")
                                       .to_numpy(zero_copy_only=False))
@@ -108,14 +116,37 @@ def wall_time(trace: Trace) -> int:
     return sum(end - start for start, end in source_spans(own if own.num_rows else ev).values())
 
 
-def _stats_table(activity: Activity, rows: np.ndarray, wall: int) -> pa.Table:
+def nested_calls(calls: HostCalls, which: np.ndarray) -> np.ndarray:
+    """For the host calls at positions ``which``: whether each starts inside another of them
+    on the same thread (``aten::item`` around ``aten::_local_scalar_dense`` around the
+    runtime's copy)."""
+    inside = np.zeros(len(which), dtype=bool)
+    if not len(which):
+        return inside
+    keys, _ = factorize(calls.source[which].astype(np.int64), calls.pid[which], calls.tid[which])
+    start, end = calls.start[which], calls.end[which]
+    order = np.lexsort((-end, start, keys))  # per thread by start, the outer call first
+    for k in np.unique(keys):
+        rows = order[keys[order] == k]
+        reach = np.maximum.accumulate(end[rows])
+        inside[rows[1:]] = start[rows[1:]] < reach[:-1]
+    return inside
+
+
+def _stats_table(activity: Activity, rows: np.ndarray, wall: int,
+                 nested: np.ndarray | None = None) -> pa.Table:
     ev = activity.events.take(pa.array(rows, pa.int64()))
     s = grouped_stats(ev["name"], ev["dur_ns"])
-    return report_table([("name", "str", None, s["key"]), ("count", "int", None, s["count"]),
-                         ("total", "int", "ns", s["total"]), ("mean", "float", "ns", s["mean"]),
-                         ("max", "int", "ns", s["max"]),
-                         ("wall_pct", "float", "%",
-                          [percent(t, wall) for t in np.asarray(s["total"])])])
+    columns = [("name", "str", None, s["key"]), ("count", "int", None, s["count"]),
+               ("total", "int", "ns", s["total"]), ("mean", "float", "ns", s["mean"]),
+               ("max", "int", "ns", s["max"]),
+               ("wall_pct", "float", "%", [percent(t, wall) for t in np.asarray(s["total"])])]
+    if nested is not None:
+        per_name = grouped_stats(ev["name"], pa.array(nested.astype(np.int64)))
+        inside = dict(zip(per_name["key"], np.asarray(per_name["total"]).tolist(),
+                          strict=True))
+        columns.append(("inside_another", "int", None, [inside.get(k, 0) for k in s["key"]]))
+    return report_table(columns)
 
 
 def pageable_copies(activity: Activity) -> PageableCopies:
