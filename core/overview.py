@@ -44,17 +44,18 @@ class Description:
 
     def lines(self) -> list[str]:
         """The text ``tracekit info`` prints."""
-        out = [self.path]
-        if self.confidence is not None:
-            out.append(f"  format     {self.format} (confidence {self.confidence:.2f})")
-        else:
-            out.append(f"  format     {self.format}")
-        out += [f"  {key:<10} {value}" for key, value in self.tool.items()]
+        fmt = self.format if self.confidence is None else \
+            f"{self.format} (confidence {self.confidence:.2f})"
+        header = [("format", fmt), *self.tool.items()]
         if self.start_ns is not None and self.end_ns is not None:
-            out.append(f"  time span  {(self.end_ns - self.start_ns) / 1e6:,.3f} ms "
-                       f"(from {self.start_ns:,} to {self.end_ns:,} ns)")
-        out.append(f"  events     {self.events:,}")
-        out += [f"    {category:<18} {kind:<8} {n:>10,}" for category, kind, n in self.categories]
+            header.append(("time span", f"{(self.end_ns - self.start_ns) / 1e6:,.3f} ms "
+                                        f"(from {self.start_ns:,} to {self.end_ns:,} ns)"))
+        header.append(("events", f"{self.events:,}"))
+        width = max(len(key) for key, _ in header)
+        out = [self.path, *(f"  {key:<{width}} {value}" for key, value in header)]
+        width = max([18, *(len(category) for category, _, _ in self.categories)])
+        out += [f"    {category:<{width}} {kind:<8} {n:>10,}"
+                for category, kind, n in self.categories]
         out += [f"  device {device}: {name or '?'}" for device, name in self.devices]
         out += [(f"  process {pid}: {name or '?'}" if pid is None or pid > SYNTHETIC_ID_MAX
                  # a number the reader made up for a process the trace names only
@@ -63,7 +64,8 @@ class Description:
                 + (f" rank {rank}" if rank is not None else "")
                 for pid, name, rank in self.processes]
         out.append("  input records:")
-        out += [f"    {kind:<28} {n:>10,}  {outcome}" for kind, outcome, n in self.records]
+        width = max([28, *(len(kind) for kind, _, _ in self.records)])
+        out += [f"    {kind:<{width}} {n:>10,}  {outcome}" for kind, outcome, n in self.records]
         return out
 
 
