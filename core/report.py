@@ -92,23 +92,63 @@ def short_name(name: str, limit: int = 48) -> str:
 
 
 def short_names(names: list[str], limit: int = 48) -> list[str]:
-    """``short_name`` of each name, but names that it would make equal keep their start and
-    the part where they differ from each other (``void k<Op(…(instance 2)]>(c…``): template
-    kernels often differ only deep inside their arguments."""
-    cut = [short_name(n, limit) for n in names]
+    """``short_name`` of each name, but names that it would make equal stay apart.
+
+    A name that differs from each of its look-alikes within one stretch keeps its start and
+    that stretch (``void k<Op(…xx, 1>(f…``): template kernels often differ only deep inside
+    their arguments. A name that differs from them in several places (cuBLAS's
+    ``…_tilesize64x256x8_…_execute_split_k_kernel``) keeps its start and the fewest of its
+    words that no look-alike has (``sm80_xmma_…tilesize64x256x8…split``)."""
+    out = [short_name(n, limit) for n in names]
+    alike: dict[str, list[int]] = {}
+    for i, short in enumerate(out):
+        alike.setdefault(short, []).append(i)
     head = limit // 2
     span = limit - head - 2  # between the two ellipses
-    out = []
-    for i, (name, short) in enumerate(zip(names, cut, strict=True)):
-        twins = [m for j, m in enumerate(names) if j != i and cut[j] == short]
-        if not twins:
-            out.append(short)
-            continue
-        differ = max(_common_prefix(name, m) for m in twins)
-        start = max(head, min(differ - span // 2, len(name) - span))
-        out.append(name[:head] + "…" + name[start:start + span]
-                   + ("…" if start + span < len(name) else ""))
+    for group in alike.values():
+        for i in group:
+            name = names[i]
+            others = [names[j] for j in group if names[j] != name]
+            if not others or len(name) <= limit:
+                continue
+            differ = [_common_prefix(name, m) for m in others]
+            if max(differ) - min(differ) < span // 2 or len(others) == 1:
+                start = max(head, min(max(differ) - span // 2, len(name) - span))
+                out[i] = (name[:head] + "…" + name[start:start + span]
+                          + ("…" if start + span < len(name) else ""))
+            else:
+                out[i] = _distinct_words(name, others, limit)
     return out
+
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def _distinct_words(name: str, others: list[str], limit: int) -> str:
+    """``name``'s start and, in their order, the fewest of its words that tell it apart from
+    each of ``others`` (chosen greedily, the word that most others lack first)."""
+    words = list(_WORD.finditer(name))
+    other_words = [set(_WORD.findall(o)) for o in others]
+    left, chosen = list(range(len(others))), []
+    while left:
+        lacking = [(sum(w.group() not in other_words[k] for k in left), -n)
+                   for n, w in enumerate(words)]
+        best = max(range(len(words)), key=lacking.__getitem__, default=None)
+        if best is None or lacking[best][0] == 0:
+            break  # the others have every word of this one (and more)
+        chosen.append(best)
+        left = [k for k in left if words[best].group() in other_words[k]]
+    if not chosen:
+        return short_name(name, limit)
+    pieces: list[str] = []
+    for n in sorted(chosen):
+        if pieces and n - 1 in chosen:  # next to the one before: keep what joins them
+            pieces[-1] += name[words[n - 1].end():words[n].end()]
+        else:
+            pieces.append(words[n].group())
+    tail = "…".join(pieces)
+    keep = max(8, limit - len(tail) - 1)
+    return short_name(name[:keep] + "…" + tail, limit)
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -299,6 +339,10 @@ def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
     room_of[longest] = max(32 if len(text_cols) == 1 else 20,
                            width - fixed - sum(room_of.values()))
     last = len(heads) - 1
+    if longest >= 0 and rows:  # names cut alike keep the part where they differ
+        for r, name in zip(rows, short_names([r[longest] for r in rows], room_of[longest]),
+                           strict=True):
+            r[longest] = name
     lines = []
     for cells in [heads, *rows]:
         parts = []

@@ -98,6 +98,22 @@ def test_short_names_keep_apart_names_that_one_cut_would_merge():
     assert short_names([a, "short"], 20) == ["void k<Op(bool, int…", "short"]
 
 
+def test_short_names_keep_apart_names_that_differ_in_two_places():
+    """cuBLAS names that differ in the tile size and in split_k: no one stretch of 16
+    characters tells each from all the others, their distinct words do."""
+    from tracekit.toolkit import short_names
+
+    def gemm(tile: str, split: bool) -> str:
+        return (f"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize{tile}_stage3_warpsize2x2x1_ffma"
+                f"_aligna4_alignc4_execute_{'split_k_' if split else ''}kernel__5x_cublas")
+
+    names = [gemm("64x256x8", False), gemm("128x128x8", False), gemm("64x256x8", True),
+             gemm("128x128x8", True)]
+    assert short_names(names, 36) == [
+        "sm80_xmma_gemm_f32f…tilesize64x256x8", "sm80_xmma_gemm_f32…tilesize128x128x8",
+        "sm80_xmma_gem…tilesize64x256x8…split", "sm80_xmma_ge…tilesize128x128x8…split"]
+
+
 def test_the_top_kernels_of_the_compute_finding_read_apart():
     """Cloverleaf's first and third kernels differ only at character 499 of 524 ('instance
     2' and 'instance 1' of a lambda); the finding shows them there, each checked against the
