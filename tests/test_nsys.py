@@ -157,6 +157,22 @@ def test_memcpy_kinds_from_enum_tables_and_api_names(registry):
     assert api == dict(want)
 
 
+def test_sync_records_take_the_device_of_their_context(registry):
+    """Every synchronization record of this two-GPU export says device 0; the second
+    process's context runs all its kernels on device 1, so its waits are on device 1."""
+    path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")
+    device_of = dict(sql(path, "SELECT DISTINCT (globalPid >> 24) & 16777215, deviceId "
+                               "FROM CUPTI_ACTIVITY_KIND_KERNEL"))
+    want = Counter(device_of[pid] for (pid,) in sql(
+        path, "SELECT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"))
+    trace = tracekit.read(path, registry=registry)
+    sync = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()), "gpu.sync"))
+    assert Counter(sync["device"].to_pylist()) == want == {0: 122, 1: 122}
+    assert trace.log.outcomes[(path.name, "derived from CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+                               "device taken from its context's kernels and copies (the "
+                               "record's deviceId differed)")] == 122
+
+
 def test_pid_tid_decoded_with_vm_byte_masked(registry):
     path = shared_path("nsys-sqlite", "memfusion_nsys2023.1.2_rtx3090_tensorrt.sqlite")
     trace = tracekit.read(path, registry=registry)

@@ -150,12 +150,56 @@ def syncs(db: ExportDatabase) -> Iterator[Columns]:
     enum = db.enum("ENUM_CUPTI_SYNC_TYPE")
     labels = {k: (enum.get(k, (None, None))[1] or v) for k, v in SYNC_TYPES.items()}
     labels.update({k: lab or name for k, (name, lab) in enum.items()})
+    devices = context_devices(db)
     for t in db.batches(f"SELECT * FROM {SYNC}"):
         out = _device(t, "gpu.sync")
+        if devices and {"globalPid", "contextId"} <= set(t.column_names):
+            out["device"] = _device_of_context(db, t, out["device"], devices)
         out["name"] = label_array(col(t, "syncType"), labels)
         out["args"] = table_args(t, ("contextId", "eventId", "syncType"),
                                  lambda table, c: valid_id(col(table, c)))
         yield out
+
+
+def context_devices(db: ExportDatabase) -> dict[tuple[int, int], int]:
+    """(globalPid, contextId) of each synchronization record to the device its context's
+    kernels, copies or memsets ran on.
+
+    CUPTI's synchronization records carry a deviceId that is not always the context's: in
+    a two-process, two-GPU export every wait says device 0 while the second process's
+    context runs all its work on device 1. A context is bound to one device, so its work
+    tells which (the first row found: no scan of the whole table)."""
+    need = {"globalPid", "contextId", "deviceId"}
+    if not need <= set(db.columns(SYNC)):
+        return {}
+    tables = [t for t in (KERNEL, MEMCPY, MEMSET)
+              if t in db.tables and need <= set(db.columns(t))]
+    out: dict[tuple[int, int], int] = {}
+    for pid, context in db.scalar_rows(f"SELECT DISTINCT globalPid, contextId FROM {SYNC}"):
+        if not isinstance(pid, int) or not isinstance(context, int):
+            continue
+        for table in tables:
+            found = db.scalar_rows(f"SELECT deviceId FROM {table} WHERE globalPid = {pid} "
+                                   f"AND contextId = {context} LIMIT 1")
+            if found and isinstance(found[0][0], int):
+                out[(pid, context)] = found[0][0]
+                break
+    return out
+
+
+def _device_of_context(db: ExportDatabase, t: pa.Table, device: pa.Array,
+                       devices: dict[tuple[int, int], int]) -> pa.Array:
+    """``device`` with each row's context's device where its work names one; the rows
+    changed are counted in the read log."""
+    pid = col(t, "globalPid").fill_null(-1).to_numpy(zero_copy_only=False)
+    context = col(t, "contextId").fill_null(-1).to_numpy(zero_copy_only=False)
+    before = device.fill_null(-1).to_numpy(zero_copy_only=False)
+    after = before.copy()
+    for (p, c), d in devices.items():
+        after[(pid == p) & (context == c)] = d
+    db.note(f"derived from {SYNC}", "device taken from its context's kernels and copies "
+            "(the record's deviceId differed)", int((after != before).sum()))
+    return pa.array(after, pa.int32(), mask=after == -1)
 
 
 def runtime(db: ExportDatabase) -> Iterator[tuple[Columns, int]]:
