@@ -270,6 +270,28 @@ def test_sync_calls_and_pageable_copies_match_the_json(registry):
     assert sum(r["bytes"] for r in got_pageable) == sum(e["args"]["bytes"] for e in pageable)
 
 
+def test_sync_share_of_two_processes_is_of_both_walls(registry):
+    """Two processes each wait about 428 ms of a 969 ms run: 44 % of their time, not 88 %."""
+    path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    tables = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
+              "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+              "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS")
+    start, end = con.execute("SELECT min(start), max(end) FROM (" + " UNION ALL ".join(
+        f"SELECT start, end FROM {t}" for t in tables) + ")").fetchone()
+    processes, waited = con.execute(
+        "SELECT count(DISTINCT globalTid >> 24), sum(end - start) FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+        "r JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaStreamSynchronize%'"
+    ).fetchone()
+    assert processes == 2
+    [finding] = [f for f in report_of(path, "sync", registry).findings
+                 if f.title.startswith("the host waits")]
+    assert finding.evidence["wall_ns"] == 2 * (end - start)
+    assert finding.evidence["sync_ns"] == waited
+    assert finding.title.startswith(
+        f"the host waits for the GPU {round(100 * waited / (2 * (end - start)), 1)}% ")
+
+
 @pytest.mark.slow
 def test_sync_calls_inside_another_match_the_json(registry):
     """``aten::item`` wraps ``aten::_local_scalar_dense``, which wraps the runtime's copy: the

@@ -106,14 +106,27 @@ PROGRAM_CATEGORIES = ("api.runtime", "api.driver", "host.op", "host.annotation",
                       "gpu.graph")
 
 
+#: The categories of a host process's own calls: each process that makes them waits on its
+#: own, so a trace of several such processes has that many walls.
+HOST_CALL_CATEGORIES = ("api.runtime", "api.driver", "host.op")
+
+
 def wall_time(trace: Trace) -> int:
     """Sum over inputs of the first start to the last end (ns) of the program's own traced
-    activity (``PROGRAM_CATEGORIES``); of every timed event where there is none of it."""
+    activity (``PROGRAM_CATEGORIES``; every timed event where there is none of it), times
+    the number of the input's processes that make host calls (``HOST_CALL_CATEGORIES``; at
+    least one): two processes each waiting half the time wait 50 %, not 100 %."""
     ev = trace.events.filter(trace.events["ts_ns"].is_valid())
     if not ev.num_rows:
         return 0
     own = ev.filter(is_in(ev["category"], PROGRAM_CATEGORIES))
-    return sum(end - start for start, end in source_spans(own if own.num_rows else ev).values())
+    calls = own.filter(is_in(own["category"], HOST_CALL_CATEGORIES))
+    processes = pa.table({"source": calls["source"].cast(pa.string()), "pid": calls["pid"]}) \
+        .group_by("source", use_threads=False).aggregate([("pid", "count_distinct")])
+    per_source = dict(zip(processes["source"].to_pylist(),
+                          processes["pid_count_distinct"].to_pylist(), strict=True))
+    return sum((end - start) * max(1, per_source.get(source, 1))
+               for source, (start, end) in source_spans(own if own.num_rows else ev).items())
 
 
 def nested_calls(calls: HostCalls, which: np.ndarray) -> np.ndarray:
