@@ -270,6 +270,20 @@ def test_sync_calls_and_pageable_copies_match_the_json(registry):
     assert sum(r["bytes"] for r in got_pageable) == sum(e["args"]["bytes"] for e in pageable)
 
 
+def test_memsets_on_device_memory_are_no_waits(registry):
+    """cudaMemset returns before the GPU runs it unless its target is host or managed
+    memory: the twelve of this export all set device memory."""
+    path = shared_path("nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    assert con.execute("SELECT DISTINCT memKind FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchall() \
+        == [(2,)]  # device memory
+    calls = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                        "ON s.id = r.nameId WHERE s.value LIKE 'cudaMemset%'").fetchone()[0]
+    assert calls == 12
+    names = {r["name"] for r in rows(report_of(path, "sync", registry), "calls")}
+    assert names == {"cudaEventSynchronize", "cudaMemcpy", "cudaDeviceSynchronize"}
+
+
 def test_sync_share_of_two_processes_is_of_both_walls(registry):
     """Two processes each wait about 428 ms of a 969 ms run: 44 % of their time, not 88 %."""
     path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")

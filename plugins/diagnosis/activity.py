@@ -52,8 +52,11 @@ MEMORY_KERNEL = (r"(?i)^(hip)?memcpy|^(hip)?memset|^dma"
 # cuda_memcpy_sync rules, their HIP twins, and the synchronous copies and memsets).
 SYNC_API = (r"^(cuda|hip)(Device|Stream|Event|Ctx|Thread)Synchronize"
             r"|^cu(Ctx|Stream|Event)Synchronize"
-            r"|^(cuda|hip)Memset(2D|3D)?$"
             r"|^hsa_signal_wait")
+# A synchronous memset returns before the GPU runs it, except on host or managed memory
+# (CUDA's "API synchronization behavior"): it waits only where its memset's target says so.
+SYNC_MEMSET_API = r"^(cuda|hip)Memset(2D|3D)?$"
+HOST_MEMORY_KINDS = ("Pinned", "Pageable", "Managed")
 SYNC_COPY_API = r"^(cuda|hip|cu)Memcpy\w*$"  # the ones without "Async" in their name
 # Framework ops that read a device value on the host, and so synchronize.
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
@@ -249,8 +252,13 @@ def _build(trace: Trace) -> Activity:
     is_sync_op = names.is_in(SYNC_OPS)
     is_call = (is_api | is_sync_op) & is_slice & timed
     call_rows = np.flatnonzero(is_call)
-    calls = _host_calls(events, call_rows, ts, end,
-                        is_sync=(is_api & _is_sync_api(names)) | is_sync_op,
+    is_sync = (is_api & _is_sync_api(names)) | is_sync_op
+    memset_calls = np.flatnonzero(is_api & linked & names.matches(SYNC_MEMSET_API))
+    if len(memset_calls):
+        host_target = on_device & linked & category.equals("gpu.memset") & _flag(
+            is_in(events["dst_kind"], HOST_MEMORY_KINDS).fill_null(False))
+        is_sync[memset_calls] = _isin(key[memset_calls], key[host_target])
+    calls = _host_calls(events, call_rows, ts, end, is_sync=is_sync,
                         is_op=is_sync_op,
                         is_launch=is_api & _links_to_work(key, linked, on_device, is_gpu_work))
 
