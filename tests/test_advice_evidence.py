@@ -523,7 +523,7 @@ def test_seconds_of_host_set_up_before_the_first_gpu_work_are_told() -> None:
     """alexnet: the trace starts 30.5 s before its first GPU work, 29.9 s of it in one
     cudaDeviceGetStreamPriorityRange (the lazy CUDA context of the first .to('cuda')). The
     GPU timeline starts at the first GPU work, so only this finding tells of it. Figures from
-    the JSON (the profiler's own range left out)."""
+    the JSON (the profiler's own range and markers left out)."""
     import gzip
     import json
 
@@ -532,7 +532,7 @@ def test_seconds_of_host_set_up_before_the_first_gpu_work_are_told() -> None:
     xs = [e for e in doc["traceEvents"] if e.get("ph") in ("X", "i", "I")
           and isinstance(e.get("ts"), (int, float)) and e.get("cat") != "Trace"]
     gpu = min(e["ts"] for e in xs if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
-    first = min(e["ts"] for e in xs)
+    first = min(e["ts"] for e in xs if e["ph"] == "X")  # not the profiler's "Iteration Start"
     runtime = [e for e in xs if e.get("cat") == "cuda_runtime" and e["ts"] < gpu]
     longest = max(runtime, key=lambda e: min(e["ts"] + e["dur"], gpu) - e["ts"])
     (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
@@ -543,6 +543,28 @@ def test_seconds_of_host_set_up_before_the_first_gpu_work_are_told() -> None:
         "cudaDeviceGetStreamPriorityRange", 29_927_377_000)
     assert early.suggestion.startswith("one runtime call takes most of it: creating the GPU "
                                        "context")
+
+
+def test_host_time_before_the_gpu_is_of_the_program_not_the_profilers_messages() -> None:
+    """testcuda: nsys logged diagnostic messages from 193 ms before its session to 325 ms
+    after the program's last call; the program's span is that of its own calls (runtime,
+    OS runtime) and GPU work."""
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite")
+    tables = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
+              "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "OSRT_API")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        first, last = db.execute("SELECT min(start), max(end) FROM (" + " UNION ALL ".join(
+            f"SELECT start, end FROM {t}" for t in tables) + ")").fetchone()
+        gpu = db.execute("SELECT min(start) FROM (SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                         "UNION ALL SELECT start FROM CUPTI_ACTIVITY_KIND_MEMCPY)").fetchone()[0]
+        diagnostics = db.execute("SELECT min(timestamp) FROM DIAGNOSTIC_EVENT").fetchone()[0]
+    assert diagnostics < 0 < first
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [early] = [f for f in report.findings if f.title.startswith("before the first GPU work")]
+    assert (early.evidence["before_first_gpu_ns"], early.evidence["trace_ns"]) == (
+        gpu - first, last - first)
 
 
 def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:

@@ -58,6 +58,12 @@ SYNC_API = (r"^(cuda|hip)(Device|Stream|Event|Ctx|Thread)Synchronize"
 SYNC_MEMSET_API = r"^(cuda|hip)Memset(2D|3D)?$"
 HOST_MEMORY_KINDS = ("Pinned", "Pageable", "Managed")
 SYNC_COPY_API = r"^(cuda|hip|cu)Memcpy\w*$"  # the ones without "Async" in their name
+#: The program's own traced activity, what the wall time spans: its host calls and ranges
+#: and its GPU work; not the profiler's diagnostics, OS events or CPU samples, which nsys
+#: records from before its session starts to after it ends.
+PROGRAM_CATEGORIES = ("api.runtime", "api.driver", "host.op", "host.annotation",
+                      "host.python", "gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.sync",
+                      "gpu.graph")
 # Framework ops that read a device value on the host, and so synchronize.
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 NO_GPU = "no GPU activity in this trace"

@@ -6,10 +6,9 @@ the trace, a finding says how long, and which runtime call took most of it."""
 from __future__ import annotations
 
 import numpy as np
-import pyarrow.compute as pc
 from tracekit import Finding, Trace
-from tracekit.plugins.diagnosis.activity import Activity
-from tracekit.toolkit import equals, format_ns, percent, time_span
+from tracekit.plugins.diagnosis.activity import PROGRAM_CATEGORIES, Activity
+from tracekit.toolkit import format_ns, is_in, percent, time_span
 
 #: Host time before the first GPU work is told at this length or more, ...
 MIN_NS = 1_000_000_000
@@ -23,8 +22,9 @@ def before_first_gpu(trace: Trace, activity: Activity) -> Finding | None:
     if first_gpu is None or not len(calls.start):
         return None
     ev = trace.events
-    # The profiler's own range spans the whole trace: not the program's time.
-    span = time_span(ev.filter(pc.invert(equals(ev["category"], "host.profiler"))))
+    # The program's own activity and its OS calls: not the profiler's range, its messages
+    # (nsys logs some from before the session starts) or what it samples.
+    span = time_span(ev.filter(is_in(ev["category"], (*PROGRAM_CATEGORIES, "host.os"))))
     if span is None:
         return None
     first, last = span

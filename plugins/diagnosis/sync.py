@@ -18,6 +18,7 @@ import tracekit
 from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import (
     MEMORY,
+    PROGRAM_CATEGORIES,
     READS_COLUMNS,
     Activity,
     HostCalls,
@@ -96,14 +97,6 @@ class SyncAnalyzer(tracekit.Analyzer):
             report.notes.append(f"{format_ns(set_up)} of waits before the first GPU work "
                                 "(set-up) are in the table, not the findings")
         return report
-
-
-#: The program's own traced activity, what the wall time spans: its host calls and ranges
-#: and its GPU work; not the profiler's diagnostics, OS events or CPU samples, which nsys
-#: records from before its session starts to after it ends.
-PROGRAM_CATEGORIES = ("api.runtime", "api.driver", "host.op", "host.annotation",
-                      "host.python", "gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.sync",
-                      "gpu.graph")
 
 
 #: The categories of a host process's own calls: each process that makes them waits on its
