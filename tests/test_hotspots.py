@@ -351,15 +351,36 @@ def test_one_sample_gives_no_margin_of_its_single_function():
             "confidence: a 50% share ±98.0)") in hot.notes
 
 
+def test_a_recording_of_one_program_that_mostly_sleeps_is_said_to_wait():
+    """naps: 150 rounds of 1 ms of work and a 9 ms nap, recorded alone (no idle task): idle
+    is not measured, and its CPU time over the sampled span says it was off CPU."""
+    path = FIXTURES / "perf-recorded" / "naps.perf"
+    headers = [line.split() for line in path.read_text().splitlines()
+               if line.startswith("naps ")]
+    times = [float(h[2].rstrip(":")) for h in headers]
+    busy = sum(int(h[3]) for h in headers)  # the cpu-clock period: ns on the CPU
+    span = round((max(times) - min(times)) * 1e9)
+    report = cpu_report(path)
+    ev = verdict(report)
+    assert ev["idle_pct"] is None and ev["samples"] == len(headers) == 264
+    assert abs(ev["sampled_span_ns"] - span) <= 1000  # perf prints µs
+    assert ev["cpus_used"] == round(busy / span, 2) == 0.16
+    [waits] = [f for f in report.findings if f.title.endswith("it mostly waits")]
+    assert waits.evidence["busy_ns"] == busy
+    assert "off-CPU time" in waits.suggestion
+
+
 def test_perf_samples_without_timestamps_are_samples_not_a_reports_aggregates():
     # perf script without -F time: no timestamps, but each row is one sample, not a VTune
-    # total; idle is what the samples say (none here), not "not in the report".
+    # total; idle is what the samples say, not "not in the report": no sample of the idle
+    # task, so a recording of chosen processes, whose idle time it did not measure.
     path = shared_path("perf-script/flamegraph/perf-js-stacks-01.txt")
     trace = tracekit.read(path)
     assert trace.events["ts_ns"].null_count == trace.events.num_rows == 2
     [report] = tracekit.analyze(trace, "cpu")
     evidence = report.findings[0].evidence
     assert evidence["samples"] == 2
-    assert evidence["idle_pct"] == 0.0
-    assert "idle" not in evidence
+    assert evidence["idle_pct"] is None
+    assert evidence["idle"].startswith("not measured: no sample of the idle task")
+    assert "cpus_used" not in evidence  # no timestamps: no span
     assert evidence["weight_unit"] == "samples"

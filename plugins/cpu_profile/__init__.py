@@ -47,6 +47,7 @@ from tracekit.toolkit import (
     factorize,
     format_bytes,
     format_ns,
+    idle_comm_rows,
     idle_rows,
     input_ranks,
     is_in,
@@ -115,6 +116,9 @@ OP_COVER_PCT = 50.0
 OUTSIDE_NAMED_PCT = 5.0
 # What a CPU-only PyTorch trace's span is measured over: the program's ops and ranges.
 PROGRAM_CATEGORIES = ("host.op", "host.annotation", "host.python", "host.memory")
+#: A recording of chosen processes whose CPU time over the sampled span is under this many
+#: CPUs spent most of it off CPU: waiting.
+WAITS_BELOW_CPUS = 0.5
 # A loop that spends this share of its span in collectives is told how to take them off it.
 COMMUNICATION_PCT = 20.0
 SMALL_OP_NS = 20_000  # top-level ops averaging less: per-op dispatch overhead dominates
@@ -219,8 +223,22 @@ class CpuAnalyzer(tracekit.Analyzer):
             evidence["idle"] = (f"not measured: {event} samples are not CPU time" if event
                                 else "not measured: the samples name no event, so their "
                                 "weights are not known to be CPU time")
-        else:
+        elif idle.any() or idle_comm_rows(trace, rows).any():
             evidence["idle_pct"] = percent(grand - busy, grand)
+        else:
+            # No sample of the idle task: perf recorded chosen processes (-p, a command),
+            # not every CPU, so their samples cover only their time on a CPU.
+            evidence["idle_pct"] = None
+            evidence["idle"] = ("not measured: no sample of the idle task (a recording of "
+                                "chosen processes, not of every CPU)")
+            span = time_span(rows) if unit == "ns" else None
+            samples = int(prof.rows_busy.sum()) if prof.rows_busy is not None else 0
+            # Of user code only (cpu-clock:u), the samples miss the time in the kernel.
+            user_only = ":" in (event or "") and "u" in event.rsplit(":", 1)[1] and \
+                "k" not in event.rsplit(":", 1)[1]
+            if span and span[1] > span[0] and samples >= MIN_RANK_SAMPLES and not user_only:
+                evidence["sampled_span_ns"] = span[1] - span[0]
+                evidence["cpus_used"] = round(busy / (span[1] - span[0]), 2)
         evidence["busy"] = _amount(busy, unit)
         evidence["user_pct"] = percent(prof.user, busy)
         evidence["kernel_pct"] = percent(prof.kernel, busy)
@@ -315,6 +333,16 @@ class CpuAnalyzer(tracekit.Analyzer):
                 "The workload leaves CPUs idle: it waits (I/O, locks, sleeps, another "
                 "process) or runs fewer busy threads than there are CPUs; look at what it "
                 f"waits for (off-CPU time: `perf sched`, `offcputime`).{caveat}"))
+        elif ev.get("cpus_used") is not None and ev["cpus_used"] < WAITS_BELOW_CPUS:
+            span = ev["sampled_span_ns"]
+            out.append(Finding(
+                "warning", f"The program was on a CPU {format_ns(busy)} of the "
+                f"{format_ns(span)} sampled ({ev['cpus_used']:g} CPUs on average): it mostly "
+                "waits", {"busy_ns": int(busy), "sampled_span_ns": span,
+                          "cpus_used": ev["cpus_used"]},
+                "Its samples say where it runs, not what it waits for (sleep, I/O, locks, a "
+                "device, another process): record off-CPU time (`perf record -e "
+                "sched:sched_switch -g`, `offcputime`) or its system calls (`perf trace -s`)."))
         elif idle_pct is not None and base in ("cycles", "cpu-cycles", "ref-cycles") and idle_pct:
             out.append(Finding(
                 "info", f"Idle {idle_pct}% is a lower bound: cycles do not count on halted "
