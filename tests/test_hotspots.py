@@ -370,6 +370,26 @@ def test_a_recording_of_one_program_that_mostly_sleeps_is_said_to_wait():
     assert "off-CPU time" in waits.suggestion
 
 
+def test_a_pure_python_loop_is_said_to_be_the_interpreter_not_a_function_to_optimize():
+    """pyloop: a Python loop under perf on Python 3.11 (no -X perf): libpython's C functions
+    hold most of the samples; the finding points at a Python profiler, not at optimizing
+    _PyObject_Malloc."""
+    path = FIXTURES / "perf-recorded" / "pyloop.perf"
+    total = interpreter = 0
+    for block in path.read_text().split("\n\n"):
+        lines = block.strip().splitlines()
+        if len(lines) < 2:
+            continue
+        period = int(lines[0].split()[3])
+        total += period
+        interpreter += period * ("/libpython3.11.so" in lines[1])
+    report = cpu_report(path)
+    [finding] = [f for f in report.findings if f.title.startswith("The Python interpreter")]
+    assert finding.evidence["interpreter_pct"] == percent(interpreter, total) == 86.5
+    assert "python -X perf" in finding.suggestion
+    assert not any(f.title.startswith("One function takes") for f in report.findings)
+
+
 def test_perf_samples_without_timestamps_are_samples_not_a_reports_aggregates():
     # perf script without -F time: no timestamps, but each row is one sample, not a VTune
     # total; idle is what the samples say, not "not in the report": no sample of the idle

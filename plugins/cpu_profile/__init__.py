@@ -129,6 +129,9 @@ DDP_RANGE = r"^DistributedDataParallel\.forward|reducer::|^torch\.distributed\.d
 CONV_OPS = re.compile(r"aten::(conv\w*|_convolution|mkldnn_convolution)$")
 # A virtual machine's calls into its hypervisor (Xen, Hyper-V, KVM): samples land on the
 # call's stub while the hypervisor works for the guest (event delivery, I/O, scheduling).
+#: CPython's interpreter: its shared library or a statically linked binary.
+PYTHON_INTERPRETER = re.compile(r"libpython3(\.\d+)?\w*\.so(\.[\d.]+)?|python3(\.\d+)?")
+INTERPRETER_MIN_PCT = 50.0
 HYPERCALL = re.compile(r"xen_hypercall_\w*|hypercall_page|xen_\w*_callback\w*|"
                        r"\w*hv_do_\w*hypercall\w*|kvm_hypercall\w*")
 KERNEL_HINTS = (
@@ -383,7 +386,10 @@ class CpuAnalyzer(tracekit.Analyzer):
         if lever:
             out.append(lever)
         n_busy = int(prof.rows_busy.sum()) if prof.rows_busy is not None else 0
-        if top and busy and top[1] / busy >= 0.2 and not debug and function_rows and (
+        interpreter = _interpreter_finding(prof)
+        if interpreter:
+            out.append(interpreter)  # its C functions are no code of the program to optimize
+        elif top and busy and top[1] / busy >= 0.2 and not debug and function_rows and (
                 aggregate or base in TIME_BASES):
             out.append(_too_few_to_rank(top, busy, n_busy) if not aggregate
                        and n_busy < MIN_RANK_SAMPLES else _top_function(
@@ -1317,6 +1323,32 @@ class _Profile:
             self.user += w
         else:
             self.unknown_side += w
+
+
+def _interpreter_finding(prof: _Profile) -> Finding | None:
+    """Where CPython's interpreter (``libpython3.x``, a ``python3.x`` binary) holds at least
+    ``INTERPRETER_MIN_PCT`` of busy time and no Python function is named (``py::`` frames,
+    from ``python -X perf``): the profile shows the interpreter's C functions, not the
+    program's Python functions, which are the code to change."""
+    if not prof.busy:
+        return None
+    modules: dict[str, float] = {}
+    for module, w in prof.mod_self.items():
+        if module and PYTHON_INTERPRETER.fullmatch(module.rsplit("/", 1)[-1]):
+            modules[module] = modules.get(module, 0.0) + w
+    share = percent(sum(modules.values()), prof.busy)
+    if share < INTERPRETER_MIN_PCT or any(fn.startswith("py::") for fn, _ in prof.self_w):
+        return None
+    module = max(modules, key=modules.__getitem__)
+    return Finding(
+        "warning", f"The Python interpreter runs {share}% of busy time: perf sees its C "
+        "functions, not the program's Python functions",
+        {"interpreter_pct": share, "module": module},
+        "Profile the Python functions: on Python 3.12 or later run with `python -X perf` "
+        "(or PYTHONPERFSUPPORT=1) and perf names them; otherwise a Python sampler "
+        "(`py-spy record --native`, or the PyTorch profiler's with_stack=True). The "
+        "interpreter's own functions (_PyEval_EvalFrameDefault, object allocation) are where "
+        "any Python code runs, not code to optimize.")
 
 
 def _top_function(top: tuple[tuple[str, str], float], busy: float,
