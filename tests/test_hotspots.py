@@ -390,6 +390,33 @@ def test_a_pure_python_loop_is_said_to_be_the_interpreter_not_a_function_to_opti
     assert not any(f.title.startswith("One function takes") for f in report.findings)
 
 
+def test_stacks_that_do_not_reach_a_threads_start_are_said_to_be_cut_short():
+    """pyloop: libpython built without frame pointers, so most stacks stop after a frame or
+    two (then perf's unnamed garbage); burn, built with them, reaches main every time."""
+    def cut_share(path):
+        total = cut = 0
+        for block in path.read_text().split("\n\n"):
+            lines = [line for line in block.strip().splitlines() if not line.startswith("#")]
+            if len(lines) < 2:
+                continue
+            period = int(lines[0].split()[3])
+            names = [line.split()[1] for line in lines[1:] if len(line.split()) > 1]  # leaf 1st
+            while names and names[-1] == "[unknown]":
+                names.pop()
+            total += period
+            cut += period * (bool(names) and names[-1].split("+")[0] not in (
+                "main", "_start", "__libc_start_main", "__libc_start_call_main", "_dl_start_user"))
+        return percent(cut, total)
+
+    pyloop = FIXTURES / "perf-recorded" / "pyloop.perf"
+    [finding] = [f for f in cpu_report(pyloop).findings if "cut short" in f.title]
+    assert finding.evidence["cut_stacks_pct"] == cut_share(pyloop) == 97.1
+    assert "--call-graph dwarf" in finding.suggestion
+    burn = FIXTURES / "perf-recorded" / "burn.perf"
+    assert cut_share(burn) == 0.3  # a few kernel samples
+    assert not any("cut short" in f.title for f in cpu_report(burn).findings)
+
+
 def test_perf_samples_without_timestamps_are_samples_not_a_reports_aggregates():
     # perf script without -F time: no timestamps, but each row is one sample, not a VTune
     # total; idle is what the samples say, not "not in the report": no sample of the idle

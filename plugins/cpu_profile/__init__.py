@@ -41,6 +41,7 @@ from tracekit.toolkit import (
     WINDOW_HELP,
     StackTree,
     aggregate_rows,
+    base_function,
     demangle,
     equals,
     event_base,
@@ -132,6 +133,16 @@ CONV_OPS = re.compile(r"aten::(conv\w*|_convolution|mkldnn_convolution)$")
 #: CPython's interpreter: its shared library or a statically linked binary.
 PYTHON_INTERPRETER = re.compile(r"libpython3(\.\d+)?\w*\.so(\.[\d.]+)?|python3(\.\d+)?")
 INTERPRETER_MIN_PCT = 50.0
+CUT_STACKS_MIN_PCT = 30.0
+#: Where a thread's stack begins: a stack of one of these alone is whole.
+ENTRY_POINTS = frozenset({
+    "main", "_start", "__libc_start_main", "__libc_start_call_main", "_dl_start_user",
+    "_dl_start", "start_thread", "clone", "clone3", "__clone", "__clone3", "__GI___clone",
+    "__GI___clone3", "thread_start", "runtime.main", "runtime.goexit", "runtime.mstart",
+    "runtime.rt0_go", "ret_from_fork", "ret_from_fork_asm", "secondary_startup_64",
+    "secondary_startup_64_no_verify", "common_startup_64", "start_kernel",
+    "cpu_startup_entry", "start_secondary", "x86_64_start_kernel", "entry_SYSCALL_64",
+    "entry_SYSCALL_64_after_hwframe"})
 HYPERCALL = re.compile(r"xen_hypercall_\w*|hypercall_page|xen_\w*_callback\w*|"
                        r"\w*hv_do_\w*hypercall\w*|kvm_hypercall\w*")
 KERNEL_HINTS = (
@@ -268,6 +279,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         report.findings.append(Finding("info", title, evidence))
         report.findings.extend(self._sample_findings(trace, rows, prof, unit, event, evidence,
                                                      aggregate, values))
+        cut = _cut_stacks_finding(rows, weights, ~idle, tree) if not aggregate else None
+        if cut:
+            report.findings.append(cut)
         stalls = memory_stall_finding(counts) if counts else None
         if stalls and not any(f.title.startswith("Memory bound") for f in report.findings):
             report.findings.append(stalls)
@@ -1323,6 +1337,42 @@ class _Profile:
             self.user += w
         else:
             self.unknown_side += w
+
+
+def _cut_stacks_finding(rows: pa.Table, weights: np.ndarray, busy: np.ndarray,
+                        tree: StackTree) -> Finding | None:
+    """Where call stacks were recorded but at least ``CUT_STACKS_MIN_PCT`` of busy weight
+    has a stack cut short (a caller perf could not name, or the leaf alone): the unwinder
+    lost the callers (code built without frame pointers, JIT code), so totals and paths
+    under-count the callers."""
+    stack = pc.fill_null(rows["stack_id"], -1).to_numpy(zero_copy_only=False)
+    ids, inverse = np.unique(stack, return_inverse=True)
+    names = [tree.names_of(int(i)) if i >= 0 else [] for i in ids]
+    if max((len(n) for n in names), default=0) < 2:
+        return None  # no call stacks recorded: nothing was cut
+    cut_id = np.array([_cut_short(n) for n in names])
+    cut = cut_id[inverse.reshape(-1)] & busy
+    total = float(weights[busy].sum())
+    share = percent(float(weights[cut].sum()), total) if total else 0.0
+    if share < CUT_STACKS_MIN_PCT:
+        return None
+    return Finding(
+        "warning", f"{share}% of busy time has call stacks cut short: callers' totals and the "
+        "paths under-count them", {"cut_stacks_pct": share, "samples": int(cut.sum())},
+        "The unwinder lost the callers: record with `perf record --call-graph dwarf` (or "
+        "build with -fno-omit-frame-pointer); for JIT code (Java, Node.js) write a perf map. "
+        "Self times stay right.")
+
+
+def _cut_short(root_to_leaf: list[str]) -> bool:
+    """A stack whose callers perf lost: past any unnamed frames at its root (the walk ran
+    beyond the entry point, as it does below ``__libc_start_main``), it does not begin where
+    a thread begins (``ENTRY_POINTS``). A stack of unnamed frames only is a matter of
+    symbols, not of unwinding."""
+    kept = [f for f in root_to_leaf]
+    while kept and kept[0] in UNKNOWN:
+        kept.pop(0)
+    return bool(kept) and base_function(kept[0]) not in ENTRY_POINTS
 
 
 def _interpreter_finding(prof: _Profile) -> Finding | None:
