@@ -41,6 +41,14 @@ class Description:
     processes: list[tuple[int, str | None, int | None]] = field(default_factory=list)
     #: (input record kind, what became of it, count), sorted.
     records: list[tuple[str, str, int]] = field(default_factory=list)
+    #: pids a reader made up for processes the input names but gives no pid (perf script
+    #: without -F pid: its ``synthetic_pids``), and each one's thread ids.
+    made_up: dict[int, list[int]] = field(default_factory=dict)
+
+    def _tids(self, pid: int) -> str:
+        tids = self.made_up.get(pid) or []
+        return ", ".join(map(str, tids[:5])) + (f" and {len(tids) - 5} more"
+                                                  if len(tids) > 5 else "") if tids else "?"
 
     def lines(self) -> list[str]:
         """The text ``tracekit info`` prints."""
@@ -57,7 +65,9 @@ class Description:
         out += [f"    {category:<{width}} {kind:<8} {n:>10,}"
                 for category, kind, n in self.categories]
         out += [f"  device {device}: {name or '?'}" for device, name in self.devices]
-        out += [(f"  process {pid}: {name or '?'}" if pid is None or pid > SYNTHETIC_ID_MAX
+        out += [(f"  process {name or '?'}, threads {self._tids(pid)}" if pid in self.made_up
+                 else f"  process {pid}: {name or '?'}"
+                 if pid is None or pid > SYNTHETIC_ID_MAX
                  # a number the reader made up for a process the trace names only
                  else f"  process {name} (no pid in the trace)"
                  if name and name != "(no pid)" else "  process without a pid")
@@ -100,6 +110,14 @@ def describe(path: str | Path, *, format: str | None = None,
     desc.categories = sorted((r["category"], r["kind"], r["name_count"]) for r in counts)
     desc.devices = [(d["device"], d["name"]) for d in trace.devices.to_pylist()]
     desc.processes = [(p["pid"], p["name"], p["rank"]) for p in trace.processes.to_pylist()]
+    sources = trace.metadata.get("sources", {}) if isinstance(trace.metadata, dict) else {}
+    made_up = {pid for meta in sources.values() if isinstance(meta, dict)
+               for pid in (meta.get("synthetic_pids") or {}).values()}
+    for t in trace.threads.to_pylist():
+        if t["pid"] in made_up and t["tid"] is not None:
+            desc.made_up.setdefault(t["pid"], []).append(t["tid"])
+    desc.made_up.update({pid: sorted(tids) for pid, tids in desc.made_up.items()})
+    desc.made_up.update({pid: [] for pid in made_up if pid not in desc.made_up})
     desc.records = sorted((kind, outcome, n)
                           for (_, kind, outcome), n in trace.log.outcomes.items())
     return desc

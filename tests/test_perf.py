@@ -555,6 +555,18 @@ def test_samples_without_pids_get_named_tracks_in_perfetto(name, registry, tmp_p
         [s["comm"] for s in sorted(want, key=lambda s: s["ts"])]
 
 
+def test_info_names_a_process_without_a_pid_by_its_comm_and_threads(registry):
+    from tracekit.overview import describe
+
+    lines = describe(RECORDED / "forks_default.perf", registry=registry).lines()
+    tids: dict[str, set[int]] = {}
+    for s in full_fields_samples():
+        tids.setdefault(s["comm"], set()).add(s["tid"])
+    assert sorted(line.strip() for line in lines if line.startswith("  process ")) == sorted(
+        f"process {comm} (pid not recorded), threads {', '.join(map(str, sorted(t)))}"
+        for comm, t in tids.items())
+
+
 def test_folded_output_needs_no_timestamps_or_ids(registry, tmp_path):
     def folded(name: str) -> list[str]:
         out = tmp_path / f"{name}.folded"
