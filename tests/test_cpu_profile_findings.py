@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -234,11 +235,18 @@ def test_training_trace_gets_no_inference_advice():
         and e["ts"] + e["dur"] <= o["ts"] + o["dur"] and (o["ts"], -o["dur"]) < (e["ts"], -e["dur"])
         for o in ops)]
     mean_ns = sum(e["dur"] for e in top) / len(top) * 1000
-    assert (len(top), round(mean_ns)) == (60, 16809)
+    median_ns = statistics.median(round(e["dur"] * 1000) for e in top)
+    small = [e for e in top if e["dur"] < 20]
+    assert (len(top), round(mean_ns), median_ns, len(small)) == (60, 16809, 9137, 43)
     report = cpu_report(path)
+    span = report.findings[0].evidence["span_ns"]
+    share = round(100 * sum(round(e["dur"] * 1000) for e in small) / span, 1)
     [small] = _titled(report, "Many small ops")
-    assert small.title == "Many small ops: 60 top-level op calls averaging 16.8µs each"
-    assert small.evidence == {"top_level_calls": 60, "mean_ns": int(mean_ns), "mode": "training",
+    assert small.title == ("Many small ops: 43 of 60 top-level op calls take under 20µs (median "
+                           f"9.14µs), {share}% of the span")
+    assert small.evidence == {"top_level_calls": 60, "median_ns": median_ns,
+                              "mean_ns": int(mean_ns), "under_20us_pct": 71.7,
+                              "under_20us_pct_of_span": share, "mode": "training",
                               "mode_from": small.evidence["mode_from"]}
     assert small.evidence["mode_from"].startswith(("Optimizer.", "autograd::engine"))
     assert not any("inference_mode" in f.suggestion for f in report.findings)
@@ -269,7 +277,10 @@ def test_many_small_ops_judges_top_level_ops(tmp_path):
     # 3 top-level calls of 10 µs: small, and an inference trace gets inference_mode.
     report = _ops_trace(tmp_path, 0.1, 10)
     [small] = _titled(report, "Many small ops")
-    assert small.evidence == {"top_level_calls": 3, "mean_ns": 10_000, "mode": "inference",
+    # 3 calls of 10 µs in a 50 µs span.
+    assert small.evidence == {"top_level_calls": 3, "median_ns": 10_000, "mean_ns": 10_000,
+                              "under_20us_pct": 100.0, "under_20us_pct_of_span": 60.0,
+                              "mode": "inference",
                               "mode_from": "no backward pass or optimizer step"}
     assert small.suggestion.endswith("and run inference under torch.inference_mode().")
 

@@ -122,7 +122,8 @@ PROGRAM_CATEGORIES = ("host.op", "host.annotation", "host.python", "host.memory"
 WAITS_BELOW_CPUS = 0.5
 # A loop that spends this share of its span in collectives is told how to take them off it.
 COMMUNICATION_PCT = 20.0
-SMALL_OP_NS = 20_000  # top-level ops averaging less: per-op dispatch overhead dominates
+SMALL_OP_NS = 20_000  # top-level ops mostly shorter: per-op dispatch overhead dominates ...
+SMALL_OP_SPAN_PCT = 10.0  # ... where such calls take this share of the span or more
 MATMUL_OPS = re.compile(r"aten::(addmm|mm|bmm|matmul|linear|conv\w*|_convolution|baddbmm"
                         r"|mkldnn_\w+|einsum)$")
 # DistributedDataParallel's own ranges and ops: DDP is in use.
@@ -1171,8 +1172,10 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
     """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
     (``top_level``: ops no other op on their thread encloses, the calls the program made).
 
-    - Many small ops: top-level ops average under ``SMALL_OP_NS``; nested ops (``as_strided``,
-      ``view``) are parts of those calls and would pull any mean down. The fix names
+    - Many small ops: half the top-level ops take under ``SMALL_OP_NS`` (their median), and
+      those calls take ``SMALL_OP_SPAN_PCT`` of the span or more; nested ops (``as_strided``,
+      ``view``) are parts of those calls and would pull the median down.
+      The fix names
       ``torch.inference_mode()`` only for inference (``training`` None: no backward pass or
       optimizer step in the trace); PyTorch's ops only (``torch``), as its fixes are.
     - Ops covering under ``OP_COVER_PCT`` of the span on their busiest thread (``cover``):
@@ -1182,15 +1185,23 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
     out: list[Finding] = []
     if not ranked or not total:
         return out
-    mean = float(top_level.mean()) if len(top_level) else 0.0
-    if torch and len(top_level) and mean < SMALL_OP_NS:
+    # The median, not the mean: one first call of seconds (lazy init, a warm-up) would
+    # lift the mean of thousands of microsecond calls over the bound.
+    median = float(np.median(top_level)) if len(top_level) else 0.0
+    small = top_level[top_level < SMALL_OP_NS]
+    small_pct = percent(float(small.sum()), span) if span else 0.0
+    if torch and len(top_level) and median < SMALL_OP_NS and small_pct >= SMALL_OP_SPAN_PCT:
         fix = ("Per-op dispatch overhead dominates tensors this small: batch more work per op "
                "(larger batches or tensors) or fuse ops with torch.compile")
         fix += "." if training else ", and run inference under torch.inference_mode()."
         out.append(Finding(
-            "warning", f"Many small ops: {len(top_level):,} top-level op calls averaging "
-            f"{format_ns(mean)} each",
-            {"top_level_calls": len(top_level), "mean_ns": int(mean),
+            "warning", f"Many small ops: {len(small):,} of {len(top_level):,} top-level op "
+            f"calls take under {format_ns(SMALL_OP_NS)} (median {format_ns(median)}), "
+            f"{small_pct}% of the span",
+            {"top_level_calls": len(top_level), "median_ns": int(median),
+             "mean_ns": int(top_level.mean()),
+             "under_20us_pct": percent(len(small), len(top_level)),
+             "under_20us_pct_of_span": small_pct,
              "mode": "training" if training else "inference",
              "mode_from": short_name(training, 60) if training else
              "no backward pass or optimizer step"}, fix))
