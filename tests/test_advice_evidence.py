@@ -4,6 +4,8 @@ convolutions run."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -565,6 +567,31 @@ def test_host_time_before_the_gpu_is_of_the_program_not_the_profilers_messages()
     [early] = [f for f in report.findings if f.title.startswith("before the first GPU work")]
     assert (early.evidence["before_first_gpu_ns"], early.evidence["trace_ns"]) == (
         gpu - first, last - first)
+
+
+def test_dropout_that_draws_masks_in_an_inference_run_is_told() -> None:
+    """alexnet (forward passes only) runs aten::native_dropout: its model was left in
+    training mode; bert-small's inference runs dropout in eval mode (no mask drawn)."""
+    import gzip
+    import json
+
+    def ops(path):
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        return Counter(e["name"] for e in doc["traceEvents"]
+                       if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+
+    alexnet = shared_path("torch-trace", "hta", "alexnet_a100_trace.json.gz")
+    counted = ops(alexnet)
+    assert counted["aten::native_dropout"] == 4 and not any("Backward" in n for n in counted)
+    (report,) = tracekit.analyze(tracekit.read(alexnet), "bottleneck")
+    [dropout] = [f for f in report.findings if f.title.startswith("dropout is active")]
+    assert dropout.evidence["dropout_mask_calls"] == counted["aten::native_dropout"]
+    assert dropout.suggestion.startswith("call model.eval()")
+    bert = shared_path("torch-trace", "tracelens", "h100_bert-small.json.gz")
+    counted = ops(bert)
+    assert counted["aten::dropout"] > 0 == counted["aten::native_dropout"]
+    (report,) = tracekit.analyze(tracekit.read(bert), "bottleneck")
+    assert not any(f.title.startswith("dropout") for f in report.findings)
 
 
 def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:

@@ -29,6 +29,7 @@ from tracekit.plugins.cpu_profile.event_counts import (
     memory_stall_finding,
     report_values,
 )
+from tracekit.plugins.diagnosis.program import classify, dropout_finding
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     COMPILE_RANGE,
@@ -563,6 +564,8 @@ class CpuAnalyzer(tracekit.Analyzer):
             and (found.source, found.pid) == (cover.source, cover.thread[0])}
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
                                             training, shares, torch, cover))
+        if torch and not training and (dropout := dropout_finding(classify(trace))):
+            report.findings.append(dropout)
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
 

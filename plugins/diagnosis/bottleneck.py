@@ -65,7 +65,7 @@ from tracekit.plugins.diagnosis.gaps import (
 )
 from tracekit.plugins.diagnosis.kernels import kernel_findings
 from tracekit.plugins.diagnosis.launch import launch_stats
-from tracekit.plugins.diagnosis.program import Program, classify
+from tracekit.plugins.diagnosis.program import Program, classify, dropout_finding
 from tracekit.plugins.diagnosis.ranks import (
     collective_skew,
     ranks_of,
@@ -270,6 +270,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                       **{f"{c}_pct": percent(n, span) for c, n in ranked if n}},
             suggestion=suggestion))
         report.findings.append(_program_finding(program))
+        if (dropout := dropout_finding(program)) is not None:
+            report.findings.append(dropout)
         if lagging is not None:
             finding = straggler_finding(lagging)
             if verdict == "straggler":

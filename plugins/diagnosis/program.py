@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit import Trace
+from tracekit import Finding, Trace
 from tracekit.toolkit import is_in, world_size
 
 _HOST = ("host.op", "host.annotation", "host.python", "host.profiler")
@@ -81,6 +81,10 @@ class Program:
     collectives: bool = False
     mpi: bool = False
     precisions: set[str] = field(default_factory=set)
+    #: Calls that drew dropout's random mask (ops, or kernels where no op was traced), and
+    #: the name of the most frequent: dropout in training mode.
+    dropout_masks: int = 0
+    dropout_mask: str | None = None
     evidence: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -127,6 +131,11 @@ class Program:
         aten::mm`` (a name the trace holds, not the framework's)."""
         return {f"{k}_from": v for k, v in self.evidence.items()}
 
+
+# What dropout calls only in training mode, to draw its random mask: the ops (CPU and GPU),
+# and the kernels of a trace that recorded no ops.
+DROPOUT_MASK_OP = re.compile(r"aten::(native_dropout|bernoulli_|_fused_dropout)")
+DROPOUT_MASK_KERNEL = re.compile(r"fused_dropout_kernel|native_dropout|bernoulli_tensor")
 
 # The per-op counters that emit_nvtx (and record_shapes) append to range names
 # ("aten::view, op_id = 314290"): a name per call, not the op's.
@@ -250,10 +259,32 @@ def _classify(trace: Trace) -> Program:
         hit = _first(pattern, kernels)
         if hit:
             p.precisions.add(label)
+    if p.framework == "PyTorch":
+        masks = [(n, k) for n, k in names.get("host.op", []) if DROPOUT_MASK_OP.fullmatch(n)] \
+            or [(n, k) for n, k in names.get("gpu.kernel", []) if DROPOUT_MASK_KERNEL.search(n)]
+        if masks:
+            p.dropout_masks, p.dropout_mask = sum(k for _, k in masks), _short(masks[0][0])
     declared = world_size(trace)
     p.world_size, p.world_size_declared = declared or 1, declared is not None
     p.processes = _gpu_processes(trace)
     return p
+
+
+def dropout_finding(program: Program) -> Finding | None:
+    """In a PyTorch inference run, dropout that draws random masks: the model was left in
+    training mode (``model.eval()`` was not called), which also keeps batch norm on the
+    batch's statistics. In eval mode ``aten::dropout`` passes its input through and draws
+    no mask (no ``aten::native_dropout``, ``aten::bernoulli_``)."""
+    if not program.pytorch or program.mode != "inference" or not program.dropout_masks:
+        return None
+    return Finding(
+        "warning", f"dropout is active in an inference run ({program.dropout_masks:,} "
+        f"{program.dropout_mask} calls draw random masks): the model is in training mode",
+        {"dropout_mask_calls": program.dropout_masks, "mask_op": program.dropout_mask,
+         "mode_from": program.evidence.get("mode", "")},
+        "call model.eval() before inference (and run it under torch.inference_mode()): dropout "
+        "then passes its input through, batch norm uses its running statistics, and the "
+        "outputs are deterministic")
 
 
 def _gpu_processes(trace: Trace) -> int:
