@@ -284,6 +284,20 @@ def test_memsets_on_device_memory_are_no_waits(registry):
     assert names == {"cudaEventSynchronize", "cudaMemcpy", "cudaDeviceSynchronize"}
 
 
+def test_steps_of_a_2021_trace_written_as_operators_are_steps(registry):
+    """resnet50 (2021) writes ProfilerStep#N with cat Operator: still the steps to split by."""
+    path = shared_path("torch-trace", "kineto-tb_plugin", "resnet50_v100_2021.pt.trace.json.gz")
+    _, events = load(path)
+    steps = {int(e["name"].split("#")[1]): int(Decimal(e["dur"]) * 1000) for e in events
+             if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")}
+    assert {e["cat"] for e in events if e["name"].startswith("ProfilerStep#")} == {"Operator"}
+    report = report_of(path, "breakdown", registry)
+    assert {r["step"]: r["duration"] for r in rows(report, "steps")} == steps
+    assert sorted(steps) == [5, 6, 7, 8, 9, 10]
+    cut = report_of(path, "breakdown", registry, options=["steps=5:6"])
+    assert [r["step"] for r in rows(cut, "steps")] == [5, 6]
+
+
 def test_sync_share_of_two_processes_is_of_both_walls(registry):
     """Two processes each wait about 428 ms of a 969 ms run: 44 % of their time, not 88 %."""
     path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")

@@ -30,8 +30,13 @@ def test_every_real_trace_reads_with_exact_counts_and_times(rel, registry):
     expected = Counter()
     for cat, n in x_counts_by_cat(events).items():
         expected[LEGACY_TO_CATEGORY.get(cat.lower(), "other")] += n
+    # Before 2021-11 ProfilerStep#N was written with cat Operator: it is a range all the same.
+    old_steps = sum(e.get("ph") == "X" and str(e.get("cat")).lower() == "operator"
+                    and e["name"].startswith("ProfilerStep#") for e in events)
+    expected["host.op"] -= old_steps
+    expected["host.annotation"] += old_steps
     got = Counter(slices["category"].cast(pa.string()).to_pylist())
-    assert got == expected
+    assert +got == +expected
     # First and last start times, to the nanosecond, from the decimal text.
     xs = [e for e in events if e.get("ph") == "X"]
     starts = sorted(ns(doc, e["ts"]) for e in xs)

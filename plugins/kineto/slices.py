@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES, map_category
 from tracekit.plugins.kineto.context import (
     NO_TS,
@@ -51,8 +52,8 @@ def slices(ctx: Context, xs: Events) -> pa.Table:
     cat_dict = compact(dictionary(cats))
     mapped = [map_category(c) for c in cat_dict.dictionary.to_pylist()]
     # A missing cat is a null index: "other", like an unknown one.
-    category = pa.DictionaryArray.from_arrays(
-        cat_dict.indices.fill_null(len(mapped)), pa.array([*mapped, "other"]))
+    category = _steps_as_ranges(pa.DictionaryArray.from_arrays(
+        cat_dict.indices.fill_null(len(mapped)), pa.array([*mapped, "other"])), name_col, ctx)
     n = len(xs)
     columns: dict[str, pa.Array] = {
         "kind": constant(n, "slice"),
@@ -67,6 +68,34 @@ def slices(ctx: Context, xs: Events) -> pa.Table:
     }
     columns.update(_typed_gpu_columns(ctx, n, category, name_col, args))
     return pa.table(columns)
+
+
+def _steps_as_ranges(category: pa.DictionaryArray, names: pa.Array,
+                     ctx: Context) -> pa.DictionaryArray:
+    """``ProfilerStep#N`` as the range it is (``host.annotation``): traces before 2021-11
+    wrote it with cat ``Operator``, which would make it an op, holding as self time every
+    gap between the step's ops, and not a step to window or split by."""
+    values = category.dictionary.to_pylist()
+    if "host.op" not in values:
+        return category
+    if pa.types.is_dictionary(names.type):
+        steps = pc.starts_with(names.dictionary.cast(pa.string()), "ProfilerStep#")
+        is_step = pc.fill_null(pc.take(steps, names.indices), False).to_numpy(
+            zero_copy_only=False)
+    else:
+        is_step = pc.fill_null(pc.starts_with(names.cast(pa.string()), "ProfilerStep#"),
+                               False).to_numpy(zero_copy_only=False)
+    index = category.indices.to_numpy(zero_copy_only=False).copy()
+    move = is_step & (index == values.index("host.op"))
+    if not move.any():
+        return category
+    if "host.annotation" not in values:
+        values.append("host.annotation")
+    index[move] = values.index("host.annotation")
+    ctx.out.note("derived from X:Operator", "ProfilerStep#N ranges read as ranges "
+                 "(host.annotation), not ops", int(move.sum()))
+    return pa.DictionaryArray.from_arrays(pa.array(index, category.indices.type),
+                                          pa.array(values))
 
 
 def _typed_gpu_columns(ctx: Context, n: int, category: pa.DictionaryArray,
