@@ -298,6 +298,29 @@ def test_steps_of_a_2021_trace_written_as_operators_are_steps(registry):
     assert [r["step"] for r in rows(cut, "steps")] == [5, 6]
 
 
+@pytest.mark.slow
+def test_steps_of_merged_ranks_split_each_device_by_its_own_ranks_steps(registry):
+    """Four ranks merged into one file: each GPU's rows are the steps of the process that
+    launched its kernels, one row per step, not every rank's step windows."""
+    path = shared_path("torch-trace", "hpcte-tracelens-fused",
+                       "merged_4rank_rocm_cifar100.json.gz")
+    _, events = load(path)
+    gpu_pid = {}  # kernel correlation -> launching pid, and the GPU it ran on
+    launches = {e["args"]["correlation"]: e["pid"] for e in events
+                if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"
+                and "correlation" in e.get("args", {})}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "kernel":
+            gpu_pid.setdefault(e["args"]["device"], launches.get(e["args"]["correlation"]))
+    steps = {(e["pid"], int(e["name"].split("#")[1])): int(Decimal(e["dur"]) * 1000)
+             for e in events if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")}
+    got = rows(report_of(path, "breakdown", registry), "steps")
+    want = sorted((step, f"GPU {device}", dur) for device, pid in gpu_pid.items()
+                  for (p, step), dur in steps.items() if p == pid)
+    assert sorted((r["step"], r["device"], r["duration"]) for r in got) == want
+    assert len(want) == 4 * 3
+
+
 def test_sync_share_of_two_processes_is_of_both_walls(registry):
     """Two processes each wait about 428 ms of a 969 ms run: 44 % of their time, not 88 %."""
     path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")

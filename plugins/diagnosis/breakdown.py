@@ -18,7 +18,14 @@ import tracekit
 from tracekit import Report, Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU, READS_COLUMNS
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
-from tracekit.toolkit import STEPS_HELP, WINDOW_HELP, percent, report_table, restrict, step_ranges
+from tracekit.toolkit import (
+    STEPS_HELP,
+    WINDOW_HELP,
+    percent,
+    report_table,
+    restrict,
+    step_ranges,
+)
 
 PARTS = ("compute", "communication", "memory", "idle")
 LABELS = {"compute": "compute", "communication": "comm", "memory": "mem", "idle": "idle"}
@@ -76,8 +83,16 @@ def steps_table(trace: Trace, timelines: list[DeviceTimeline]) -> pa.Table:
     """One row per (step, device of the step's input)."""
     spans = step_ranges(trace)
     cols: dict[str, list[Any]] = {k: [] for k in ("step", "device", "dur", *PARTS)}
+    pids = trace.events["pid"]
     for tl in timelines:
         mine = spans.filter(pc.equal(spans["source"], tl.work.source))
+        if len(set(mine["pid"].to_pylist())) > 1:
+            # Ranks merged into one input: a device's steps are those of the process whose
+            # work it ran, not every rank's.
+            own = set(pids.take(pa.array(tl.work.row, pa.int64())).to_pylist())
+            if own & set(mine["pid"].to_pylist()):
+                mine = mine.filter(pc.is_in(mine["pid"], value_set=pa.array(
+                    sorted(p for p in own if p is not None), mine["pid"].type)))
         if not mine.num_rows:
             continue
         lo, hi = mine["start"].to_numpy(), mine["end"].to_numpy()
