@@ -594,6 +594,23 @@ def test_dropout_that_draws_masks_in_an_inference_run_is_told() -> None:
     assert not any(f.title.startswith("dropout") for f in report.findings)
 
 
+def test_a_compute_verdict_with_the_gpu_idle_a_third_of_the_time_says_so() -> None:
+    """mordred: kernels are 58% of the steady span, but the GPU idles 41% (the host between
+    launches 33%): not "kernels keep the GPU busy"."""
+    path = shared_path("nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    ev = report.findings[0].evidence
+    assert ev["verdict"] == "compute"
+    idle = round(sum(v for k, v in ev.items() if k.endswith("_pct") and k.split("_")[0] in (
+        "sync", "launch", "cpu", "idle-other")), 1)
+    assert idle == 40.7 and 100 - ev["gpu_busy_pct"] == pytest.approx(idle, abs=0.1)
+    assert report.title == (f"Bottleneck: GPU compute {ev['compute_pct']}%, but the GPU idles "
+                            f"{idle}% of the time (cpu {ev['cpu_pct']}%)")
+    cloverleaf = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
+    (report,) = tracekit.analyze(tracekit.read(cloverleaf), "bottleneck")
+    assert report.title == "Bottleneck: GPU-bound (kernels keep the GPU busy)"
+
+
 def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:
     """testcuda (RTX 4060 Ti): TARGET_INFO_GPU.asyncEngines is 1, so its HtoD and DtoH copies
     take turns; the A100s of the other exports have 5 and are not said to."""

@@ -104,6 +104,8 @@ VERDICTS = {
     "straggler": "load imbalance: one rank is late and the others wait for it in collectives",
 }
 STARTUP_MIN_PCT = 1.0  # start-up under this share of the span is not told apart
+# A compute verdict whose GPU idles this share of the time or more is not "kept busy".
+COMPUTE_IDLE_PCT = 25.0
 # Less GPU work than this, and under this share of the recorded time, is too little to judge:
 # the GPU span of one tiny kernel is "100% compute" but says nothing about the program.
 TOO_LITTLE_GPU_NS = 1_000_000
@@ -215,6 +217,16 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         title = f"Bottleneck: {VERDICTS.get(verdict, 'mixed')}" if verdict != "mixed" else \
             "Bottleneck: mixed (" + ", ".join(f"{c} {percent(n, span)}%" for c, n in ranked[:3]) \
             + ")"
+        idle_ns = sum(n for c, n in ranked if c not in ("compute", "communication",
+                                                          "transfer"))
+        if verdict == "compute" and percent(idle_ns, span) >= COMPUTE_IDLE_PCT:
+            # Compute leads, but the GPU is not kept busy: say what the rest of its time was.
+            idle_cause, idle_cause_ns = next((c, n) for c, n in ranked
+                                             if c not in ("compute", "communication",
+                                                          "transfer"))
+            title = (f"Bottleneck: GPU compute {percent(ranked[0][1], span)}%, but the GPU "
+                     f"idles {percent(idle_ns, span)}% of the time ({idle_cause} "
+                     f"{percent(idle_cause_ns, span)}%)")
         report = Report(analyzer=self.name, title=title)
         report.tables["causes"] = report_table([
                    ("cause", "str", None, [c for c, _ in ranked] + ["startup"] * bool(startup)),

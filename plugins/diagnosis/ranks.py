@@ -258,9 +258,11 @@ class RanksAnalyzer(tracekit.Analyzer):
     description = "across ranks: per-rank breakdown, collective arrival skew, stragglers"
     # After the verdict, for every trace of several ranks.
     default_for = (tracekit.DefaultFor((tracekit.TraceKind.GPU_RANKS,), slot=1, rank=1),)
-    # What summarize() reads: GPU work and the host calls that launched it (not args).
+    # What summarize() reads: GPU work and the host calls that launched it (not args), and
+    # the memsets' targets (a synchronous memset waits only on host memory).
     event_columns = frozenset({"kind", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
-                               "device", "stream", "correlation", "flow_id", "source"})
+                               "device", "stream", "correlation", "flow_id", "source",
+                               "dst_kind"})
 
     @dataclass(frozen=True)
     class Options:
