@@ -611,6 +611,18 @@ def test_a_compute_verdict_with_the_gpu_idle_a_third_of_the_time_says_so() -> No
     assert report.title == "Bottleneck: GPU-bound (kernels keep the GPU busy)"
 
 
+def test_a_steady_state_of_microseconds_under_start_up_gets_no_shares() -> None:
+    """vLLM's capture pass: 57.8 ms of start-up and 28.8 µs of steady state; "gpu_busy_pct:
+    100%" of those 28.8 µs would read as the program's."""
+    path = shared_path("torch-trace", "tracelens",
+                       "vllm_hipgraph_capture_rank0_rocm7.pt.trace.json.gz")
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    ev = report.findings[0].evidence
+    assert ev["verdict"] == "startup" and ev["span_ns"] * 100 < ev["recorded_span_ns"]
+    assert ev["steady_state"] == f"{format_ns(ev['span_ns'])}: too short to judge"
+    assert not any(k.endswith("_pct") for k in ev)
+
+
 def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:
     """testcuda (RTX 4060 Ti): TARGET_INFO_GPU.asyncEngines is 1, so its HtoD and DtoH copies
     take turns; the A100s of the other exports have 5 and are not said to."""
