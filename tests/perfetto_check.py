@@ -114,9 +114,9 @@ def decode_and_check(path: str | Path) -> Decoded:
                 v.append(f"packet {i}: sample uses interned data without the flag")
             if s.callstack_iid not in callstacks[seq]:
                 v.append(f"packet {i}: callstack iid {s.callstack_iid} not interned")
-            names = [functions[seq].get(frames[seq].get(f), "?")
+            stack = [functions[seq].get(frames[seq].get(f), "?")
                      for f in callstacks[seq].get(s.callstack_iid, [])]
-            out.samples.append((p.timestamp, s.pid, s.tid, names))
+            out.samples.append((p.timestamp, s.pid, s.tid, stack))
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             if d.uuid == 0:

@@ -173,6 +173,45 @@ def test_sync_records_take_the_device_of_their_context(registry):
                                "record's deviceId differed)")] == 122
 
 
+def test_scheduling_slices_get_a_track_beside_their_thread(registry, tmp_path):
+    """nsys' 'running' intervals cut across a thread's calls: on the thread's own track they
+    made overlap lanes; on a '<thread> (scheduled)' track beside it they nest."""
+    path = shared_path("nsys-sqlite", "pipit_cloverleaf_nsys2024.5.1_a100.sqlite")
+    trace = tracekit.read(path, registry=registry)
+    ev = trace.events
+    sched = ev.filter(pc.equal(ev["category"].cast(pa.string()), "host.sched"))
+    per_thread = Counter(zip(sched["pid"].to_pylist(), sched["tid"].to_pylist(), strict=True))
+    out = tmp_path / "clover.pftrace"
+    tracekit.write(trace, out, registry=registry)
+    decoded = decode_and_check(out)
+    assert decoded.violations == []
+    names = [d.name for d in decoded.tracks.values()]
+    assert not [n for n in names if "(overlap" in n]
+    scheduled = {d.uuid for d in decoded.tracks.values() if d.name.endswith(" (scheduled)")}
+    assert len(scheduled) == len(per_thread)
+    assert sum(s.track in scheduled for s in decoded.slices) == sched.num_rows == \
+        sql(path, "SELECT count(*) FROM SCHED_EVENTS WHERE isSchedIn = 1")[0][0]
+
+
+def test_overlap_lanes_of_a_stream_sort_right_after_it(registry, tmp_path):
+    path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")
+    out = tmp_path / "ai.pftrace"
+    tracekit.write(tracekit.read(path, registry=registry), out, registry=registry)
+    tracks = decode_and_check(out).tracks
+    under: dict[int, list] = defaultdict(list)
+    for d in tracks.values():
+        if d.parent_uuid and tracks[d.parent_uuid].name.startswith("GPU"):
+            under[d.parent_uuid].append(d)
+    lanes = 0
+    for children in under.values():
+        order = [d.name for d in sorted(children, key=lambda d: d.sibling_order_rank)]
+        for i, name in enumerate(order):
+            if "(overlap" in name:
+                lanes += 1
+                assert order[i - 1] == name.split(" (overlap")[0]
+    assert lanes == 2
+
+
 def test_pid_tid_decoded_with_vm_byte_masked(registry):
     path = shared_path("nsys-sqlite", "memfusion_nsys2023.1.2_rtx3090_tensorrt.sqlite")
     trace = tracekit.read(path, registry=registry)

@@ -91,7 +91,9 @@ class AnnotationReader:
         """Return the ``args`` JSON of ``annotations`` (encoded DebugAnnotations; None if
         there is nothing left for args) and the (column, value) pairs that fill typed
         columns instead, of those ``allowed``. Synthetic ids of the ``renumbered`` columns
-        are the track's own, which the reader numbers itself: they are only counted."""
+        are the track's own, which the reader numbers itself: they are only counted; a real
+        tid on a named track of a real process (a thread's state beside the thread) fills
+        the column."""
         cache = interned.cache
         fragments: list[str] = []
         keys: list[str] = []
@@ -111,6 +113,11 @@ class AnnotationReader:
                     continue
                 if column in renumbered and value <= SYNTHETIC_ID_MAX:
                     self.renumbered += 1
+                    continue
+                if column == "tid" and column in renumbered and "pid" not in renumbered:
+                    # A real thread of the track's real process beats the id the reader
+                    # makes up for a named track (a thread's state beside the thread).
+                    typed.append((column, value))
                     continue
             fragments.append(fragment)
             keys.append(key)

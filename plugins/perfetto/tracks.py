@@ -24,7 +24,8 @@ from tracekit.plugins.perfetto.wire import encode_message
 from tracekit.toolkit import SYNTHETIC_ID_MAX as _SYNTHETIC
 from tracekit.toolkit import equals, factorize, input_ranks
 
-THREAD, PROCESS, GLOBAL, STREAM, COUNTER, DEVICE_COUNTER, DEVICE_ANALYSIS = range(7)
+THREAD, PROCESS, GLOBAL, STREAM, COUNTER, DEVICE_COUNTER, DEVICE_ANALYSIS, THREAD_STATE = \
+    range(8)
 _NULL = -(2**62)
 
 # TrackDescriptor / ProcessDescriptor / ThreadDescriptor / CounterDescriptor field numbers.
@@ -53,6 +54,7 @@ class TrackPlan:
     _keys: list[tuple[int, ...]] = field(default_factory=list)
     _names: list[str] = field(default_factory=list)
     _parents: list[int | None] = field(default_factory=list)
+    _ranks: list[int | None] = field(default_factory=list)  # sibling rank, where given
 
     def lane_uuid(self, track: int, lane: int) -> int:
         """uuid of lane ``lane`` of ``track`` (lane 0 is the track itself); declares lanes."""
@@ -64,9 +66,13 @@ class TrackPlan:
             # A child of a process or thread track would not nest under it (peers.md (d) 4),
             # so overlap lanes hang off the track's own parent and carry its name.
             parent = self._parents[track]
+            rank = self._ranks[track]
             self.descriptors.append(encode_message(
                 (_UUID, uuid), (_NAME, f"{self._names[track]} (overlap {lane})"),
-                (_PARENT, parent), (_SIBLING_RANK, lane)))
+                (_PARENT, parent),
+                # Right after its track among the device's explicitly ordered streams.
+                (_SIBLING_RANK, rank + min(lane, LANE_RANKS - 1) if rank is not None
+                 else lane)))
         return uuid
 
     def __post_init__(self) -> None:
@@ -154,6 +160,13 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
                                                        (5, label))))
             else:
                 declare(uuid, (_NAME, label), (_PARENT, parent))
+        elif c == THREAD_STATE:
+            # When the OS ran the thread (nsys' scheduling data): intervals that cut across
+            # the thread's calls, so a track of their own beside the thread's.
+            parent = process_track(s, ka)
+            label = f"{names.thread(s, ka, kb)} (scheduled)"
+            uuid = declare(stable_uuid("thread state", s, ka, kb), (_NAME, label),
+                           (_PARENT, parent))
         elif c == PROCESS:
             parent = None
             uuid = process_track(s, ka)
@@ -165,8 +178,9 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
         elif c == STREAM:
             parent = device_track(s, ka)
             label = f"Stream {kb}" if kb != _NULL else "(no stream)"
+            rank = stream_rank(kb)
             uuid = declare(stable_uuid("stream", s, ka, kb), (_NAME, label), (_PARENT, parent),
-                           (_SIBLING_RANK, kb if kb != _NULL else 0))
+                           (_SIBLING_RANK, rank))
         elif c == DEVICE_ANALYSIS:
             parent = device_track(s, ka)
             label = analysis_tracks[analysis_kinds[kb]]
@@ -179,10 +193,27 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
             uuid = declare(stable_uuid("counter", c, s, ka, kb), (_NAME, label),
                            (_PARENT, parent), (_COUNTER, encode_message((3, unit))))
         plan.uuids.append(uuid)
+        plan._ranks.append(rank if c == STREAM else None)
         plan._keys.append((c, s, ka, kb))
         plan._names.append(label)
         plan._parents.append(parent)
     return plan
+
+
+#: Sibling ranks per stream: the stream's own and its overlap lanes' after it.
+LANE_RANKS = 8
+_INT32 = 2**31 - 1
+
+
+def stream_rank(stream: int) -> int:
+    """A stream track's sibling rank under its device: by stream id, with room after it for
+    its overlap lanes; ids too large for that (a tool's -1 as 4294967295) keep their order
+    among themselves at the end."""
+    if stream == _NULL:
+        return 0
+    if 0 <= stream * LANE_RANKS <= _INT32 - LANE_RANKS:
+        return stream * LANE_RANKS
+    return _INT32 - LANE_RANKS - 1 if stream > 0 else -LANE_RANKS
 
 
 def _track_keys(rows: pa.Table, src: np.ndarray, name_idx: np.ndarray,
@@ -200,6 +231,8 @@ def _track_keys(rows: pa.Table, src: np.ndarray, name_idx: np.ndarray,
     cls = np.where(has_device, STREAM, np.where(pid == _NULL, GLOBAL,
                                                 np.where(tid == _NULL, PROCESS, THREAD)))
     cls = np.where(is_counter, np.where(has_device, DEVICE_COUNTER, COUNTER), cls)
+    cls = np.where((cls == THREAD) & equals(rows["category"], "host.sched").to_numpy(),
+                   THREAD_STATE, cls)
     kind_of = np.full(len(cls), -1, dtype=np.int64)
     if analysis_kinds:
         kind_of = pc.index_in(rows["category"].cast(pa.string()),
@@ -208,8 +241,9 @@ def _track_keys(rows: pa.Table, src: np.ndarray, name_idx: np.ndarray,
         cls = np.where((kind_of >= 0) & has_device & ~is_counter, DEVICE_ANALYSIS, cls)
     on_device = (cls == STREAM) | (cls == DEVICE_COUNTER) | (cls == DEVICE_ANALYSIS)
     a = np.select([on_device, cls == GLOBAL], [device, 0], pid)
-    b = np.select([cls == STREAM, cls == THREAD, (cls == COUNTER) | (cls == DEVICE_COUNTER),
-                   cls == DEVICE_ANALYSIS], [stream, tid, name_idx, kind_of], 0)
+    b = np.select([cls == STREAM, (cls == THREAD) | (cls == THREAD_STATE),
+                   (cls == COUNTER) | (cls == DEVICE_COUNTER), cls == DEVICE_ANALYSIS],
+                  [stream, tid, name_idx, kind_of], 0)
     # Where a row's track tells its pid, tid, device and stream as they are: a process or
     # thread track with the real ids (not a synthetic id shown by name, nor a pid moved
     # apart because two inputs share it), a device track, a stream track.
