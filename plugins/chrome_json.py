@@ -643,12 +643,33 @@ def _metadata_events(trace: Trace, device_pid: dict[Any, int]) -> list[dict[str,
             out.append({"ph": "M", "name": "thread_name", "pid": t["pid"], "tid": t["tid"],
                         "args": {"name": t["name"]}})
     names = {(d["source"], d["device"]): d["name"] for d in trace.devices.to_pylist()}
+    named = {(t["pid"], t["tid"]) for t in trace.threads.to_pylist() if t["name"]}
+    streams = _device_streams(trace.events)
     for (source, device), pid in sorted(device_pid.items(), key=lambda kv: kv[1]):
         label = f"GPU {device}"
+        model = names.get((source, device))
         out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                    "args": {"name": f"{label}: {names.get((source, device)) or '?'}"}})
+                    "args": {"name": f"{label}: {model}" if model else label}})
         out.append({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0,
                     "args": {"labels": label}})
+        # Kineto's own name for a stream's thread, which viewers would show as "Thread 7".
+        out += [{"ph": "M", "name": "thread_name", "pid": pid, "tid": stream,
+                 "args": {"name": f"stream {stream}"}}
+                for stream in streams.get((source, device), []) if (pid, stream) not in named]
+    return out
+
+
+def _device_streams(events: pa.Table) -> dict[tuple[str, int], list[int]]:
+    """The streams of each (source, device) that device rows name."""
+    rows = events.filter(pc.and_(pc.is_valid(events["device"]), pc.is_valid(events["stream"])))
+    if not rows.num_rows:
+        return {}
+    pairs = pa.table({"source": rows["source"].cast(pa.string()), "device": rows["device"],
+                      "stream": rows["stream"]}).group_by(
+        ["source", "device", "stream"], use_threads=False).aggregate([]).to_pylist()
+    out: dict[tuple[str, int], list[int]] = {}
+    for r in sorted(pairs, key=lambda r: (r["source"], r["device"], r["stream"])):
+        out.setdefault((r["source"], r["device"]), []).append(r["stream"])
     return out
 
 

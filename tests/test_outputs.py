@@ -199,6 +199,35 @@ def _perfetto_json_arrows(events: list[dict]) -> list[tuple[dict, dict]]:
     return arrows
 
 
+def test_chrome_json_names_each_gpu_stream_and_a_gpu_without_a_model(tmp_path, registry):
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "testcuda_nsys2026.1.1_rtx4060ti_report1.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                  "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+        streams = sorted({r[0] for t in tables
+                          # 0xFFFFFFFF: a wait on no stream
+                          for r in db.execute(f"SELECT DISTINCT streamId FROM {t} "
+                                              "WHERE streamId < 4294967295")})
+    out = tmp_path / "t.json"
+    tracekit.write(tracekit.read(path, registry=registry), out, registry=registry)
+    meta = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "M"]
+    [gpu] = [e for e in meta if e["name"] == "process_name"
+             and e["args"]["name"].startswith("GPU")]
+    assert gpu["args"]["name"] == "GPU 0: NVIDIA GeForce RTX 4060 Ti"
+    assert {e["tid"]: e["args"]["name"] for e in meta
+            if e["name"] == "thread_name" and e["pid"] == gpu["pid"]} == {
+                s: f"stream {s}" for s in streams}
+    llama = shared_path("rocprof-v3", "jimw_llamacpp_rocm7", "prefill_kernel_trace.csv")
+    out = tmp_path / "llama.json"
+    tracekit.write(tracekit.read(llama, registry=registry), out, registry=registry)
+    gpus = [e["args"]["name"] for e in json.loads(out.read_text())["traceEvents"]
+            if e["ph"] == "M" and e["name"] == "process_name"
+            and e["args"]["name"].startswith("GPU")]
+    assert gpus and all(":" not in g for g in gpus)  # no model known: "GPU n", not "GPU n: ?"
+
+
 def test_chrome_json_graph_launch_fans_out(tmp_path, registry):
     path = shared_path("rocprof-v3", "jimw_llamacpp_rocm7", "prefill_kernel_trace.csv")
     kernels: dict[int, list[int]] = defaultdict(list)
