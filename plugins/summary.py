@@ -58,6 +58,13 @@ class SummaryAnalyzer(tracekit.Analyzer):
         for table, title, cats, column, unit in _TABLES:
             rows = events.filter(is_in(events["category"], cats))
             keys = _memop_names(rows) if table.startswith("memops") else rows["name"]
+            if table == "ranges":
+                keys, counted_calls = _without_call_counters(keys)
+                if counted_calls:
+                    report.notes.append(
+                        f"{counted_calls:,} ranges named with emit_nvtx's per-call counters "
+                        "(', op_id = N', ', seq = N', ', sizes = [...]') are grouped by their "
+                        "op's name; nsys nvtx_sum keeps a row per call")
             result = self._table(keys, rows[column], rows["count"], unit)
             if column == "dur_ns":
                 result = _stated_spread(result, keys, rows)
@@ -98,6 +105,30 @@ class SummaryAnalyzer(tracekit.Analyzer):
             ("mean", "float", unit, s["mean"]), ("median", "float", unit, s["median"]),
             ("min", "int", unit, s["min"]), ("max", "int", unit, s["max"]),
             ("stddev", "float", unit, s["stddev"]), ("name", "str", None, s["key"])])
+
+
+#: The per-call counters that torch.autograd.profiler.emit_nvtx (and record_shapes) append
+#: to range names ("aten::view, op_id = 314290"): a name per call, not the op's.
+RANGE_COUNTERS = r", (seq|op_id|sizes|input_op_ids) = .*$"
+
+
+def _without_call_counters(names: pa.ChunkedArray) -> tuple[pa.Array, int]:
+    """Range names without emit_nvtx's per-call counters (once per distinct name), and how
+    many rows had them."""
+    column = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+    if not len(column):
+        return column, 0
+    if not pa.types.is_dictionary(column.type):
+        column = column.cast(pa.string()).dictionary_encode()
+    dictionary = column.dictionary.cast(pa.string())
+    stripped = pc.replace_substring_regex(dictionary, RANGE_COUNTERS, "")
+    changed = pc.not_equal(stripped, dictionary).fill_null(False)
+    if not pc.any(changed).as_py():
+        return column, 0
+    recoded = stripped.dictionary_encode()  # names that became equal share a code
+    rows = int(pc.sum(pc.take(changed, column.indices)).as_py() or 0)
+    return pa.DictionaryArray.from_arrays(recoded.indices.take(column.indices),
+                                          recoded.dictionary), rows
 
 
 def _stated_spread(result: pa.Table, keys: Any, rows: pa.Table) -> pa.Table:

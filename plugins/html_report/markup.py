@@ -97,7 +97,7 @@ def table_html(table: pa.Table, source: str, max_rows: int = MAX_ROWS) -> str:
     heads = []
     for field, unit, num in zip(table.schema, units, numeric, strict=True):
         label = field.name.replace("_pct", " %")
-        if unit and unit != "%":
+        if unit and unit not in ("%", "ns", "bytes"):  # those cells say their own unit
             label += f" ({unit})"
         heads.append(f'<th class="{"num" if num else "txt"}" scope="col">{text(label)}</th>')
     body = []

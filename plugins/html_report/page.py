@@ -100,10 +100,16 @@ def render_html(trace: Trace | None, reports: Sequence[Report], inputs: Sequence
     return _document(page, trace, inputs, js, scope).encode()
 
 
+#: Analyzers with a section of their own below the verdict.
+OWN_SECTIONS = frozenset({"ranks", "diff"})
+
+
 def _verdict(page: Page, headline: list[Report], by_name: dict[str, Report]) -> None:
     body = []
     for report in headline:
         findings = report.findings
+        if not findings and report.analyzer in OWN_SECTIONS and report.analyzer in by_name:
+            continue  # nothing to put on top: its title and notes are in its own section
         program = next((f for f in findings if f.title.startswith("program: ")), None)
         body.append(f'<p class="verdict">{text(report.title)}</p>')
         if program is not None:
