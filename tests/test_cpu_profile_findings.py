@@ -873,6 +873,29 @@ def test_empty_tables_are_named_by_what_they_list():
     assert "(nothing in this trace for: GPU kernels)" in render_text([report], width=200)
 
 
+def test_with_stack_frames_inside_the_loaders_ranges_are_not_named_again():
+    """loader_stack: num_workers=0 recorded with with_stack=True. Every Python frame of the
+    samples' sleep lies inside a DataLoader range, which the input-bound finding counts;
+    the loader is named by PyTorch's range (num_workers=0), not by the frame around it."""
+    path = FIXTURES / "torch-cpu" / "loader_stack.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    loads = [(e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("cat") == "user_annotation" and "DataLoader" in e["name"]]
+    sleeps = [e for e in events if e.get("cat") == "python_function"
+              and "sleep" in e["name"]]
+    assert sleeps and all(any(a <= e["ts"] and e["ts"] + e["dur"] <= b for a, b in loads)
+                          for e in sleeps)
+    report = cpu_report(path)
+    [loading] = _titled(report, "Input-bound")
+    assert loading.evidence["loader"] == \
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    assert "num_workers=0" in loading.suggestion
+    [cover] = _titled(report, "Ops cover")
+    assert "outside_ops" not in cover.evidence
+    assert "with_stack=True" not in cover.suggestion  # it was recorded with it
+
+
 def test_a_window_counts_the_part_of_each_range_within_it():
     """``-O window=`` keeps the ranges that overlap it whole, but their shares are of their
     part within it: num_workers=0 loading in 100 ms to 300 ms, by the JSON."""

@@ -903,6 +903,7 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
     first_row = np.full(len(pids), len(keys))
     np.minimum.at(first_row, keys, np.arange(len(keys)))
     names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
+    annotation = equals(rows["category"], "host.annotation").to_numpy(zero_copy_only=False)
     own = _process_spans(events, bounds) if len(pids) > 1 else {}
     shares = []
     for key in np.argsort(first_row).tolist():  # processes in order of first appearance
@@ -910,7 +911,11 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
         mine = keys == key
         loaded = iv.total(iv.union(start[mine], end[mine]))
         span = own.get((source, pid), span)
-        longest = int(np.argmax(np.where(mine, end - start, -1)))
+        # Named by the longest range the program or framework annotated (PyTorch's
+        # "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" says num_workers=0),
+        # not by a with_stack Python frame ("dataloader.py(720): __next__") around it.
+        pick = mine & annotation if (mine & annotation).any() else mine
+        longest = int(np.argmax(np.where(pick, end - start, -1)))
         same = np.flatnonzero(mine & (names == names[longest]))
         first = same[np.argmin(start[same])]
         shares.append(_Share(ns=int(loaded), pct=percent(loaded, span),
@@ -1020,6 +1025,7 @@ class _Cover:
     span: int
     pct: float
     outside: list[tuple[str, int]]
+    python_frames: bool = False  # the trace holds Python frames (with_stack=True)
 
 
 def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
@@ -1075,9 +1081,16 @@ def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
     inner = innermost_times(first, last)
     named = pc.and_(pc.invert(equals(rows["category"], "host.op")), pc.invert(matches(
         rows["name"], "|".join([STEP_RANGE, *explained])))).to_numpy(zero_copy_only=False)
+    # A frame wholly inside an explained range (the sleep in a Dataset's __getitem__ under
+    # the DataLoader's range) is time its finding already counts.
+    said = matches(rows["name"], "|".join(explained)).to_numpy(zero_copy_only=False)
+    if said.any():
+        union = iv.union(first[said], last[said])
+        named &= iv.covered_within(first, last, union) < last - first
     ranked = _by_name(rows.filter(named), inner[named]).ranked
     cover.outside = [(n, int(ns)) for n, ns in ranked
                      if percent(ns, span) >= OUTSIDE_NAMED_PCT][:3]
+    cover.python_frames = bool(pc.any(equals(rows["category"], "host.python")).as_py())
     return cover
 
 
@@ -1242,7 +1255,7 @@ def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Find
     else:
         rest = ("Python or waiting outside any op: profile the Python side (py-spy, perf "
                 "with -X perf)" + (", or record with with_stack=True to see its frames"
-                                   if torch else ""))
+                                   if torch and not cover.python_frames else ""))
     found = {what: pct for what, pct in shares.items() if pct}
     if found:  # what the input-bound and communication findings already account for
         evidence.update({f"{what.replace(' ', '_')}_pct_of_span": pct
