@@ -623,6 +623,26 @@ def test_a_steady_state_of_microseconds_under_start_up_gets_no_shares() -> None:
     assert not any(k.endswith("_pct") for k in ev)
 
 
+def test_host_gaps_of_a_benchmark_harness_flushing_caches_are_said_to_be_its() -> None:
+    """alexnet (PARAM's benchmark): the largest host gaps lie under [param|clear_cache], the
+    harness zeroing a buffer to flush the caches between timed runs: not the workload."""
+    import gzip
+    import json
+
+    path = shared_path("torch-trace", "hta", "alexnet_a100_trace.json.gz")
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    flushes = [(e["ts"], e["ts"] + e["dur"]) for e in events
+               if e.get("ph") == "X" and e["name"] == "[param|clear_cache]"]
+    zeros = [e for e in events if e.get("ph") == "X" and e["name"] == "aten::zeros"]
+    assert len(flushes) == 2 and all(any(a <= z["ts"] and z["ts"] + z["dur"] <= b
+                                         for a, b in flushes) for z in zeros)
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [cpu] = [f for f in report.findings if f.title.startswith("cpu: ")]
+    assert cpu.evidence["host_during_largest"].startswith("[param|clear_cache]")
+    assert cpu.suggestion.startswith("this host time is the benchmark harness flushing caches")
+    assert "device='cuda'" not in cpu.suggestion
+
+
 def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:
     """testcuda (RTX 4060 Ti): TARGET_INFO_GPU.asyncEngines is 1, so its HtoD and DtoH copies
     take turns; the A100s of the other exports have 5 and are not said to."""

@@ -109,6 +109,10 @@ COLLECTIVE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # Where host time between launches goes, by the innermost range (or its path) covering a gap.
 PLACES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("untraced host code", re.compile(r"^untraced host time$")),
+    # A benchmark harness flushing the caches between timed runs (PARAM's clear_cache,
+    # Triton's do_bench): host work of the harness, not of the workload.
+    ("benchmark harness", re.compile(r"(?i)clear_?cache|flush_?(l2_?)?cache|cache_?(flush|"
+                                     r"clear)|l2_?flush")),
     ("start-up", re.compile(r"(?i)^(cu|cuda|hip)(Init|CtxCreate|DevicePrimaryCtx|ModuleLoad|"
                             r"LibraryLoad|GetDeviceCount|SetDevice)|^(cublas|cublasLt|cudnn|"
                             r"hipblas|rocblas|miopen|cusparse|cufft)Create|^nvrtc|"
@@ -334,6 +338,10 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         return [Fix("measure the steady state: warm up before profiling (torch.profiler "
                      "schedule(wait=, warmup=)) or cut the window with -O window=/steps=",
                      because)]
+    if place == "benchmark harness":
+        return [Fix("this host time is the benchmark harness flushing caches between timed "
+                    "runs, not the workload: judge the timed region alone (-O window=START:END "
+                    "around it)", because)]
     if place == "untraced host code" and f.gap_samples:
         out.append(Fix("make the host code the CPU samples in these gaps land in faster, or "
                        "run it beside the GPU work instead of between launches: "
