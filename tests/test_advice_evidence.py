@@ -643,6 +643,31 @@ def test_host_gaps_of_a_benchmark_harness_flushing_caches_are_said_to_be_its() -
     assert "device='cuda'" not in cpu.suggestion
 
 
+def test_host_gaps_of_ddps_buffer_broadcast_get_ddps_fix() -> None:
+    """nccl_data_rank0: the largest host gaps lie in aten::unflatten_dense_tensors inside
+    DistributedDataParallel.forward, after a c10d::broadcast_: DDP broadcasting its buffers
+    before every forward. CUDA graphs would not remove it; broadcast_buffers=False would."""
+    import gzip
+    import json
+
+    path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+              if e.get("ph") == "X"]
+    forwards = [(e["ts"], e["ts"] + e["dur"]) for e in events
+                if e["name"] == "DistributedDataParallel.forward"]
+    inside = [e for e in events if any(a <= e["ts"] < b for a, b in forwards)]
+    names = {e["name"] for e in inside}
+    assert {"aten::unflatten_dense_tensors", "aten::flatten_dense_tensors",
+            "c10d::broadcast_"} <= names
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    verdict = report.findings[0]
+    assert verdict.evidence["verdict"] == "cpu"
+    assert verdict.suggestion.startswith("DistributedDataParallel broadcasts the module's "
+                                         "buffers from rank 0 before every forward")
+    assert "broadcast_buffers=False" in verdict.suggestion
+    assert "in DDP buffer broadcast, e.g. aten::unflatten_dense_tensors" in verdict.suggestion
+
+
 def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:
     """testcuda (RTX 4060 Ti): TARGET_INFO_GPU.asyncEngines is 1, so its HtoD and DtoH copies
     take turns; the A100s of the other exports have 5 and are not said to."""

@@ -160,8 +160,17 @@ def handwritten_gemm(name: str) -> bool:
     return bool(HANDWRITTEN_GEMM.search(name)) and not LIBRARY_KERNEL.search(name)
 
 
+# DistributedDataParallel's forward broadcasting the module's buffers from rank 0
+# (broadcast_buffers=True): flatten, c10d::broadcast_, unflatten, before every forward.
+DDP_BUFFER_SYNC = re.compile(r"(?i)(un)?flatten_dense_tensors|broadcast|_sync_(module_)?buffers|"
+                             r"_distributed_broadcast_coalesced")
+DDP_FORWARD = re.compile(r"DistributedDataParallel\.forward")
+
+
 def place_of(innermost: str, path: list[str]) -> str:
     """Which kind of host work a gap's context is (``PLACES``), innermost range first."""
+    if DDP_BUFFER_SYNC.search(innermost) and any(DDP_FORWARD.search(p) for p in path):
+        return "DDP buffer broadcast"
     for name in [innermost, *reversed(path)]:
         for place, pattern in PLACES:
             if pattern.search(name):
@@ -338,6 +347,12 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         return [Fix("measure the steady state: warm up before profiling (torch.profiler "
                      "schedule(wait=, warmup=)) or cut the window with -O window=/steps=",
                      because)]
+    if place == "DDP buffer broadcast":
+        return [Fix("DistributedDataParallel broadcasts the module's buffers from rank 0 before "
+                    "every forward (broadcast_buffers=True, the default): pass "
+                    "broadcast_buffers=False where the buffers need no sync, or keep BatchNorm "
+                    "statistics in step with SyncBatchNorm instead; graphs and compilation do "
+                    "not remove this host work", because)]
     if place == "benchmark harness":
         return [Fix("this host time is the benchmark harness flushing caches between timed "
                     "runs, not the workload: judge the timed region alone (-O window=START:END "
