@@ -172,13 +172,23 @@ def test_startup_is_its_own_finding_and_left_out_of_the_verdict():
 def test_a_long_stream_creation_is_start_up():
     """AlexNet (HTA): the first cuDNN convolution creates its stream, and the call
     (cudaStreamCreateWithFlags, 732,657 µs in the JSON) loads what the context left for later:
-    start-up, not host work of the steady state, which is left with 145.1 ms."""
+    start-up, not host work of the steady state. Its 16 host-to-device copies (the weights)
+    all end before the first kernel and none follow it: loading, start-up too. The steady
+    state is left with 145.1 ms less those 55.5 ms of copies."""
     _, events = independent.load(shared_path("torch-trace", "hta", "alexnet_a100_trace.json.gz"))
     creations = [e for e in events if e.get("name") == "cudaStreamCreateWithFlags"]
     assert max(e["dur"] for e in creations) == 732_657
+    first_kernel = min(e["ts"] for e in events if e.get("cat") == "kernel")
+    copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
+    assert len(copies) == 16 and all(e["ts"] + e["dur"] <= first_kernel for e in copies)
+    uploads = round(sum(e["dur"] for e in copies) * 1000)
     report = _bottleneck("torch-trace/hta/alexnet_a100_trace.json.gz")
     verdict = report.findings[0]
-    assert (verdict.evidence["verdict"], verdict.evidence["span_ns"]) == ("startup", 145_104_000)
+    assert (verdict.evidence["verdict"], verdict.evidence["span_ns"]) == (
+        "startup", 145_104_000 - uploads)
+    [startup] = [f for f in report.findings if f.title.startswith("start-up: ")]
+    assert startup.evidence["set_up_copies_ns"] == uploads == 55_503_000
+    assert not [f for f in report.findings if f.title.startswith("transfer: ")]
     cpu = next(f for f in report.findings if f.title.startswith("cpu: "))
     assert cpu.evidence["host_during_largest"].startswith(
         "[param|clear_cache] (82% of the gap, in a 43.1ms call)")

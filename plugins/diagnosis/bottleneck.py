@@ -78,6 +78,7 @@ from tracekit.toolkit import (
     format_bytes,
     format_ns,
     grouped_stats,
+    is_in,
     matches,
     percent,
     plural,
@@ -85,6 +86,7 @@ from tracekit.toolkit import (
     restrict,
     short_name,
     short_names,
+    step_ranges,
 )
 from tracekit.toolkit import intervals as iv
 
@@ -195,6 +197,12 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                            "goes"))
             return report
         costs = cause_costs(per_device)
+        loading = 0
+        if not step_ranges(trace).num_rows:
+            # Uploads before the first kernel, with no copy after it: loading, not the work.
+            loading = sum(set_up_copies_ns(trace, g) for g in per_device)
+            costs["transfer"] -= loading
+            costs["startup"] += loading
         full_span = sum(g.timeline.span for g in per_device)
         startup = costs.pop("startup")
         if startup * 100 < full_span * STARTUP_MIN_PCT:
@@ -301,11 +309,15 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                       "recorded span), left out of the verdict",
                 evidence=evidence.of("startup") | ({
                     "graph_capture_ns": capture.ns, "captured_launches": capture.launches,
-                    "graph_replays": capture.replays} if capture else {}),
+                    "graph_replays": capture.replays} if capture else {}) | (
+                    {"set_up_copies_ns": loading} if loading else {}),
                 suggestion=capture_fix(capture) if capture else
                 "one-time initialization (context, modules, a kernel's code object on its first "
-                "launch, library handles, first allocations, compilation): warm up before "
-                "profiling, or keep it out with -O window=START:END", cost_ns=startup))
+                "launch, library handles, first allocations, compilation"
+                + (", uploads before the first kernel with no copy after it: a model's weights"
+                   if loading else "")
+                + "): warm up before profiling, or keep it out with -O window=START:END",
+                cost_ns=startup))
         early = before_first_gpu(trace, activity)
         if early:
             report.findings.append(early)
@@ -383,6 +395,32 @@ def _too_little_gpu_work(trace: Trace, per_device: list[Gaps]) -> Report | None:
                       "nsys --capture-range=cudaProfilerApi)")))
     report.findings.append(_program_finding(program))
     return report
+
+
+HOST_COPY_KINDS = ("HtoD", "DtoH")
+
+
+def set_up_copies_ns(trace: Trace, gaps: Gaps) -> int:
+    """The device's copy time before its first compute kernel, where the copies between host
+    and device all come before that kernel: the GPU then computes on what was uploaded (a
+    model's weights) and never copies again, so the uploads were loading, not the
+    workload's transfers. 0 where any host-device copy starts at or after the first kernel
+    (a program that uploads, computes and copies back is transfer work throughout)."""
+    tl = gaps.timeline
+    work = tl.work
+    compute = work.cls == COMPUTE
+    if not compute.any():
+        return 0
+    first = int(work.start[compute].min())
+    memory = np.flatnonzero(work.cls == MEMORY)
+    if not len(memory):
+        return 0
+    kinds = trace.events["copy_kind"].take(pa.array(work.row[memory], pa.int64()))
+    host = is_in(kinds, HOST_COPY_KINDS).fill_null(False).to_numpy(zero_copy_only=False)
+    if not host.any() or (work.start[memory][host] >= first).any():
+        return 0
+    return int(iv.covered_within(np.array([tl.start]), np.array([first]),
+                                 tl.exposed_memory)[0])
 
 
 def cause_costs(per_device: list[Gaps]) -> dict[str, int]:
