@@ -1,7 +1,7 @@
 """The ``summary`` analyzer: nsys-stats-style tables for every input format.
 
 Implements the definitions of ``nsys stats`` (cuda_gpu_kern_sum, cuda_api_sum,
-cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, nvtx_sum): per name, the count, total, % of the
+cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, nvtx_sum, osrt_sum): per name, the count, total, % of the
 table's total (not of wall time), mean, median, min, max and sample standard deviation.
 """
 
@@ -30,6 +30,7 @@ _TABLES = (
     ("memops_size", "Memory operations by size (cf. nsys cuda_gpu_mem_size_sum)",
      ("gpu.memcpy", "gpu.memset"), "bytes", "bytes"),
     ("ranges", "Annotation ranges (cf. nsys nvtx_sum)", ("host.annotation",), "dur_ns", "ns"),
+    ("os", "OS runtime calls (cf. nsys osrt_sum)", ("host.os",), "dur_ns", "ns"),
 )
 
 

@@ -426,6 +426,20 @@ def test_nvtx_summary_matches_sql(registry):
     assert f"{counted:,} ranges named with emit_nvtx's per-call counters" in report.notes[0]
 
 
+def test_os_runtime_summary_matches_sql(registry):
+    """cf. nsys osrt_sum: per OS runtime call name, count and total (mordred: poll, 64 calls,
+    half the time)."""
+    path = shared_path("nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "summary",
+                                registry=registry)
+    got = {r["name"]: (r["count"], r["total"]) for r in report.tables["os"].to_pylist()}
+    want = {name: (n, total) for name, n, total in sql(
+        path, "SELECT s.value, count(*), sum(o.end - o.start) FROM OSRT_API o JOIN StringIds s "
+              "ON s.id = o.nameId GROUP BY 1")}
+    assert got == want
+    assert report.tables["os"].to_pylist()[0]["name"] == "poll" and want["poll"][0] == 64
+
+
 @pytest.mark.parametrize("name", sweep(["pipit_cloverleaf_nsys2024.5.1_a100.sqlite",
                                         "mordred_nsys2021_quadro-rtx6000_report1.sqlite"],
                                        "mordred_nsys2021_quadro-rtx6000_report1.sqlite"))
