@@ -1,8 +1,9 @@
 """The ``summary`` analyzer: nsys-stats-style tables for every input format.
 
 Implements the definitions of ``nsys stats`` (cuda_gpu_kern_sum, cuda_api_sum,
-cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, nvtx_sum, osrt_sum): per name, the count, total, % of the
-table's total (not of wall time), mean, median, min, max and sample standard deviation.
+cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, nvtx_sum, osrt_sum): per name, the count, total,
+% of the table's total (not of wall time), mean, median, min, max and sample standard
+deviation.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ class SummaryAnalyzer(tracekit.Analyzer):
             rows = events.filter(is_in(events["category"], cats))
             keys = _memop_names(rows) if table.startswith("memops") else rows["name"]
             if table == "ranges":
+                nested = _nested_example(rows)
+                if nested:
+                    report.notes.append(f"ranges nest ({nested[0]} inside {nested[1]}): a "
+                                        "range's time% is of the table's total, not of the run")
                 keys, counted_calls = _without_call_counters(keys)
                 if counted_calls:
                     report.notes.append(
@@ -106,6 +111,30 @@ class SummaryAnalyzer(tracekit.Analyzer):
             ("mean", "float", unit, s["mean"]), ("median", "float", unit, s["median"]),
             ("min", "int", unit, s["min"]), ("max", "int", unit, s["max"]),
             ("stddev", "float", unit, s["stddev"]), ("name", "str", None, s["key"])])
+
+
+def _nested_example(rows: pa.Table) -> tuple[str, str] | None:
+    """A range that starts inside another on its thread, and that other (the first found in
+    time order), or None where no two ranges of a thread nest."""
+    rows = rows.filter(pc.and_(pc.is_valid(rows["ts_ns"]), pc.is_valid(rows["dur_ns"])))
+    if rows.num_rows < 2:
+        return None
+    thread = pc.cast(pc.binary_join_element_wise(
+        rows["source"].cast(pa.string()), rows["pid"].cast(pa.string()).fill_null(""),
+        rows["tid"].cast(pa.string()).fill_null(""), "/"), pa.string())
+    _, key = np.unique(thread.to_numpy(zero_copy_only=False), return_inverse=True)
+    start = rows["ts_ns"].to_numpy()
+    end = start + rows["dur_ns"].to_numpy()
+    order = np.lexsort((-end, start, key.reshape(-1)))
+    k, a, b = key.reshape(-1)[order], start[order], end[order]
+    same = np.r_[False, k[1:] == k[:-1]]
+    inside = np.flatnonzero(same & np.r_[False, a[1:] < b[:-1]])
+    if not len(inside):
+        return None
+    i = int(order[inside[0]])
+    outer = int(order[inside[0] - 1])
+    names = rows["name"].cast(pa.string())
+    return str(names[i].as_py()), str(names[outer].as_py())
 
 
 #: The per-call counters that torch.autograd.profiler.emit_nvtx (and record_shapes) append

@@ -35,10 +35,10 @@ def writable(path):
         con.close()
 
 
-def sql(path, query):
+def sql(path, query, parameters=()):
     con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
     try:
-        return con.execute(query).fetchall()
+        return con.execute(query, parameters).fetchall()
     finally:
         con.close()
 
@@ -423,7 +423,16 @@ def test_nvtx_summary_matches_sql(registry):
         want[op] = (before[0] + n, before[1] + total)
     assert got == want and len(got) > 1
     assert counted > 16_000
-    assert f"{counted:,} ranges named with emit_nvtx's per-call counters" in report.notes[0]
+    assert any(f"{counted:,} ranges named with emit_nvtx's per-call counters" in n
+               for n in report.notes)
+    # emit_nvtx's ranges nest (an op inside the op that called it): the note names a pair
+    # that does, by SQL.
+    [nest] = [n for n in report.notes if n.startswith("ranges nest (")]
+    inner, outer = nest.removeprefix("ranges nest (").split("): ")[0].split(" inside ")
+    assert sql(path, "SELECT count(*) FROM NVTX_EVENTS i JOIN NVTX_EVENTS o ON "
+                     "i.globalTid = o.globalTid AND o.start <= i.start AND i.start < o.end "
+                     "AND i.rowid != o.rowid WHERE i.text = ? AND o.text = ?",
+               (inner, outer))[0][0] > 0
 
 
 def test_os_runtime_summary_matches_sql(registry):
