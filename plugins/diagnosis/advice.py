@@ -665,7 +665,7 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
         return _host_exchange_fixes(p, f)
     kind, ns = max(f.collective_ns.items(), key=lambda kv: kv[1]) if total else ("", 0)
     # The kind with the most time sets the fix (the largest lever), the others are named.
-    split = ", ".join(f"{'unnamed' if k == 'other' else k} {_pct(100 * v / total)}"
+    split = ", ".join(f"{'unknown kind' if k == 'other' else k} {_pct(100 * v / total)}"
                       for k, v in sorted(f.collective_ns.items(), key=lambda kv: -kv[1])[1:3]
                       if v * 100 >= total) if total else ""
     main = (f"{kind} kernels take {_pct(100 * ns / total)} of communication time"
