@@ -350,9 +350,9 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
     if place == "DDP buffer broadcast":
         return [Fix("DistributedDataParallel broadcasts the module's buffers from rank 0 before "
                     "every forward (broadcast_buffers=True, the default): pass "
-                    "broadcast_buffers=False where the buffers need no sync, or keep BatchNorm "
-                    "statistics in step with SyncBatchNorm instead; graphs and compilation do "
-                    "not remove this host work", because)]
+                    "broadcast_buffers=False where the ranks may keep their own buffers "
+                    "(BatchNorm running statistics are used only in eval mode); graphs and "
+                    "compilation do not remove this host work", because)]
     if place == "benchmark harness":
         return [Fix("this host time is the benchmark harness flushing caches between timed "
                     "runs, not the workload: judge the timed region alone (-O window=START:END "
