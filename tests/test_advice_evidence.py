@@ -618,7 +618,7 @@ def test_a_steady_state_of_microseconds_under_start_up_gets_no_shares() -> None:
                        "vllm_hipgraph_capture_rank0_rocm7.pt.trace.json.gz")
     (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
     ev = report.findings[0].evidence
-    assert ev["verdict"] == "startup" and ev["span_ns"] * 100 < ev["recorded_span_ns"]
+    assert ev["verdict"] == "startup" and ev["span_ns"] < 1_000_000
     assert ev["steady_state"] == f"{format_ns(ev['span_ns'])}: too short to judge"
     assert not any(k.endswith("_pct") for k in ev)
 

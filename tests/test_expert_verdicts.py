@@ -189,6 +189,8 @@ def test_a_long_stream_creation_is_start_up():
     [startup] = [f for f in report.findings if f.title.startswith("start-up: ")]
     assert startup.evidence["set_up_copies_ns"] == uploads == 55_503_000
     assert not [f for f in report.findings if f.title.startswith("transfer: ")]
+    # Busy is of the steady state too: the uploads are not in it.
+    assert verdict.evidence["gpu_busy_pct"] < verdict.evidence["compute_pct"] + 0.2
     cpu = next(f for f in report.findings if f.title.startswith("cpu: "))
     assert cpu.evidence["host_during_largest"].startswith(
         "[param|clear_cache] (82% of the gap, in a 43.1ms call)")

@@ -113,7 +113,6 @@ COMPUTE_IDLE_PCT = 25.0
 TOO_LITTLE_GPU_NS = 1_000_000
 TOO_LITTLE_GPU_PCT = 1.0
 STARTUP_ONLY_PCT = 50.0  # start-up over this share: the trace shows no steady state
-STEADY_MIN_PCT = 1.0  # under start-up, a steady state under this share gets no shares
 FIXES = {
     "compute": "the GPU is busy computing, so make the math cheaper: bf16/fp16 autocast, "
                "TF32 for fp32 matmuls (torch.backends.cuda.matmul.allow_tf32), FP8 where "
@@ -289,9 +288,10 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                       # Shares of a steady state of a few microseconds would read as the
                       # program's: under start-up the steady state is too short to judge.
                       **({"steady_state": f"{format_ns(span)}: too short to judge"}
-                         if verdict == "startup" and span * 100 < full_span * STEADY_MIN_PCT
+                         if verdict == "startup" and span < STEADY_MIN_MS * 1_000_000
                          else {"gpu_busy_pct": percent(sum(iv.total(g.timeline.busy)
-                                                           for g in per_device), span),
+                                                           for g in per_device) - loading,
+                                                       span),
                                **{f"{c}_pct": percent(n, span) for c, n in ranked if n}})},
             suggestion=suggestion))
         report.findings.append(_program_finding(program))
