@@ -338,6 +338,7 @@ def test_sync_share_of_two_processes_is_of_both_walls(registry):
     [finding] = [f for f in report_of(path, "sync", registry).findings
                  if f.title.startswith("the host waits")]
     assert finding.evidence["wall_ns"] == 2 * (end - start)
+    assert finding.evidence["processes"] == 2 and "of its 2 processes" in finding.title
     assert finding.evidence["sync_ns"] == waited
     assert finding.title.startswith(
         f"the host waits for the GPU {round(100 * waited / (2 * (end - start)), 1)}% ")

@@ -69,7 +69,7 @@ class SyncAnalyzer(tracekit.Analyzer):
     def analyze(self, trace: Trace) -> Report:
         activity = Activity.of(trace)
         report = Report(analyzer=self.name, title="Synchronization")
-        wall = wall_time(trace)
+        wall, processes = wall_time(trace)
         calls = activity.calls
         sync = np.flatnonzero(calls.is_sync)
         nested = nested_calls(calls, sync)
@@ -92,7 +92,7 @@ class SyncAnalyzer(tracekit.Analyzer):
         report.table_titles["pageable"] = "Copies to or from pageable host memory"
         set_up = set_up_wait_ns(activity)
         report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct,
-                                             classify(trace), set_up))
+                                             classify(trace), set_up, processes))
         if set_up >= 1_000_000:  # the context's creation: seconds at times
             report.notes.append(f"{format_ns(set_up)} of waits before the first GPU work "
                                 "(set-up) are in the table, not the findings")
@@ -104,22 +104,25 @@ class SyncAnalyzer(tracekit.Analyzer):
 HOST_CALL_CATEGORIES = ("api.runtime", "api.driver", "host.op")
 
 
-def wall_time(trace: Trace) -> int:
+def wall_time(trace: Trace) -> tuple[int, int]:
     """Sum over inputs of the first start to the last end (ns) of the program's own traced
     activity (``PROGRAM_CATEGORIES``; every timed event where there is none of it), times
     the number of the input's processes that make host calls (``HOST_CALL_CATEGORIES``; at
-    least one): two processes each waiting half the time wait 50 %, not 100 %."""
+    least one): two processes each waiting half the time wait 50 %, not 100 %. Returns the
+    wall and the number of process walls it sums."""
     ev = trace.events.filter(trace.events["ts_ns"].is_valid())
     if not ev.num_rows:
-        return 0
+        return 0, 0
     own = ev.filter(is_in(ev["category"], PROGRAM_CATEGORIES))
     calls = own.filter(is_in(own["category"], HOST_CALL_CATEGORIES))
     processes = pa.table({"source": calls["source"].cast(pa.string()), "pid": calls["pid"]}) \
         .group_by("source", use_threads=False).aggregate([("pid", "count_distinct")])
     per_source = dict(zip(processes["source"].to_pylist(),
                           processes["pid_count_distinct"].to_pylist(), strict=True))
-    return sum((end - start) * max(1, per_source.get(source, 1))
-               for source, (start, end) in source_spans(own if own.num_rows else ev).items())
+    spans = source_spans(own if own.num_rows else ev)
+    return (sum((end - start) * max(1, per_source.get(source, 1))
+                for source, (start, end) in spans.items()),
+            sum(max(1, per_source.get(source, 1)) for source in spans))
 
 
 def nested_calls(calls: HostCalls, which: np.ndarray) -> np.ndarray:
@@ -202,10 +205,11 @@ def set_up_wait_ns(activity: Activity) -> int:
 
 def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
                   min_share_pct: float = 5.0, program: Program | None = None,
-                  set_up_ns: int | None = None) -> list[Finding]:
+                  set_up_ns: int | None = None, processes: int = 1) -> list[Finding]:
     """Findings for heavy synchronization and for pageable async copies, worded for the
     program (PyTorch or the CUDA/HIP runtime). ``set_up_ns``: ``set_up_wait_ns(activity)``,
-    where the caller has it already.
+    where the caller has it already; ``processes``: how many processes' walls ``wall`` sums
+    (``wall_time``).
 
     At most ``FEW_SYNCS`` synchronizing calls, in a trace without steps and without host
     reads of device values (``.item()``), are the host waiting for results it needs (a copy
@@ -241,9 +245,11 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
         findings.append(Finding(
             severity="info" if few else "warning",
             title=f"the host waits for the GPU {percent(api_time, wall)}% of the wall time"
+                  + (f" of its {processes} processes" if processes > 1 else "")
                   + (f" in {count} call{'s' if count != 1 else ''}" if few else ""),
             evidence={"sync_calls": count, "sync_ns": api_time,
-                      "wall_ns": wall, "top_call": top["key"][0] if top["key"] else "-",
+                      "wall_ns": wall, **({"processes": processes} if processes > 1 else {}),
+                      "top_call": top["key"][0] if top["key"] else "-",
                       "host_reads": reads,
                       **({"set_up_sync_ns": set_up_ns} if set_up_ns else {})},
             suggestion=suggestion,
