@@ -360,8 +360,10 @@ class CpuAnalyzer(tracekit.Analyzer):
                 "waits", {"busy_ns": int(busy), "sampled_span_ns": span,
                           "cpus_used": ev["cpus_used"]},
                 "Its samples say where it runs, not what it waits for (sleep, I/O, locks, a "
-                "device, another process): record off-CPU time (`perf record -e "
-                "sched:sched_switch -g`, `offcputime`) or its system calls (`perf trace -s`)."))
+                "device, a CPU other processes hold): look at its off-CPU time with `perf "
+                "sched record` then `perf sched timehist` (waits per thread, and time waiting "
+                "for a CPU), bcc's `offcputime -f` (blocking stacks), or its system calls "
+                "(`perf trace -s`)."))
         elif idle_pct is not None and base in ("cycles", "cpu-cycles", "ref-cycles") and idle_pct:
             out.append(Finding(
                 "info", f"Idle {idle_pct}% is a lower bound: cycles do not count on halted "
