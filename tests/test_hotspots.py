@@ -417,6 +417,27 @@ def test_stacks_that_do_not_reach_a_threads_start_are_said_to_be_cut_short():
     assert not any("cut short" in f.title for f in cpu_report(burn).findings)
 
 
+def test_threads_contending_for_one_mutex_are_said_to_serialize_on_a_lock():
+    """locks: four threads increment one counter under one mutex; the leaf functions of a
+    third of the samples are glibc's mutex and lll lock functions."""
+    import re as regex
+
+    path = FIXTURES / "perf-recorded" / "locks.perf"
+    total = locked = 0
+    for block in path.read_text().split("\n\n"):
+        lines = block.strip().splitlines()
+        if len(lines) < 2:
+            continue
+        period = int(lines[0].split()[3])
+        leaf = lines[1].split()[1].split("+0x")[0].split("@")[0]
+        total += period
+        locked += period * bool(regex.fullmatch(
+            r"(__GI___)?pthread_mutex_\w+|(__GI_)?__lll_\w*lock\w*", leaf))
+    [finding] = [f for f in cpu_report(path).findings if f.title.startswith("Lock contention")]
+    assert finding.evidence["lock_pct"] == percent(locked, total) == 33.9
+    assert "critical section" in finding.suggestion
+
+
 def test_perf_samples_without_timestamps_are_samples_not_a_reports_aggregates():
     # perf script without -F time: no timestamps, but each row is one sample, not a VTune
     # total; idle is what the samples say, not "not in the report": no sample of the idle

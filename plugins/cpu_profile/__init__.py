@@ -135,6 +135,12 @@ CONV_OPS = re.compile(r"aten::(conv\w*|_convolution|mkldnn_convolution)$")
 #: CPython's interpreter: its shared library or a statically linked binary.
 PYTHON_INTERPRETER = re.compile(r"libpython3(\.\d+)?\w*\.so(\.[\d.]+)?|python3(\.\d+)?")
 INTERPRETER_MIN_PCT = 50.0
+#: User-space locking functions (glibc's pthread and lll locks, futex calls, semaphores).
+LOCK_FUNCTIONS = re.compile(
+    r"(__GI___)?pthread_(mutex|rwlock|spin)_\w+|(__GI_)?__lll_\w*lock\w*|"
+    r"(__GI_)?__(new_)?sem_(wait|post|timedwait)\w*|futex_(wait|wake)\w*|__futex\w*|"
+    r"std::mutex::(lock|unlock)|std::__1::mutex::(lock|unlock)")
+LOCK_MIN_PCT = 5.0
 CUT_STACKS_MIN_PCT = 30.0
 #: Where a thread's stack begins: a stack of one of these alone is whole.
 ENTRY_POINTS = frozenset({
@@ -404,6 +410,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         if lever:
             out.append(lever)
         n_busy = int(prof.rows_busy.sum()) if prof.rows_busy is not None else 0
+        locks = _lock_finding(prof)
+        if locks:
+            out.append(locks)
         interpreter = _interpreter_finding(prof)
         if interpreter:
             out.append(interpreter)  # its C functions are no code of the program to optimize
@@ -1402,6 +1411,31 @@ def _cut_short(root_to_leaf: list[str]) -> bool:
     while kept and kept[0] in UNKNOWN:
         kept.pop(0)
     return bool(kept) and base_function(kept[0]) not in ENTRY_POINTS
+
+
+def _lock_finding(prof: _Profile) -> Finding | None:
+    """User-space locking (pthread mutexes, glibc's lll locks, futex calls, semaphores) with
+    at least ``LOCK_MIN_PCT`` of busy self time: threads serialize on a lock. Kernel spin
+    locks have the kernel finding's own "locks" kind."""
+    if not prof.busy:
+        return None
+    held: dict[str, float] = {}
+    for (fn, module), w in prof.self_w.items():
+        if not is_kernel(module) and LOCK_FUNCTIONS.fullmatch(
+                base_function(fn).split("@", 1)[0]):
+            name = base_function(fn).split("@", 1)[0]
+            held[name] = held.get(name, 0.0) + w
+    share = percent(sum(held.values()), prof.busy)
+    if share < LOCK_MIN_PCT:
+        return None
+    top = sorted(held, key=lambda n: -held[n])[:3]
+    return Finding(
+        "warning", f"Lock contention: {share}% of busy time is in locking functions "
+        f"({', '.join(top)})", {"lock_pct": share, "lock_functions": ", ".join(top)},
+        "Threads serialize on a lock: hold it for less (move work out of the critical "
+        "section), give each thread its own data and merge at the end, or use atomics; the "
+        "time they wait for it is off CPU (perf sched timehist, offcputime -f), on top of "
+        "this.")
 
 
 def _interpreter_finding(prof: _Profile) -> Finding | None:
