@@ -896,6 +896,27 @@ def test_with_stack_frames_inside_the_loaders_ranges_are_not_named_again():
     assert "with_stack=True" not in cover.suggestion  # it was recorded with it
 
 
+def test_a_step_far_slower_than_the_others_is_named_with_what_ran_in_it():
+    """slow_step: six steps of about 15 ms; step 4 also sleeps 100 ms in save_checkpoint."""
+    from decimal import Decimal
+
+    path = FIXTURES / "torch-cpu" / "slow_step_cpu.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+    steps = {int(e["name"].split("#")[1]): ns(e["dur"]) for e in events
+             if e["name"].startswith("ProfilerStep#")}
+    median = statistics.median(steps.values())
+    [checkpoint] = [e for e in events if e["name"] == "save_checkpoint"]
+    [slow] = _titled(cpu_report(path), "step ")
+    assert (slow.evidence["step"], slow.evidence["step_ns"]) == (4, steps[4])
+    assert slow.evidence["median_step_ns"] == int(median)
+    assert slow.evidence["ratio"] == round(steps[4] / median, 1) >= 5
+    assert slow.evidence["in_it"] == "save_checkpoint"
+    assert slow.evidence["in_it_ns"] == ns(checkpoint["dur"])  # in no other step
+    assert "-O steps=4" in slow.suggestion
+
+
 def test_a_window_counts_the_part_of_each_range_within_it():
     """``-O window=`` keeps the ranges that overlap it whole, but their shares are of their
     part within it: num_workers=0 loading in 100 ms to 300 ms, by the JSON."""

@@ -30,6 +30,7 @@ from tracekit.plugins.cpu_profile.event_counts import (
     report_values,
 )
 from tracekit.plugins.diagnosis.program import classify, dropout_finding
+from tracekit.plugins.diagnosis.steps import slow_step_finding
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     COMPILE_RANGE,
@@ -577,6 +578,8 @@ class CpuAnalyzer(tracekit.Analyzer):
                                             training, shares, torch, cover))
         if torch and not training and (dropout := dropout_finding(classify(trace))):
             report.findings.append(dropout)
+        if (slow := slow_step_finding(trace)) is not None:
+            report.findings.append(slow)
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
 

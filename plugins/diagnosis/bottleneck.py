@@ -72,6 +72,7 @@ from tracekit.plugins.diagnosis.ranks import (
     straggler,
     straggler_finding,
 )
+from tracekit.plugins.diagnosis.steps import slow_step_finding
 from tracekit.toolkit import (
     STEPS_HELP,
     WINDOW_HELP,
@@ -297,6 +298,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         report.findings.append(_program_finding(program))
         if (dropout := dropout_finding(program)) is not None:
             report.findings.append(dropout)
+        if (slow := slow_step_finding(trace)) is not None:
+            report.findings.append(slow)
         if lagging is not None:
             finding = straggler_finding(lagging)
             if verdict == "straggler":

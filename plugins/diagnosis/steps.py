@@ -1,0 +1,96 @@
+"""Steps that take far longer than the others: a step of a training or inference loop that
+something else ran in (a checkpoint, an evaluation, a data stall, garbage collection, another
+process on the machine)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tracekit import Finding, Trace
+from tracekit.toolkit import format_ns, is_in, starts_with, step_ranges
+
+#: A step this many times the median of its process's steps is an outlier ...
+SLOW_STEP_RATIO = 1.5
+#: ... among at least this many steps (fewer give no median worth the name).
+MIN_STEPS = 4
+
+
+def slow_step_finding(trace: Trace) -> Finding | None:
+    """The slowest step of any process that takes ``SLOW_STEP_RATIO`` times its process's
+    median step or more, among ``MIN_STEPS`` steps or more. The first recorded step is left
+    out: warm-up (compilation, optimizer state, allocator growth) has findings of its own."""
+    steps = step_ranges(trace)
+    if steps.num_rows < MIN_STEPS:
+        return None
+    source = steps["source"].to_numpy(zero_copy_only=False)
+    pid = steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    number = steps["step"].to_numpy()
+    dur = steps["end"].to_numpy() - steps["start"].to_numpy()
+    worst: tuple[float, int, int, int, int, str, int] | None = None
+    for key in sorted(set(zip(source.tolist(), pid.tolist(), strict=True))):
+        mine = np.flatnonzero((source == key[0]) & (pid == key[1]))
+        if len(mine) < MIN_STEPS:
+            continue
+        mine = mine[np.argsort(number[mine], kind="stable")]
+        median = float(np.median(dur[mine]))
+        if median <= 0:
+            continue
+        later = mine[1:]
+        i = int(later[np.argmax(dur[later])])
+        ratio = dur[i] / median
+        if ratio >= SLOW_STEP_RATIO and (worst is None or ratio > worst[0]):
+            bounds = steps["start"].to_numpy(), steps["end"].to_numpy()
+            others = [(int(bounds[0][j]), int(bounds[1][j])) for j in mine if j != i]
+            name, extra = _what_ran(trace, key, (int(bounds[0][i]), int(bounds[1][i])), others)
+            worst = (float(ratio), int(number[i]), int(dur[i]), int(median), len(mine), name,
+                     extra)
+    if worst is None:
+        return None
+    ratio, step, took, median, count, name, extra = worst
+    evidence: dict[str, object] = {"step": step, "step_ns": took, "median_step_ns": median,
+                                   "steps": count, "ratio": round(ratio, 1)}
+    if name:
+        evidence.update({"in_it": name, "in_it_ns": extra})
+    return Finding(
+        "warning", f"step {step} takes {ratio:.1f}× the median step ({format_ns(took)} against "
+        f"{format_ns(median)} over {count} steps)"
+        + (f"; in it, {name} {format_ns(extra)} more than in a usual step" if name else ""),
+        evidence,
+        f"something else ran in that step (a checkpoint, an evaluation, a data stall, garbage "
+        f"collection, another process on the machine): look at it alone (-O steps={step}) "
+        "against a normal step, and keep it out of any average of the run")
+
+
+def _what_ran(trace: Trace, process: tuple[str, int], slow: tuple[int, int],
+              others: list[tuple[int, int]]) -> tuple[str, int]:
+    """The host range or op of ``process`` whose time within the ``slow`` step most exceeds
+    its mean over the ``others``, and by how much (its own time: nested ones count too)."""
+    ev = trace.events
+    rows = ev.filter(pc.and_(
+        pc.and_(is_in(ev["category"], ("host.annotation", "host.op", "host.python")),
+                pc.invert(starts_with(ev["name"], "ProfilerStep#"))),
+        pc.and_(pc.equal(ev["source"].cast(pa.string()), process[0]),
+                pc.and_(pc.equal(ev["pid"].fill_null(-1), process[1]),
+                        pc.is_valid(ev["dur_ns"])))))
+    if not rows.num_rows:
+        return "", 0
+    start = rows["ts_ns"].to_numpy()
+    end = start + rows["dur_ns"].to_numpy()
+    names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
+
+    def per_name(lo: int, hi: int) -> dict[str, int]:
+        inside = np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0, None)
+        out: dict[str, int] = {}
+        for n, t in zip(names[inside > 0].tolist(), inside[inside > 0].tolist(), strict=True):
+            out[n] = out.get(n, 0) + int(t)
+        return out
+
+    in_slow = per_name(*slow)
+    usual: dict[str, float] = {}
+    for lo, hi in others:
+        for n, t in per_name(lo, hi).items():
+            usual[n] = usual.get(n, 0.0) + t / len(others)
+    excess = {n: t - usual.get(n, 0.0) for n, t in in_slow.items()}
+    name = max(excess, key=lambda n: (excess[n], n), default="")
+    return (name, int(excess[name])) if name and excess[name] > 0 else ("", 0)
