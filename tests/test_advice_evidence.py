@@ -675,6 +675,23 @@ def test_host_gaps_of_ddps_buffer_broadcast_get_ddps_fix() -> None:
     assert "in DDP buffer broadcast, e.g. aten::unflatten_dense_tensors" in verdict.suggestion
 
 
+def test_copies_without_sizes_get_the_host_device_fix_not_the_device_to_device_one() -> None:
+    """rocprofiler-sdk's copy trace example has one HOST_TO_DEVICE and one DEVICE_TO_HOST row
+    and no byte column: they are still host-device copies, of no recorded size."""
+    import csv
+
+    path = shared_path("rocprof-v3", "rocprofiler-sdk-docs", "memory_copy_trace_2024-07.csv")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["Direction"] for r in rows) == ["DEVICE_TO_HOST", "HOST_TO_DEVICE"]
+    assert not any("byte" in k.lower() or "size" in k.lower() for k in rows[0])
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [transfer] = [f for f in report.findings if f.title.startswith("transfer: ")]
+    assert transfer.suggestion.startswith("move less between host and device")
+    assert "HtoD size not recorded, DtoH size not recorded" in transfer.suggestion
+    assert "device-to-device" not in transfer.suggestion and "0 B" not in transfer.suggestion
+
+
 def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:
     """testcuda (RTX 4060 Ti): TARGET_INFO_GPU.asyncEngines is 1, so its HtoD and DtoH copies
     take turns; the A100s of the other exports have 5 and are not said to."""

@@ -507,8 +507,13 @@ def _launch_because(f: Facts) -> str:
     return "the GPU waited for the next launch in these gaps" + (f" ({short})" if short else "")
 
 
+def _size(n: int) -> str:
+    """Bytes moved, or that the tool recorded none."""
+    return format_bytes(n) if n else "size not recorded"
+
+
 def _transfer(p: Program, f: Facts) -> list[Fix]:
-    kinds = ", ".join(f"{k} {format_bytes(v)}" for k, v in
+    kinds = ", ".join(f"{k} {_size(v)}" for k, v in
                       sorted(f.copy_kinds.items(), key=lambda kv: -kv[1])[:3])
     out: list[Fix] = []
     if f.pageable_copies and f.pageable_time_pct >= PAGEABLE_SHARE_PCT:
@@ -517,9 +522,11 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
         out.append(Fix(f"pin the host buffers ({how}) so copies run at full bandwidth and can "
                        "be asynchronous", f"{f.pageable_copies} copies from or to pageable "
                        f"memory take {_pct(f.pageable_time_pct)} of copy time"))
-    host_side = f.copy_kinds.get("HtoD", 0) + f.copy_kinds.get("DtoH", 0)
-    kinds = ", ".join(f"{k} {format_bytes(f.copy_kinds[k])}" for k in ("HtoD", "DtoH")
-                      if f.copy_kinds.get(k)) or kinds
+    # Copies between host and device, by their count: a tool may record no sizes.
+    host_side = any(f.copy_kinds.get(k) or f.copy_counts.get(k, (0, 0))[0]
+                    for k in ("HtoD", "DtoH"))
+    kinds = ", ".join(f"{k} {_size(f.copy_kinds.get(k, 0))}" for k in ("HtoD", "DtoH")
+                      if f.copy_kinds.get(k) or f.copy_counts.get(k, (0, 0))[0]) or kinds
     if host_side and f.shared_memory_gpu:
         how = ("create the tensors on the GPU (device='cuda') and keep them there"
                if p.pytorch else
