@@ -692,6 +692,28 @@ def test_copies_without_sizes_get_the_host_device_fix_not_the_device_to_device_o
     assert "device-to-device" not in transfer.suggestion and "0 B" not in transfer.suggestion
 
 
+def test_a_hip_api_statistics_file_is_the_host_side_of_a_gpu_program() -> None:
+    """rocprof's results.hip_stats.csv holds the HIP calls' totals and no GPU work: not a
+    CPU profile. hipMemcpy, a blocking copy, takes 99.996% of the calls' time."""
+    import csv
+
+    path = shared_path("rocprof-v1", "hgliu_mi300x_2025", "results.hip_stats.csv")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    total = sum(int(r["TotalDurationNs"]) for r in rows)
+    top = max(rows, key=lambda r: int(r["TotalDurationNs"]))
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [finding] = report.findings
+    assert finding.evidence["api_time_ns"] == total
+    assert finding.evidence["api_calls"] == sum(int(r["Calls"]) for r in rows)
+    assert finding.title.endswith(f"{top['Name']} takes "
+                                  f"{round(100 * int(top['TotalDurationNs']) / total, 1)}% of "
+                                  "their time")
+    assert finding.evidence["program"] == "HIP program (its GPU work not in this input)"
+    assert finding.suggestion.startswith("the host mostly waits in blocking calls (hipMemcpy)")
+    assert "nsys" not in finding.suggestion
+
+
 def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:
     """testcuda (RTX 4060 Ti): TARGET_INFO_GPU.asyncEngines is 1, so its HtoD and DtoH copies
     take turns; the A100s of the other exports have 5 and are not said to."""

@@ -189,6 +189,11 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                     suggestion="'-a summary' shows the totals; a verdict needs a trace with "
                                "timestamps (the tool's trace output, not its statistics)"))
                 return report
+            api = api_only_finding(trace)
+            if api is not None:
+                report.title = "Bottleneck: no GPU work in this input (the host's GPU API calls)"
+                report.findings.append(api)
+                return report
             report.findings.append(Finding(
                 severity="info", title="no GPU activity in this trace: a CPU-side profile",
                 evidence={"verdict": "none", "events": trace.events.num_rows,
@@ -399,6 +404,45 @@ def _too_little_gpu_work(trace: Trace, per_device: list[Gaps]) -> Report | None:
     report.findings.append(_program_finding(program))
     return report
 
+
+def api_only_finding(trace: Trace) -> Finding | None:
+    """For an input of GPU runtime calls and no GPU work (rocprof's HIP API statistics or
+    trace, an API-only capture): the host side of a GPU program, not a CPU profile. Names
+    the calls that take most host time, from their durations (a statistics file's rows
+    total their calls)."""
+    ev = trace.events
+    api = ev.filter(pc.and_(is_in(ev["category"], ("api.runtime", "api.driver")),
+                            pc.is_valid(ev["dur_ns"])))
+    if not api.num_rows:
+        return None
+    s = grouped_stats(api["name"], api["dur_ns"], api["count"])
+    total = float(np.sum(s["total"]))
+    if not total:
+        return None
+    top = [(str(k), percent(float(t), total)) for k, t in zip(s["key"][:3], s["total"][:3],
+                                                               strict=True)]
+    waits = [(k, pct) for k, pct in top if SYNC_WAIT.search(k)]
+    program = classify(trace)
+    hip = program.api == "HIP"
+    evidence: dict[str, Any] = {"verdict": "none", "api_calls": int(np.sum(s["count"])),
+                                "api_time_ns": int(total),
+                                "top_calls": ", ".join(f"{k} {pct}%" for k, pct in top),
+                                **program.grounds(),
+                                "program": f"{program.framework or program.api or 'GPU'} "
+                                           "program (its GPU work not in this input)"}
+    return Finding(
+        "info", f"no GPU work in this input, only the host's GPU API calls: {top[0][0]} takes "
+        f"{top[0][1]}% of their time", evidence,
+        ("the host mostly waits in blocking calls (" + ", ".join(k for k, _ in waits)
+         + "): the GPU work they wait for is what to profile; " if waits else "")
+        + "record the GPU side too ("
+        + ("rocprofv3 --kernel-trace --memory-copy-trace" if hip else "nsys --trace=cuda")
+        + ") for a verdict; '-a summary' gives every call's totals")
+
+
+#: Runtime calls that block the host until the GPU has caught up.
+SYNC_WAIT = re.compile(r"(?i)synchronize|^(hip|cuda|cu)Memcpy(?!.*Async)|^(hip|cuda)Memset"
+                       r"(?!.*Async)|hsa_signal_wait")
 
 HOST_COPY_KINDS = ("HtoD", "DtoH")
 
