@@ -438,6 +438,22 @@ def test_threads_contending_for_one_mutex_are_said_to_serialize_on_a_lock():
     assert "critical section" in finding.suggestion
 
 
+def test_a_system_wide_recording_of_busy_cpus_has_no_idle_not_unmeasured_idle():
+    """saturated_system: perf record -a while three `yes` keep both CPUs busy. No sample of
+    the idle task, but not because perf recorded chosen processes: no CPU idled."""
+    path = FIXTURES / "perf-recorded" / "saturated_system.perf"
+    headers = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    cpus = {h[2] for h in headers}
+    times = [float(h[3].rstrip(":")) for h in headers]
+    busy = sum(int(h[4]) for h in headers)
+    assert cpus == {"[000]", "[001]"} and not any(h[0] == "swapper" for h in headers)
+    ev = verdict(cpu_report(path))
+    assert ev["idle_pct"] == 0.0
+    assert ev["cpus_used"] == round(busy / round((max(times) - min(times)) * 1e9), 2) >= 1.9
+    assert ev["idle"] == f"none: {ev['cpus_used']:g} CPUs busy on average of the 2 sampled, " \
+        "which never idled"
+
+
 def test_perf_samples_without_timestamps_are_samples_not_a_reports_aggregates():
     # perf script without -F time: no timestamps, but each row is one sample, not a VTune
     # total; idle is what the samples say, not "not in the report": no sample of the idle

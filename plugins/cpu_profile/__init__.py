@@ -136,6 +136,9 @@ CONV_OPS = re.compile(r"aten::(conv\w*|_convolution|mkldnn_convolution)$")
 #: CPython's interpreter: its shared library or a statically linked binary.
 PYTHON_INTERPRETER = re.compile(r"libpython3(\.\d+)?\w*\.so(\.[\d.]+)?|python3(\.\d+)?")
 INTERPRETER_MIN_PCT = 50.0
+#: CPUs busy on average over the sampled span, as a share of the CPUs sampled, that says
+#: none of them idled.
+SATURATED = 0.95
 #: User-space locking functions (glibc's pthread and lll locks, futex calls, semaphores).
 LOCK_FUNCTIONS = re.compile(
     r"(__GI___)?pthread_(mutex|rwlock|spin)_\w+|(__GI_)?__lll_\w*lock\w*|"
@@ -262,6 +265,13 @@ class CpuAnalyzer(tracekit.Analyzer):
             if span and span[1] > span[0] and samples >= MIN_RANK_SAMPLES and not user_only:
                 evidence["sampled_span_ns"] = span[1] - span[0]
                 evidence["cpus_used"] = round(busy / (span[1] - span[0]), 2)
+                cpus = _sampled_cpus(rows)
+                if cpus and evidence["cpus_used"] >= SATURATED * cpus:
+                    # As many CPUs busy as were sampled: a recording of every CPU (-a) in
+                    # which the idle task never ran, not one of chosen processes.
+                    evidence["idle_pct"] = 0.0
+                    evidence["idle"] = (f"none: {evidence['cpus_used']:g} CPUs busy on average "
+                                        f"of the {cpus} sampled, which never idled")
         evidence["busy"] = _amount(busy, unit)
         evidence["user_pct"] = percent(prof.user, busy)
         evidence["kernel_pct"] = percent(prof.kernel, busy)
@@ -1414,6 +1424,18 @@ def _cut_short(root_to_leaf: list[str]) -> bool:
     while kept and kept[0] in UNKNOWN:
         kept.pop(0)
     return bool(kept) and base_function(kept[0]) not in ENTRY_POINTS
+
+
+def _sampled_cpus(rows: pa.Table) -> int:
+    """How many distinct CPUs the samples say they were taken on (perf's ``[cpu]``, kept as
+    ``args.cpu``); 0 where most samples name none."""
+    if not rows.num_rows:
+        return 0
+    named = pc.extract_regex(rows["args"].cast(pa.string()), r'"cpu":(?P<cpu>\d+)')
+    valid = pc.is_valid(named)
+    if pc.sum(valid).as_py() * 10 < rows.num_rows * 9:
+        return 0
+    return len(pc.unique(pc.struct_field(named.filter(valid), [0])))
 
 
 def _lock_finding(prof: _Profile) -> Finding | None:
