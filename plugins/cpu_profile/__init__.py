@@ -938,8 +938,14 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
         # Named by the longest range the program or framework annotated (PyTorch's
         # "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" says num_workers=0),
         # not by a with_stack Python frame ("dataloader.py(720): __next__") around it.
-        pick = mine & annotation if (mine & annotation).any() else mine
-        longest = int(np.argmax(np.where(pick, end - start, -1)))
+        longest = int(np.argmax(np.where(mine, end - start, -1)))
+        ranged = mine & annotation
+        if ranged.any():
+            # ... where one is about as long (torch.compile's long ranges are ops, and a
+            # short annotation of it is no name for the whole).
+            best = int(np.argmax(np.where(ranged, end - start, -1)))
+            if (end - start)[best] * 2 >= (end - start)[longest]:
+                longest = best
         same = np.flatnonzero(mine & (names == names[longest]))
         first = same[np.argmin(start[same])]
         shares.append(_Share(ns=int(loaded), pct=percent(loaded, span),
