@@ -917,6 +917,22 @@ def test_a_step_far_slower_than_the_others_is_named_with_what_ran_in_it():
     assert "-O steps=4" in slow.suggestion
 
 
+def test_a_compile_range_is_named_by_the_long_op_not_a_short_annotation_in_it(tmp_path):
+    """torch 2.14 writes torch.compile's long ranges as ops ("dynamo", 1 s here) and a short
+    annotation inside ("compile_fx.<locals>.fw_compiler_base_data", 0.3 ms): the long one
+    names the compile."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "dynamo", "pid": 1, "tid": 1, "ts": 0,
+               "dur": 1_000_000},
+              {"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 10, "dur": 300,
+               "name": "compile_fx.<locals>.fw_compiler_base_data: compile_id=0/0"},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+               "ts": 1_000_100, "dur": 50}]
+    path = tmp_path / "compile.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    [finding] = _titled(cpu_report(path), "Compilation")
+    assert finding.evidence["longest"] == "dynamo"
+
+
 def test_a_window_counts_the_part_of_each_range_within_it():
     """``-O window=`` keeps the ranges that overlap it whole, but their shares are of their
     part within it: num_workers=0 loading in 100 ms to 300 ms, by the JSON."""
