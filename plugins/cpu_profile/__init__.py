@@ -119,6 +119,8 @@ OP_COVER_PCT = 50.0
 OUTSIDE_NAMED_PCT = 5.0
 # What a CPU-only PyTorch trace's span is measured over: the program's ops and ranges.
 PROGRAM_CATEGORIES = ("host.op", "host.annotation", "host.python", "host.memory")
+#: Python's sleep frames (with_stack=True): time.sleep, asyncio.sleep.
+SLEEP_FRAME = re.compile(r"<built-in function sleep>|\bsleep\b.*\(|time\.sleep|asyncio.*sleep")
 #: A recording of chosen processes whose CPU time over the sampled span is under this many
 #: CPUs spent most of it off CPU: waiting.
 WAITS_BELOW_CPUS = 0.5
@@ -1277,7 +1279,12 @@ def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Find
         evidence["threads_with_ops"] = cover.threads
     named = ", ".join(f"{short_name(n, 60)} ({format_ns(ns)}, {percent(ns, cover.span)}%)"
                       for n, ns in cover.outside)
-    if cover.outside:
+    if cover.outside and SLEEP_FRAME.search(cover.outside[0][0]):
+        evidence["outside_ops"] = named
+        rest = (f"outside any op the time is in {named}: the program sleeps there, waiting "
+                "by design: remove the sleep, or wait on the event it stands for (a queue, "
+                "a condition, a future) so that the wait ends when the work can go on")
+    elif cover.outside:
         evidence["outside_ops"] = named
         rest = (f"outside any op the time is in {named}: that code (native library work, "
                 "Python, waiting or I/O) is what to make cheaper or to move off the loop "
