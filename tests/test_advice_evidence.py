@@ -714,6 +714,36 @@ def test_a_hip_api_statistics_file_is_the_host_side_of_a_gpu_program() -> None:
     assert "nsys" not in finding.suggestion
 
 
+def test_host_gaps_full_of_output_calls_are_the_host_printing() -> None:
+    """mordred: the largest GPU idle gap (2.48 ms) holds 284 recorded putc/fwrite/fflush calls
+    spread over it: the host prints its results between queries, a character at a time."""
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        ops = sorted(db.execute(
+            "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT start, end FROM "
+            "CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT start, end FROM "
+            "CUPTI_ACTIVITY_KIND_MEMSET").fetchall())
+        reach, gaps = ops[0][1], []
+        for start, end in ops[1:]:
+            if start > reach:
+                gaps.append((start - reach, reach, start))
+            reach = max(reach, end)
+        length, lo, hi = max(gaps)
+        calls = db.execute(
+            "SELECT count(*) FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId WHERE "
+            "o.start >= ? AND o.end <= ? AND s.value IN ('putc', 'fwrite', 'fflush')",
+            (lo, hi)).fetchone()[0]
+    assert (length, calls) == (2_478_783, 284)
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [cpu] = [f for f in report.findings if f.title.startswith("cpu: ")]
+    assert cpu.evidence["largest_gap_ns"] == length
+    assert cpu.evidence["host_during_largest"].endswith(
+        f"with {calls} output calls spread over it (putc …)")
+    assert cpu.suggestion.startswith("move the output out of the loop between launches")
+
+
 def test_a_gpu_with_one_copy_engine_is_said_to_copy_one_way_at_a_time() -> None:
     """testcuda (RTX 4060 Ti): TARGET_INFO_GPU.asyncEngines is 1, so its HtoD and DtoH copies
     take turns; the A100s of the other exports have 5 and are not said to."""

@@ -353,6 +353,10 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
                     "broadcast_buffers=False where the ranks may keep their own buffers "
                     "(BatchNorm running statistics are used only in eval mode); graphs and "
                     "compilation do not remove this host work", because)]
+    if place == "writing output":
+        return [Fix("move the output out of the loop between launches: buffer it and write "
+                    "once per step or at the end (a character or a line at a time costs a call "
+                    "each), or write it from another thread while the GPU runs", because)]
     if place == "benchmark harness":
         return [Fix("this host time is the benchmark harness flushing caches between timed "
                     "runs, not the workload: judge the timed region alone (-O window=START:END "

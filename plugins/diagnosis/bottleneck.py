@@ -823,7 +823,8 @@ class Evidence:
             context = gap_context(self.trace, g, i)
             if context is None:
                 continue
-            place = place_of(context.innermost, context.path)
+            place = "writing output" if context.output_calls else \
+                place_of(context.innermost, context.path)
             f.gap_places[place] = f.gap_places.get(place, 0) + dur
             f.gap_examples.setdefault(place, context.describe(2))
             if g.cause[i] == cpu:

@@ -35,6 +35,7 @@ refined):
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -294,6 +295,9 @@ class GapContext:
     path: list[str]
     between: tuple[str, str, int] | None = None  # before, after, the stretch's ns
     launched_after: int | None = None
+    #: In untraced host time, the recorded output calls spread over it (putc, fwrite,
+    #: write …): the most frequent and how many in all, where there are OUTPUT_CALLS_MIN.
+    output_calls: tuple[str, int] | None = None
 
     def describe(self, depth: int = 3) -> str:
         """``aten::addmm (92% of the gap, in a 1.2ms call) in ProfilerStep#3 > DDP.forward``:
@@ -303,7 +307,9 @@ class GapContext:
             return (f"{UNTRACED} ({self.share:.0f}% of the gap in no recorded op"
                     + (f"; the longest stretch {format_ns(stretch)}" if stretch else "")
                     + (f", after {before}" if before else "")
-                    + (f", before {after}" if after else "") + ")")
+                    + (f", before {after}" if after else "") + ")"
+                    + (f", with {self.output_calls[1]:,} output calls spread over it "
+                       f"({self.output_calls[0]} …)" if self.output_calls else ""))
         if self.launched_after is not None:
             when = (f"{format_ns(self.launched_after)} into the gap" if self.launched_after >= 0
                     else f"{format_ns(-self.launched_after)} before the gap")
@@ -421,10 +427,28 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
     covered = iv.covered_within(np.array([lo]), np.array([hi]), ranges)[0]
     if covered * 2 < hi - lo:
         return GapContext(UNTRACED, hi - lo, percent(hi - lo - covered, hi - lo), [],
-                          _around_longest_hole(activity, rows, s, e, ranges, lo, hi, call))
+                          _around_longest_hole(activity, rows, s, e, ranges, lo, hi, call),
+                          output_calls=_output_calls(activity, rows))
     inner = int(np.lexsort((e - s, -overlap))[0])
     return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
                       percent(overlap[inner], hi - lo), [])
+
+
+#: Calls that write a program's output (C stdio and the system calls under it): many of
+#: them spread over a gap are the host printing between launches.
+OUTPUT_CALLS = re.compile(r"^(f?putc|putchar|f?puts|fwrite|f?printf|vf?printf|fflush|write|"
+                          r"writev|_IO_\w*)$")
+OUTPUT_CALLS_MIN = 20
+
+
+def _output_calls(activity: Activity, rows: np.ndarray) -> tuple[str, int] | None:
+    """The most frequent output call among ``rows`` and how many output calls there are, where
+    there are at least ``OUTPUT_CALLS_MIN``."""
+    names = [activity.name(int(r)) for r in rows]
+    output = [n for n in names if OUTPUT_CALLS.match(n)]
+    if len(output) < OUTPUT_CALLS_MIN:
+        return None
+    return max(set(output), key=output.count), len(output)
 
 
 def _other_thread(activity: Activity, lo: int, hi: int, call: int,
