@@ -135,6 +135,12 @@ class ChromeJsonWriter(tracekit.Writer):
         # of the same name elsewhere in the file (an nsys memset's "value") is left alone.
         tail: dict[str, Any] = {"sources": list(trace.metadata.get("sources", {})),
                                 "args_columns": sorted(carried)}
+        # The tools the events came from: read back, a file of Nsight Systems events is not
+        # a PyTorch profiler trace for being in Kineto's layout.
+        tools = {name: meta["tool"] for name, meta in trace.metadata.get("sources", {}).items()
+                 if isinstance(meta, dict) and isinstance(meta.get("tool"), str)}
+        if tools:
+            tail["tools"] = tools
         offsets = {name: meta["alignment_offset_ns"]
                    for name, meta in trace.metadata.get("sources", {}).items()
                    if isinstance(meta, dict) and "alignment_offset_ns" in meta}

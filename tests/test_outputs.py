@@ -228,6 +228,23 @@ def test_chrome_json_names_each_gpu_stream_and_a_gpu_without_a_model(tmp_path, r
     assert gpus and all(":" not in g for g in gpus)  # no model known: "GPU n", not "GPU n: ?"
 
 
+def test_chrome_json_of_another_tool_reads_back_as_that_tools_program(tmp_path, registry):
+    """An nsys export of a TensorRT engine written as Chrome JSON is in Kineto's layout, but
+    not a PyTorch profiler trace: read back, the tool and the program are the export's."""
+    path = shared_path("nsys-sqlite", "memfusion_nsys2023.1.2_rtx3090_tensorrt.sqlite")
+    out = tmp_path / "trt.json"
+    original = tracekit.read(path, registry=registry)
+    tracekit.write(original, out, registry=registry)
+    assert json.loads(out.read_text())["tracekit"]["tools"] == {path.name: "Nsight Systems"}
+    back = tracekit.read(out, registry=registry)
+    [meta] = back.metadata["sources"].values()
+    assert meta["tool"] == "Nsight Systems (through tracekit's Chrome JSON)"
+    for trace in (original, back):
+        [report] = tracekit.analyze(trace, "bottleneck", registry=registry)
+        [program] = [f for f in report.findings if f.title.startswith("program: ")]
+        assert program.title == "program: TensorRT inference"
+
+
 def test_chrome_json_graph_launch_fans_out(tmp_path, registry):
     path = shared_path("rocprof-v3", "jimw_llamacpp_rocm7", "prefill_kernel_trace.csv")
     kernels: dict[int, list[int]] = defaultdict(list)

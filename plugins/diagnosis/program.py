@@ -205,8 +205,11 @@ def _classify(trace: Trace) -> Program:
                                           "gpu.memset"))
     p = Program(gpu=gpu_work, host_ops=bool(host))
     ev = p.evidence
+    # A Kineto-layout file is a PyTorch profiler trace unless tracekit wrote it from
+    # another tool's input (its "converted_from").
     readers = {m.get("reader") for m in trace.metadata.get("sources", {}).values()
-               if isinstance(m, dict)}
+               if isinstance(m, dict) and not any(
+                   "PyTorch" not in str(t) for t in m.get("converted_from") or ())}
     torch_op = _first(re.compile(r"^(aten|c10d|vllm)::|^ProfilerStep#"), host)
     if torch_op or ("kineto" in readers and host):
         p.framework = "PyTorch"

@@ -47,6 +47,14 @@ def top_metadata(ctx: Context) -> None:
     meta = ctx.out.metadata
     meta["format"] = "kineto"
     meta["tool"] = "PyTorch profiler (Kineto)"
+    ours = top.get("tracekit")
+    tools = ours.get("tools") if isinstance(ours, dict) else None
+    if isinstance(tools, dict) and tools:
+        # Written by tracekit from another tool's input: that tool's events, in Kineto's
+        # layout. One tool names the trace; several are listed.
+        names = sorted({str(t) for t in tools.values()})
+        meta["tool"] = f"{' + '.join(names)} (through tracekit's Chrome JSON)"
+        meta["converted_from"] = names
     version = {k: top[k] for k in ("schemaVersion", "cupti_version", "cuda_runtime_version",
                                    "cuda_driver_version", "roctracer_version",
                                    "hip_runtime_version", "hip_driver_version") if k in top}
