@@ -81,6 +81,11 @@ def field_skip(column: str, why: str) -> str:
     return f"{FIELD_PREFIX}{column}: {why}"
 
 
+#: A ``field_skip`` reason that is the output format's nature, not a loss the user could
+#: avoid with this format (folded stacks have no time): told as a note, not a warning.
+BY_FORMAT = "by the format: "
+
+
 def is_field_skip(key: str) -> bool:
     """Whether a ``WriteResult.skipped`` key counts column values, not event rows."""
     return key.startswith(FIELD_PREFIX)

@@ -136,11 +136,15 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def preflight(path: str | os.PathLike[str], *, force: bool = False, directory: bool = False,
-              owns: Callable[[Path], bool] = lambda _: False) -> Target:
+              owns: Callable[[Path], bool] = lambda _: False,
+              inputs: list[str | os.PathLike[str]] | None = None) -> Target:
     """Check that ``path`` may be written (a file, or with ``directory`` a directory of
     files), before any work is done; return its Target. Raises OutputExistsError when only
-    ``force`` would allow it, TraceWriteError or UsageError when nothing would."""
+    ``force`` would allow it, TraceWriteError or UsageError when nothing would: an output
+    that is one of ``inputs`` first, which ``force`` would not allow either."""
     target = resolve_output(path)
+    if inputs:
+        check_not_input(target, inputs)
     if directory:
         if target.is_stream:
             raise UsageError(f"{target.given}: this format is a directory of files; it cannot "

@@ -230,5 +230,7 @@ def conversion_lines(trace: Trace, result: WriteResult) -> list[str]:
             columns.setdefault((n, why), []).append(column)
     for (n, why), names in columns.items():
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        out.append(f"warning: {n:,} events written without their {listed}: {why}")
+        kind = "note" if why.startswith(fields.BY_FORMAT) else "warning"
+        out.append(f"{kind}: {n:,} events written without their {listed}: "
+                   f"{why.removeprefix(fields.BY_FORMAT)}")
     return out

@@ -459,7 +459,7 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     reader_cls = registry.get("reader", from_) if from_ else None
     reader_opts, writer_opts = route_options(list(options), reader_cls, [writer_cls])
     directory = issubclass(writer_cls, DirectoryWriter)
-    target = preflight(output, force=force, directory=directory,
+    target = preflight(output, force=force, inputs=list(inputs), directory=directory,
                        owns=writer_cls.owns if directory else lambda _: False)
     check_not_input(target, list(inputs))
     # Parsed now, so that a bad value is reported before anything is read.
@@ -575,7 +575,7 @@ def analyze_inputs(inputs: str | Path | Sequence[str | Path],
     reader_cls = registry.get("reader", from_) if from_ else None
     reader_opts, analyzer_opts = route_options(list(options), reader_cls, consumers)
     if output is not None:
-        check_not_input(preflight(output, force=force), list(inputs))
+        check_not_input(preflight(output, force=force, inputs=list(inputs)), list(inputs))
     progress.phase("reading")
     trace = read(inputs, format=from_, options=reader_opts, registry=registry,
                  progress=progress,

@@ -609,9 +609,9 @@ def test_folded_writer_keeps_or_counts_every_column():
     assert result.written == {"stacks": 2, "samples": 17}
     ev = trace.events
     held = {"kind", "category", "stack_id", "pid", "tid", "source", "value"}
-    why = {"ts_ns": "folded stacks have no time", "dur_ns": "folded stacks have no time",
-           "name": "a folded line names the leaf frame, not the sample",
-           "args": "folded stacks keep no args"}
+    by_format = "by the format: folded stacks keep the stacks and their weights only"
+    why = {"ts_ns": by_format, "dur_ns": by_format, "args": by_format,
+           "name": "a folded line names the leaf frame, not the sample"}
     # What no line holds, counted independently: every value of the other columns (the
     # untimed row makes dur_ns no weight here; no name is the leaf frame, "leaf").
     want = {f"field {c}: {why.get(c, 'folded stacks have no field for it')}":
@@ -632,7 +632,7 @@ def test_folded_writer_with_the_default_check_trace_counts_what_is_not_a_sample(
     assert result.written == {"stacks": 1, "samples": 1}
     assert result.skipped == {
         "events that are not CPU samples": 16,
-        "field ts_ns: folded stacks have no time": 1,
+        "field ts_ns: by the format: folded stacks keep the stacks and their weights only": 1,
         "field name: a folded line names the leaf frame, not the sample": 1}
 
 
@@ -643,9 +643,11 @@ def test_convert_says_which_values_a_folded_output_leaves_out(registry, tmp_path
                               "samples": 33}
     # What tracekit convert prints after its "wrote" line. perf's args ({"event", "comm",
     # "cpu"}) choose the line and its root; the cpu is lost.
+    # The format's nature is a note, not a warning: one line for the columns it has no place
+    # for.
     assert conversion_lines(trace, result) == [
-        "warning: 33 events written without their args: folded stacks keep no args",
-        "warning: 33 events written without their ts_ns: folded stacks have no time"]
+        "note: 33 events written without their args and ts_ns: folded stacks keep the stacks "
+        "and their weights only"]
 
 
 def test_without_timestamps_a_timeline_output_says_to_add_time(registry, tmp_path):

@@ -185,9 +185,9 @@ def _count_fields(kept: pa.Table, presence: pa.Table, unit: str, tree: StackTree
                                                         "it"))] += count
 
 
-_WHY = {"ts_ns": "folded stacks have no time", "dur_ns": "folded stacks have no time",
-        "name": "a folded line names the leaf frame, not the sample",
-        "args": "folded stacks keep no args"}
+_BY_FORMAT = fields.BY_FORMAT + "folded stacks keep the stacks and their weights only"
+_WHY = {"ts_ns": _BY_FORMAT, "dur_ns": _BY_FORMAT, "args": _BY_FORMAT,
+        "name": "a folded line names the leaf frame, not the sample"}
 
 
 def _count(w: float) -> str:
