@@ -81,6 +81,10 @@ def side_key(name: str) -> str:
     return f"{KEY}.{name}"
 
 
+#: The codecs pyarrow writes Parquet with (checked before anything is read).
+CODECS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
+
+
 class ParquetWriter(tracekit.DirectoryWriter):
     """A directory holding events.parquet: the events as rows, the rest in its footer."""
 
@@ -94,12 +98,15 @@ class ParquetWriter(tracekit.DirectoryWriter):
     @dataclass(frozen=True)
     class Options:
         compression: str = field(default="zstd", metadata={
-            "help": "Parquet codec: zstd, snappy, gzip, lz4 or none"})
+            "help": "Parquet codec: zstd, snappy, gzip, brotli, lz4 or none"})
         row_group_size: int = field(default=131_072, metadata={
             "min": 1,
             "help": "rows per row group (what a streamed conversion holds at most)"})
 
         def __post_init__(self) -> None:
+            if self.compression.lower() not in CODECS:
+                raise OptionError(f"writer 'parquet': compression must be one of "
+                                  f"{', '.join(CODECS)}, not {self.compression!r}")
             if self.row_group_size < 1:
                 raise OptionError("writer 'parquet': row_group_size must be at least 1, "
                                   f"not {self.row_group_size}")

@@ -192,6 +192,14 @@ def test_reader_and_writer_options_are_routed(tmp_path):
     assert "0 counter values" in proc.stderr
 
 
+def test_an_unknown_parquet_codec_is_refused_before_reading(tmp_path):
+    out = tmp_path / "o.parquet"
+    proc = run("convert", str(CPU_TRACE), "-o", str(out), "-O", "compression=foo")
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr.strip() == ("error: writer 'parquet': compression must be one of zstd, "
+                                   "snappy, gzip, brotli, lz4, none, not 'foo'")
+
+
 @pytest.mark.slow
 def test_quiet_prints_nothing(tmp_path):
     proc = run("convert", str(CPU_TRACE), "-o", str(tmp_path / "o.pftrace"), "--quiet")
