@@ -100,6 +100,23 @@ def convert(
                                     stream=True)
     if not quiet:
         _echo(convert_summary(trace, result, output, time.monotonic() - started), err=True)
+        if (named := _extension_disagrees(output, to)) is not None:
+            _echo([f"warning: {output}: written as {to} (--to), though its name says "
+                   f"{named}"], err=True)
+
+
+def _extension_disagrees(output: Path, to: str | None) -> str | None:
+    """The writer an output's extension names where --to chose another; None otherwise."""
+    from tracekit.errors import UsageError
+    from tracekit.pipeline import default_registry, writer_for_path
+
+    if to is None or str(output) == "-":
+        return None
+    try:
+        named = writer_for_path(output, default_registry())
+    except UsageError:  # a name that says no format
+        return None
+    return None if named is default_registry().get("writer", to) else named.name
 
 
 @app.command()

@@ -192,6 +192,17 @@ def test_reader_and_writer_options_are_routed(tmp_path):
     assert "0 counter values" in proc.stderr
 
 
+def test_a_format_that_disagrees_with_the_outputs_name_is_said(tmp_path):
+    out = tmp_path / "x.json"
+    proc = run("convert", str(CPU_TRACE), "-o", str(out), "--to", "perfetto")
+    assert proc.returncode == 0 and out.read_bytes()[:1] != b"{"
+    assert proc.stderr.splitlines()[-1] == (f"warning: {out}: written as perfetto (--to), "
+                                            "though its name says chrome-json")
+    agree = run("convert", str(CPU_TRACE), "-o", str(tmp_path / "x.pftrace"), "--to",
+                "perfetto")
+    assert agree.returncode == 0 and "warning" not in agree.stderr
+
+
 def test_an_unknown_parquet_codec_is_refused_before_reading(tmp_path):
     out = tmp_path / "o.parquet"
     proc = run("convert", str(CPU_TRACE), "-o", str(out), "-O", "compression=foo")
