@@ -133,7 +133,8 @@ def test_duckdb_kernel_total_equals_summary(tmp_path, registry):
                    report.tables["kernels"]["total"][0].as_py())
 
 
-def test_parquet_output_replaces_a_previous_one_and_failures_leave_nothing(tmp_path, registry):
+def test_parquet_output_replaces_a_previous_one_and_failures_leave_nothing(tmp_path, registry,
+                                                                         monkeypatch):
     trace = tracekit.read(CPU_TRACE, registry=registry)
     out = tmp_path / "t.parquet"
     tracekit.write(trace, out, registry=registry)
@@ -143,9 +144,19 @@ def test_parquet_output_replaces_a_previous_one_and_failures_leave_nothing(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
     with pytest.raises(tracekit.OptionError):
         tracekit.write(trace, tmp_path / "u.parquet", options=["bogus=1"], registry=registry)
-    with pytest.raises(tracekit.TraceWriteError):
+    with pytest.raises(tracekit.OptionError):  # refused before anything is written
         tracekit.write(trace, tmp_path / "v.parquet", options=["compression=nope"],
                        registry=registry)
+
+    def broken(*args, **kwargs):
+        raise pa.ArrowIOError("the disk went away")
+
+    # A failure inside the writer: nothing of the new output is left.
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(pq, "ParquetWriter", broken)
+    with pytest.raises(tracekit.TraceWriteError):
+        tracekit.write(trace, tmp_path / "w.parquet", registry=registry)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
 
 
