@@ -370,19 +370,24 @@ def test_a_recording_of_one_program_that_mostly_sleeps_is_said_to_wait():
     assert "off-CPU time" in waits.suggestion
 
 
+def _perf_records(path):
+    """(period, frame lines leaf first) of each record of a perf script text with periods,
+    read with a split on blank lines (the header block skipped)."""
+    for block in path.read_text().split("\n\n"):
+        lines = [line for line in block.strip().splitlines() if not line.startswith("#")]
+        if len(lines) >= 2:
+            yield int(lines[0].split()[3]), lines[1:]
+
+
 def test_a_pure_python_loop_is_said_to_be_the_interpreter_not_a_function_to_optimize():
     """pyloop: a Python loop under perf on Python 3.11 (no -X perf): libpython's C functions
     hold most of the samples; the finding points at a Python profiler, not at optimizing
     _PyObject_Malloc."""
     path = FIXTURES / "perf-recorded" / "pyloop.perf"
     total = interpreter = 0
-    for block in path.read_text().split("\n\n"):
-        lines = block.strip().splitlines()
-        if len(lines) < 2:
-            continue
-        period = int(lines[0].split()[3])
+    for period, frames in _perf_records(path):
         total += period
-        interpreter += period * ("/libpython3.11.so" in lines[1])
+        interpreter += period * ("/libpython3.11.so" in frames[0])
     report = cpu_report(path)
     [finding] = [f for f in report.findings if f.title.startswith("The Python interpreter")]
     assert finding.evidence["interpreter_pct"] == percent(interpreter, total) == 86.5
@@ -395,12 +400,8 @@ def test_stacks_that_do_not_reach_a_threads_start_are_said_to_be_cut_short():
     two (then perf's unnamed garbage); burn, built with them, reaches main every time."""
     def cut_share(path):
         total = cut = 0
-        for block in path.read_text().split("\n\n"):
-            lines = [line for line in block.strip().splitlines() if not line.startswith("#")]
-            if len(lines) < 2:
-                continue
-            period = int(lines[0].split()[3])
-            names = [line.split()[1] for line in lines[1:] if len(line.split()) > 1]  # leaf 1st
+        for period, frames in _perf_records(path):
+            names = [line.split()[1] for line in frames if len(line.split()) > 1]  # leaf 1st
             while names and names[-1] == "[unknown]":
                 names.pop()
             total += period
@@ -424,12 +425,8 @@ def test_threads_contending_for_one_mutex_are_said_to_serialize_on_a_lock():
 
     path = FIXTURES / "perf-recorded" / "locks.perf"
     total = locked = 0
-    for block in path.read_text().split("\n\n"):
-        lines = block.strip().splitlines()
-        if len(lines) < 2:
-            continue
-        period = int(lines[0].split()[3])
-        leaf = lines[1].split()[1].split("+0x")[0].split("@")[0]
+    for period, frames in _perf_records(path):
+        leaf = frames[0].split()[1].split("+0x")[0].split("@")[0]
         total += period
         locked += period * bool(regex.fullmatch(
             r"(__GI___)?pthread_mutex_\w+|(__GI_)?__lll_\w*lock\w*", leaf))
