@@ -174,7 +174,7 @@ PUBLIC = ("tracekit", "tracekit.toolkit")
 #: Built-in plugins built on another, through that package's own surface (its ``__all__``,
 #: never its modules): the HTML report draws the diagnosis plugin's device timelines and
 #: launch delays (both ship in the tracekit distribution).
-BUILT_ON = {"html_report": {"diagnosis"}}
+BUILT_ON = {"html_report": {"diagnosis"}, "cpu_profile": {"diagnosis"}}
 
 #: Plugin modules allowed to import core's private modules for now: none (keep the mechanism,
 #: and the check below that an entry is still needed, for a plugin caught mid-change).

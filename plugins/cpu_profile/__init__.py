@@ -29,8 +29,7 @@ from tracekit.plugins.cpu_profile.event_counts import (
     memory_stall_finding,
     report_values,
 )
-from tracekit.plugins.diagnosis.program import classify, dropout_finding
-from tracekit.plugins.diagnosis.steps import slow_step_finding
+from tracekit.plugins.diagnosis import classify, dropout_finding, slow_step_finding
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     COMPILE_RANGE,
