@@ -468,6 +468,25 @@ def test_annotations_named_as_columns_and_tracekit_device_tracks(tmp_path, regis
         [{"device": 0, "name": "NVIDIA H100"}]
 
 
+def test_device_properties_survive_a_round_trip(tmp_path, registry):
+    """A V100's compute capability, SMs and memory ride on its GPU track's description, so
+    the analysis of the Perfetto file advises what the V100 supports (fp16), as the
+    original's does, not bf16."""
+    path = shared_path("torch-trace", "kineto-tb_plugin", "resnet50_v100_2021.pt.trace.json.gz")
+    original = tracekit.read(path, registry=registry)
+    out = tmp_path / "rn.pftrace"
+    tracekit.write(original, out, registry=registry)
+    columns = ["device", "name", "vendor", "sm_count", "memory_bytes", "compute_capability"]
+    back = tracekit.read(out, registry=registry)
+    assert back.devices.select(columns).to_pylist() == \
+        original.devices.select(columns).filter(pc.is_in(
+            original.devices["device"], value_set=pc.unique(back.devices["device"]))).to_pylist()
+    assert back.devices["compute_capability"].to_pylist()[0] == "7.0"
+    fixes = [[f.suggestion for f in tracekit.analyze(t, "bottleneck", registry=registry)[0]
+              .findings] for t in (original, back)]
+    assert fixes[0] == fixes[1] and any("float16" in f for f in fixes[0])
+
+
 def test_named_tracks_become_synthetic_processes_and_threads(tmp_path, registry):
     """tracekit draws a tool-made process ("Spans") as a named track and its threads as named
     children; another producer's named tracks under a process read the same way."""

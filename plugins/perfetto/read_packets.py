@@ -677,7 +677,9 @@ class PacketReader:
     def _descriptor(self, d: Any) -> None:
         which = d.WhichOneof("static_or_dynamic_name")
         desc = Descriptor(uuid=d.uuid, parent=d.parent_uuid,
-                          name=text(getattr(d, which)) if which else None)
+                          name=text(getattr(d, which)) if which else None,
+                          description=text(d.description) if d.HasField("description")
+                          else None)
         if d.HasField("thread"):
             t = d.thread
             desc.is_thread, desc.pid, desc.tid = True, t.pid, t.tid

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from tracekit import TraceBuilder
 from tracekit.plugins.perfetto.tracks import PROCESS, THREAD, stable_uuid
@@ -27,6 +28,30 @@ _RANKED = re.compile(r"(.*) \(rank (\d+)\)", re.S)
 _STREAM = re.compile(r"Stream (-?\d+)")
 _NO_STREAM = "(no stream)"
 _NO_PROCESS = ": no process"
+
+
+#: A GPU track's description as tracekit's writer gives it: "label: value" parts, "; " apart
+#: (``tracks.DEVICE_PROPERTIES``), back to the devices table's columns.
+_PROPERTY_COLUMNS = {"vendor": ("vendor", str),
+                     "compute capability": ("compute_capability", str),
+                     "SMs": ("sm_count", int), "memory": ("memory_bytes", int)}
+
+
+def device_properties(description: str) -> dict[str, Any]:
+    """The devices table's columns a GPU track's description names; other text is left."""
+    out: dict[str, Any] = {}
+    for part in description.split("; "):
+        label, _, value = part.partition(": ")
+        column = _PROPERTY_COLUMNS.get(label)
+        if column is None or not value:
+            continue
+        name, kind = column
+        value = value.removesuffix(" bytes")
+        try:
+            out[name] = kind(value)
+        except ValueError:
+            continue
+    return out
 
 
 @dataclass
@@ -44,6 +69,7 @@ class Descriptor:
     counter_categories: tuple[str, ...] = ()
     unit_multiplier: int = 1
     incremental: bool = False
+    description: str | None = None
 
     @property
     def label(self) -> str:
@@ -85,6 +111,7 @@ class TrackMap:
     _implicit: dict[tuple[int, int], int] = field(default_factory=dict)
     _children: dict[int, list[int]] | None = None
     _devices: dict[int, str | None] = field(default_factory=dict)
+    _device_properties: dict[int, dict[str, Any]] = field(default_factory=dict)
     _processes: dict[int, tuple[str | None, int | None]] = field(default_factory=dict)
     _threads: dict[tuple[int, int], str | None] = field(default_factory=dict)
 
@@ -143,7 +170,8 @@ class TrackMap:
         for (pid, tid), name in sorted(self.thread_names.items()):
             out.add_thread(pid, tid, name=name)
         for device, name in sorted(self._devices.items()):
-            out.add_device(device, name=name, kind="gpu")
+            out.add_device(device, name=name, kind="gpu",
+                           **self._device_properties.get(device, {}))
 
     # -- resolution ---------------------------------------------------------------------
     def _resolve(self, uuid: int, depth: int) -> Identity:
@@ -164,7 +192,7 @@ class TrackMap:
                 return self._resolve(base, depth + 1)
         parent = self.tracks.get(d.parent)
         if not d.parent or self._is_device(d):  # a GPU: top-level, or in its rank's group
-            return self._top_level(name)
+            return self._top_level(name, d.description)
         owner = self._resolve(d.parent, depth + 1)
         if parent is not None and self._is_device(parent):
             if name == _NO_STREAM:
@@ -179,11 +207,13 @@ class TrackMap:
             return owner
         return self._top_level(name)
 
-    def _top_level(self, name: str) -> Identity:
+    def _top_level(self, name: str, description: str | None = None) -> Identity:
         device = _DEVICE.fullmatch(name)
         if device:
             n = int(device.group(1))
             self._devices.setdefault(n, device.group(2))
+            if description:
+                self._device_properties.setdefault(n, device_properties(description))
             return Identity(device=n)
         if name.endswith(_NO_PROCESS):
             return Identity()

@@ -31,6 +31,10 @@ _NULL = -(2**62)
 # TrackDescriptor / ProcessDescriptor / ThreadDescriptor / CounterDescriptor field numbers.
 _UUID, _NAME, _PROCESS, _THREAD, _PARENT, _COUNTER = 1, 2, 3, 4, 5, 8
 _CHILD_ORDERING, _SIBLING_RANK = 11, 12
+_DESCRIPTION = 14
+#: The devices table's properties a GPU track's description carries: (column, label, unit).
+DEVICE_PROPERTIES = (("vendor", "vendor", ""), ("compute_capability", "compute capability", ""),
+                     ("sm_count", "SMs", ""), ("memory_bytes", "memory", " bytes"))
 _EXPLICIT = 3
 _UNIT_SIZE_BYTES = 3
 _ROWS = 1 << 17  # rows planned at a time
@@ -147,6 +151,7 @@ def plan_tracks(trace: Trace, events: pa.Table) -> TrackPlan:
         owner = launcher.get((s, d))
         parent = process_track(s, owner) if owner is not None else None
         return declare(stable_uuid("device", s, d), (_NAME, names.device(s, d)),
+                       (_DESCRIPTION, names.device_description(s, d)),
                        (_PARENT, parent), (_CHILD_ORDERING, _EXPLICIT), (_SIBLING_RANK, d))
 
     for key in unique.tolist():
@@ -319,6 +324,15 @@ class _Names:
 
     def thread(self, s: int, pid: int, tid: int) -> str:
         return self.threads.get((self.sources[s], pid, tid)) or f"thread {tid}"
+
+    def device_description(self, s: int, d: int) -> str | None:
+        """The device's properties as the GPU track's description (shown by the UI, read
+        back by tracekit's Perfetto reader): ``vendor: nvidia; compute capability: 7.0;
+        SMs: 80; memory: 34084028416 bytes``."""
+        row = self.devices.get((self.sources[s], d), {})
+        parts = [f"{label}: {row[key]}{unit}" for key, label, unit in DEVICE_PROPERTIES
+                 if row.get(key) is not None]
+        return "; ".join(parts) or None
 
     def device(self, s: int, d: int) -> str:
         row = self.devices.get((self.sources[s], d), {})
