@@ -10,6 +10,8 @@ A *set* is a pair ``(starts, ends)`` of sorted, disjoint, non-empty intervals, a
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 IntervalSet = tuple[np.ndarray, np.ndarray]
@@ -114,3 +116,19 @@ def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
     lo, hi, mask = segments(a, b)
     keep = mask == 3
     return union(lo[keep], hi[keep])
+
+
+def starts_inside(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per interval: whether it starts inside another interval of its ``group`` (a thread)
+    that started before it, or at the same time and lasts longer: nesting, or overlap."""
+    inside = np.zeros(len(start), dtype=bool)
+    if len(start) < 2:
+        return inside
+    order = np.lexsort((-end, start, group))  # per group by start, the outer one first
+    g = group[order]
+    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
+    for a, b in itertools.pairwise(bounds.tolist()):  # one step per group
+        rows = order[a:b]
+        reach = np.maximum.accumulate(end[rows])
+        inside[rows[1:]] = start[rows[1:]] < reach[:-1]
+    return inside

@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Report, Trace
-from tracekit.toolkit import equals, grouped_stats, is_in, report_table
+from tracekit.toolkit import equals, factorize, grouped_stats, is_in, report_table
+from tracekit.toolkit import intervals as iv
 
 _TABLES = (
     # (table, title, category filter, value column, unit)
@@ -114,25 +115,24 @@ class SummaryAnalyzer(tracekit.Analyzer):
 
 
 def _nested_example(rows: pa.Table) -> tuple[str, str] | None:
-    """A range that starts inside another on its thread, and that other (the first found in
-    time order), or None where no two ranges of a thread nest."""
+    """A range that starts inside another on its thread, and the longest-reaching range it
+    starts in (the first such range in time), or None where no two ranges of a thread nest."""
     rows = rows.filter(pc.and_(pc.is_valid(rows["ts_ns"]), pc.is_valid(rows["dur_ns"])))
     if rows.num_rows < 2:
         return None
-    thread = pc.cast(pc.binary_join_element_wise(
-        rows["source"].cast(pa.string()), rows["pid"].cast(pa.string()).fill_null(""),
-        rows["tid"].cast(pa.string()).fill_null(""), "/"), pa.string())
-    _, key = np.unique(thread.to_numpy(zero_copy_only=False), return_inverse=True)
+    thread, _ = factorize(rows["source"].cast(pa.string()).to_numpy(zero_copy_only=False),
+                          rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False),
+                          rows["tid"].fill_null(-1).to_numpy(zero_copy_only=False))
+    thread = thread.reshape(-1)
     start = rows["ts_ns"].to_numpy()
     end = start + rows["dur_ns"].to_numpy()
-    order = np.lexsort((-end, start, key.reshape(-1)))
-    k, a, b = key.reshape(-1)[order], start[order], end[order]
-    same = np.r_[False, k[1:] == k[:-1]]
-    inside = np.flatnonzero(same & np.r_[False, a[1:] < b[:-1]])
+    inside = np.flatnonzero(iv.starts_inside(thread, start, end))
     if not len(inside):
         return None
-    i = int(order[inside[0]])
-    outer = int(order[inside[0] - 1])
+    i = int(inside[np.argmin(start[inside])])
+    earlier = np.flatnonzero((thread == thread[i]) & (start <= start[i]) & (end > start[i]))
+    earlier = earlier[earlier != i]
+    outer = int(earlier[np.argmax(end[earlier])])
     names = rows["name"].cast(pa.string())
     return str(names[i].as_py()), str(names[outer].as_py())
 

@@ -35,6 +35,7 @@ from tracekit.toolkit import (
     report_table,
     source_spans,
 )
+from tracekit.toolkit import intervals as iv
 
 # Pageable asynchronous copies taking less than this (and under 1% of the wall time) are
 # no warning: a few bytes read back do not need pinned buffers.
@@ -129,17 +130,8 @@ def nested_calls(calls: HostCalls, which: np.ndarray) -> np.ndarray:
     """For the host calls at positions ``which``: whether each starts inside another of them
     on the same thread (``aten::item`` around ``aten::_local_scalar_dense`` around the
     runtime's copy)."""
-    inside = np.zeros(len(which), dtype=bool)
-    if not len(which):
-        return inside
     keys, _ = factorize(calls.source[which].astype(np.int64), calls.pid[which], calls.tid[which])
-    start, end = calls.start[which], calls.end[which]
-    order = np.lexsort((-end, start, keys))  # per thread by start, the outer call first
-    for k in np.unique(keys):
-        rows = order[keys[order] == k]
-        reach = np.maximum.accumulate(end[rows])
-        inside[rows[1:]] = start[rows[1:]] < reach[:-1]
-    return inside
+    return iv.starts_inside(keys.reshape(-1), calls.start[which], calls.end[which])
 
 
 def _stats_table(activity: Activity, rows: np.ndarray, wall: int,
