@@ -77,20 +77,17 @@ def _what_ran(trace: Trace, process: tuple[str, int], slow: tuple[int, int],
         return "", 0
     start = rows["ts_ns"].to_numpy()
     end = start + rows["dur_ns"].to_numpy()
-    names = rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
+    names, code = np.unique(rows["name"].cast(pa.string()).to_numpy(zero_copy_only=False),
+                            return_inverse=True)
+    code = code.reshape(-1)
 
-    def per_name(lo: int, hi: int) -> dict[str, int]:
+    def per_name(lo: int, hi: int) -> np.ndarray:
+        """Each name's time within [lo, hi), by name code."""
         inside = np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0, None)
-        out: dict[str, int] = {}
-        for n, t in zip(names[inside > 0].tolist(), inside[inside > 0].tolist(), strict=True):
-            out[n] = out.get(n, 0) + int(t)
-        return out
+        return np.bincount(code, weights=inside, minlength=len(names))
 
-    in_slow = per_name(*slow)
-    usual: dict[str, float] = {}
-    for lo, hi in others:
-        for n, t in per_name(lo, hi).items():
-            usual[n] = usual.get(n, 0.0) + t / len(others)
-    excess = {n: t - usual.get(n, 0.0) for n, t in in_slow.items()}
-    name = max(excess, key=lambda n: (excess[n], n), default="")
-    return (name, int(excess[name])) if name and excess[name] > 0 else ("", 0)
+    usual = sum(per_name(lo, hi) for lo, hi in others) / len(others) if others else 0.0
+    excess = per_name(*slow) - usual
+    # The largest excess; ties to the name last in order, as before.
+    best = len(names) - 1 - int(np.argmax(excess[::-1]))
+    return (str(names[best]), int(excess[best])) if excess[best] > 0 else ("", 0)
