@@ -35,6 +35,9 @@ from tracekit.plugins.diagnosis.activity import (
     COMPUTE,
     MEMORY,
     READS_COLUMNS,
+    SYNC_API,
+    SYNC_COPY_API,
+    SYNC_MEMSET_API,
     Activity,
     host_reads,
 )
@@ -421,7 +424,7 @@ def api_only_finding(trace: Trace) -> Finding | None:
         return None
     top = [(str(k), percent(float(t), total)) for k, t in zip(s["key"][:3], s["total"][:3],
                                                                strict=True)]
-    waits = [(k, pct) for k, pct in top if SYNC_WAIT.search(k)]
+    waits = [(k, pct) for k, pct in top if _blocks(k)]
     program = classify(trace)
     hip = program.api == "HIP"
     evidence: dict[str, Any] = {"verdict": "none", "api_calls": int(np.sum(s["count"])),
@@ -440,9 +443,12 @@ def api_only_finding(trace: Trace) -> Finding | None:
         + ") for a verdict; '-a summary' gives every call's totals")
 
 
-#: Runtime calls that block the host until the GPU has caught up.
-SYNC_WAIT = re.compile(r"(?i)synchronize|^(hip|cuda|cu)Memcpy(?!.*Async)|^(hip|cuda)Memset"
-                       r"(?!.*Async)|hsa_signal_wait")
+def _blocks(name: str) -> bool:
+    """Whether a runtime call blocks the host (activity's rules: synchronize calls, copies
+    and memsets without ``Async``; a memset's target is not known without its GPU work)."""
+    return bool(re.search(SYNC_API, name) or re.search(SYNC_MEMSET_API, name)
+                or (re.search(SYNC_COPY_API, name) and "Async" not in name))
+
 
 HOST_COPY_KINDS = ("HtoD", "DtoH")
 
