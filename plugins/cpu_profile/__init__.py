@@ -1432,10 +1432,8 @@ def _cut_short(root_to_leaf: list[str]) -> bool:
     beyond the entry point, as it does below ``__libc_start_main``), it does not begin where
     a thread begins (``ENTRY_POINTS``). A stack of unnamed frames only is a matter of
     symbols, not of unwinding."""
-    kept = [f for f in root_to_leaf]
-    while kept and kept[0] in UNKNOWN:
-        kept.pop(0)
-    return bool(kept) and base_function(kept[0]) not in ENTRY_POINTS
+    root = next((f for f in root_to_leaf if f not in UNKNOWN), None)
+    return root is not None and base_function(root) not in ENTRY_POINTS
 
 
 def _sampled_cpus(rows: pa.Table) -> int:
