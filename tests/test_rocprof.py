@@ -251,11 +251,24 @@ def test_v1_results_json_exact_times_sections_and_flows(rel, registry, tmp_path)
         if e.get("ph") in ("s", "t"):
             ends.setdefault(e["id"], set()).add(e["ph"])
     out = tmp_path / "out.pftrace"
-    tracekit.write(trace, out, registry=registry)
+    result = tracekit.write(trace, out, registry=registry)
     decoded = decode_and_check(out)
     assert decoded.violations == []
     device_ends = [s for s in decoded.slices if s.category.startswith("gpu.") and s.flows]
     assert len(device_ends) == sum(v == {"s", "t"} for v in ends.values())
+    # args.pid/tid that repeat the row's ids (or its section's) are not kept: the text
+    # "19147" would take the key the writer carries a device row's process under.
+    for row, e in zip(sorted(rows, key=lambda r: r["ts_ns"]),
+                      sorted(xs, key=lambda e: int(e["args"]["BeginNs"])), strict=True):
+        kept = json.loads(row["args"] or "{}")
+        for key, own in (("pid", (row["pid"], int(e["pid"]))), ("tid", (row["tid"],))):
+            if key in e["args"]:
+                assert (key in kept) == (int(e["args"][key]) not in own)
+    assert not [k for k in result.skipped if k.startswith("field ")]
+    back = tracekit.read(out, registry=registry)
+    launched_by = sorted((r["ts_ns"], r["pid"]) for r in rows if r["device"] is not None)
+    assert sorted((r["ts_ns"], r["pid"]) for r in back.events.to_pylist()
+                  if r["device"] is not None) == launched_by
 
 
 def test_v1_synchronous_copies_take_the_size_of_the_call_that_holds_them(registry):

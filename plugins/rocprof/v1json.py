@@ -171,7 +171,14 @@ def convert(doc: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, int]]:
         cols["correlation"].append(None)
         cols["copy_kind"].append(_copy_kind(name) if category == "gpu.memcpy" else None)
         cols["bytes"].append(None)
-        cols["args"].append(_args_json(args))
+        # args.pid and args.tid that repeat the row's own ids (or the section's) are left
+        # out: kept, the text "19147" beside the column 19147 takes the name a writer
+        # carries the column under, and the launching process of device work would be lost
+        # on a round trip through tracekit's outputs.
+        repeated = {k for k, own in (("pid", (cols["pid"][row], section_id)),
+                                     ("tid", (cols["tid"][row],)))
+                    if k in args and _int(args[k]) in own}
+        cols["args"].append(_args_json(args, repeated))
         rows_at[(section_id, _int(e.get("tid")))].append(row)
         spans.append((round(ts_us), round(ts_us) + round(dur_us)))
     _bind_flows(events, cols, rows_at, spans)
@@ -301,8 +308,10 @@ def _copy_kind(name: str) -> str | None:
     return next((kind for word, kind in COPY_WORDS if word in name), None)
 
 
-def _args_json(args: dict[str, Any]) -> str | None:
-    kept = {k: v for k, v in args.items() if k not in ("BeginNs", "EndNs", "Name") and v != ""}
+def _args_json(args: dict[str, Any], repeated: set[str]) -> str | None:
+    """The args the columns do not hold, as JSON text (None when none are left)."""
+    kept = {k: v for k, v in args.items()
+            if k not in ("BeginNs", "EndNs", "Name") and k not in repeated and v != ""}
     if not kept:
         return None
     try:
