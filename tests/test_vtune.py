@@ -56,6 +56,38 @@ def test_hotspots_by_function_equal_csv_sums(registry):
         by_module["driverForGraphClustering"] * 1e9, abs=len(rows))
 
 
+@pytest.mark.parametrize("folder, profile, others", [
+    ("utools", "grappolo-friendster-t192-dram-hotspots-fn.csv",
+     ["grappolo-friendster-t192-dram-hotspots-pkg.csv (CPU time by Package)",
+      "grappolo-friendster-t192-dram-hw-events-fn.csv (event counts by Function)"]),
+    ("vtune-plot", "advanced-hotspots.csv", ["progression_1696.csv (CPU time by Function)"]),
+])
+def test_reports_read_together_are_not_added(folder, profile, others, registry):
+    """A folder of reports: one run by function and by package (the same CPU time twice)
+    with its hardware event counts (cycles, not seconds), or two runs by function. The
+    profile is the CPU time by function of one report, never a sum across reports."""
+    path = shared_path("vtune-csv", folder)
+    rows = list(csv.DictReader((path / profile).open()))
+    cpu = sum(float(r["CPU Time"]) for r in rows)
+    top = max(rows, key=lambda r: float(r["CPU Time"]))
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "cpu",
+                                registry=registry)
+    verdict = report.findings[0].evidence
+    assert verdict["weight_unit"] == "CPU seconds"
+    assert verdict["top_function"] == top["Function"]
+    assert verdict["top_function_pct"] == round(100 * float(top["CPU Time"]) / cpu, 1)
+    [reports] = [f for f in report.findings if f.title.startswith(f"{len(others) + 1} reports")]
+    assert reports.evidence["report"] == profile
+    assert reports.evidence["reports_not_added"] == others
+    bound = [f for f in report.findings if f.title.startswith("Memory bound")]
+    if folder == "utools":  # CPU-time weighted over the function report alone
+        have = [r for r in rows if r["Memory Bound(%)"]]
+        weighted = sum(float(r["CPU Time"]) * float(r["Memory Bound(%)"]) for r in have) / \
+            sum(float(r["CPU Time"]) for r in have)
+        assert bound[0].evidence["memory_bound_pct"] == round(weighted, 1)
+        assert verdict["ipc"] == 0.59  # from the hardware event counts by function
+
+
 def test_top_down_tree_depth_from_spaces_and_quoted_names(registry):
     """Depth is the indentation, and a quote after the indentation still quotes the name
     (a strict CSV reader splits those rows): self and total per function from the lines."""

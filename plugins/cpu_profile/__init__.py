@@ -226,13 +226,16 @@ class CpuAnalyzer(tracekit.Analyzer):
         seen = sampled_events(trace)
         event = self.options.event or time_event(seen)
         rows, _ = sample_events(trace, event if seen else None)
+        aggregate = aggregate_rows(rows, trace)
+        counted, left_out = rows, []
+        if aggregate:
+            rows, counted, left_out = _one_report(trace, rows)
         weights = sample_weights(rows, "value")[0].to_numpy(zero_copy_only=False)
         unit = weight_unit(trace, rows, event)
         tree = StackTree(trace)
         idle = idle_rows(trace, rows, tree)
         prof = _Profile.build(rows, weights, idle, tree)
         grand, busy = prof.grand, prof.busy
-        aggregate = aggregate_rows(rows, trace)
         evidence: dict[str, Any] = {"verdict": "cpu-profile",
                                     "weight_unit": _unit_words(unit, aggregate)}
         if event:
@@ -290,7 +293,9 @@ class CpuAnalyzer(tracekit.Analyzer):
             evidence["top_module"] = top_mod[0] or None
             evidence["top_module_pct"] = percent(top_mod[1], busy)
         values = report_values(rows) if aggregate else []
-        counts = event_counts(rows, tree, values)
+        # The hardware event counts may be those of another report of the run.
+        counts = event_counts(counted, tree, values if counted is rows
+                              else report_values(counted))
         ipc = counts.ipc() if counts else (self._ipc(trace, seen, event, tree)
                                            if not aggregate else None)
         if ipc is not None:
@@ -306,6 +311,8 @@ class CpuAnalyzer(tracekit.Analyzer):
         if stalls and not any(f.title.startswith("Memory bound") for f in report.findings):
             report.findings.append(stalls)
         self._sample_tables(trace, report, prof, unit, ipc[1] if ipc else None)
+        if left_out:
+            report.findings.append(_reports_finding(rows, left_out, counted is not rows))
         if len(seen) > 1:
             report.notes.append(f"events sampled: {', '.join(seen)}; ranked by '{event}' "
                                 "(-O event=NAME)")
@@ -1559,6 +1566,50 @@ def _few_samples(rows: pa.Table, prof: _Profile, aggregate: bool) -> Finding | N
         f"At 95% confidence a share p of n samples is ±1.96·√(p(1−p)/n): "
         f"{share_margins(n, short_name(fn, 60), share)}. Record longer or sample at a higher "
         f"rate, to {FEW_SAMPLES:,} samples or more, before weighing small shares.")
+
+
+def _one_report(trace: Trace, rows: pa.Table) -> tuple[pa.Table, pa.Table, list[str]]:
+    """Of aggregate rows from several reports (VTune CSVs read together), the rows of the one
+    the profile is made of, the rows whose hardware event counts it uses, and the reports
+    left out, each as "name (what it is)".
+
+    Rows of two reports are never added: a run's report by function and its report by
+    package count the same CPU time twice, a hardware-event report counts cycles, not
+    seconds, and two reports by function are two runs or one run twice. The profile is the
+    report of CPU time by function where there is one (else of CPU time, else the first);
+    the event counts (IPC, memory stalls) come from it, or else from a report of counts by
+    the same grouping."""
+    names = rows["source"].cast(pa.string())
+    sources = list(dict.fromkeys(names.to_pylist()))
+    if len(sources) <= 1:
+        return rows, rows, []
+    parts = {s: rows.filter(pc.equal(names, s)) for s in sources}
+    timed = {s: parts[s]["dur_ns"].null_count < parts[s].num_rows for s in sources}
+    group = {s: _group_by(parts[s], True) for s in sources}
+    primary = max(sources, key=lambda s: (timed[s], group[s] == "Function", -sources.index(s)))
+    tree = StackTree(trace)
+    counted = primary
+    if event_counts(parts[primary], tree, report_values(parts[primary])) is None:
+        counted = next((s for s in sources if s != primary and group[s] == group[primary]
+                        and event_counts(parts[s], tree, report_values(parts[s])) is not None),
+                       primary)
+    left = [f"{s} ({'CPU time' if timed[s] else 'event counts'} by {group[s] or 'row'})"
+            for s in sources if s != primary]
+    return parts[primary], parts[counted], left
+
+
+def _reports_finding(rows: pa.Table, left_out: list[str], counts_apart: bool) -> Finding:
+    """What the profile of several reports read together is made of."""
+    source = rows["source"][0].as_py() if rows.num_rows else "?"
+    also = "; its IPC and stalls from the hardware event counts of the report by the same " \
+        "grouping" if counts_apart else ""
+    return Finding("info", f"{plural(len(left_out) + 1, 'report')} read together: the "
+                   f"profile is {source} alone{also}",
+                   {"report": source, "reports_not_added": left_out,
+                    "why": "rows of two reports are never added: another grouping counts the "
+                           "same time again, event counts are not seconds, and two reports "
+                           "by the same grouping are two runs (or one run twice)"},
+                   "analyze each of the others on its own: tracekit analyze FILE")
 
 
 def _group_by(rows: pa.Table, aggregate: bool) -> str | None:
