@@ -919,6 +919,49 @@ def test_a_step_far_slower_than_the_others_is_named_with_what_ran_in_it():
     assert "-O steps=4" in slow.suggestion
 
 
+def _steps_trace(tmp_path, per_pid):
+    """Processes' steps (µs), each with a 2 ms op: ``per_pid`` maps a pid to its step
+    lengths and to ranges ``(step, name, tid, start within the step, dur)``."""
+    events = []
+    for pid, (lengths, ranges) in per_pid.items():
+        at, starts = 0, []
+        for n, length in enumerate(lengths, 1):
+            starts.append(at)
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}",
+                           "pid": pid, "tid": 1, "ts": at, "dur": length})
+            events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": pid,
+                           "tid": 1, "ts": at + 1, "dur": 2_000})
+            at += length
+        for step, name, tid, start, dur in ranges:
+            events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": pid,
+                           "tid": tid, "ts": starts[step - 1] + start, "dur": dur})
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_a_slow_step_names_what_ran_once_per_instant_and_whose_step_it_is(tmp_path):
+    """Process 7's step 4 is 100 ms against 40: an all_reduce on two worker threads at once
+    (50 ms more, counted once, not 100) explains it. Process 8's step 3 is 70 ms against
+    40, with a tiny op the only range more than usual: the cause is not named."""
+    usual = [("gloo:all_reduce", t, 5_000, 10_000) for t in (2, 3)]
+    path = _steps_trace(tmp_path, {
+        7: ([40_000, 40_000, 40_000, 100_000, 40_000],
+            [(n, *r) for n in (1, 2, 3, 5) for r in usual]
+            + [(4, "gloo:all_reduce", t, 5_000, 60_000) for t in (2, 3)]),
+        8: ([40_000, 40_000, 70_000, 40_000, 40_000], [(3, "aten::resolve_neg", 1, 10, 1)]),
+    })
+    [slow] = _titled(cpu_report(path), "step ")
+    assert slow.title.startswith("step 4 of process 7 takes 2.5× the median step")
+    assert (slow.evidence["pid"], slow.evidence["in_it"], slow.evidence["in_it_ns"]) == \
+        (7, "gloo:all_reduce", 50_000_000)
+    path = _steps_trace(tmp_path, {
+        8: ([40_000, 40_000, 70_000, 40_000, 40_000], [(3, "aten::resolve_neg", 1, 10, 1)])})
+    [slow] = _titled(cpu_report(path), "step ")
+    assert slow.evidence["in_it"] == "no traced op or range" and "pid" not in slow.evidence
+    assert "no traced op or range took much of the 30ms more" in slow.title
+
+
 def test_a_compile_range_is_named_by_the_long_op_not_a_short_annotation_in_it(tmp_path):
     """torch 2.14 writes torch.compile's long ranges as ops ("dynamo", 1 s here) and a short
     annotation inside ("compile_fx.<locals>.fw_compiler_base_data", 0.3 ms): the long one

@@ -14,6 +14,9 @@ from tracekit.toolkit import format_ns, is_in, starts_with, step_ranges
 SLOW_STEP_RATIO = 1.5
 #: ... among at least this many steps (fewer give no median worth the name).
 MIN_STEPS = 4
+#: A range or op is named as what ran in the slow step when it took at least this share
+#: of the step's time over the median more than it usually does.
+EXPLAINS = 0.25
 
 
 def slow_step_finding(trace: Trace) -> Finding | None:
@@ -27,8 +30,9 @@ def slow_step_finding(trace: Trace) -> Finding | None:
     pid = steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
     number = steps["step"].to_numpy()
     dur = steps["end"].to_numpy() - steps["start"].to_numpy()
-    worst: tuple[float, int, int, int, int, str, int] | None = None
-    for key in sorted(set(zip(source.tolist(), pid.tolist(), strict=True))):
+    worst: tuple[float, int, int, int, int, str, int, int] | None = None
+    processes = sorted(set(zip(source.tolist(), pid.tolist(), strict=True)))
+    for key in processes:
         mine = np.flatnonzero((source == key[0]) & (pid == key[1]))
         if len(mine) < MIN_STEPS:
             continue
@@ -44,18 +48,26 @@ def slow_step_finding(trace: Trace) -> Finding | None:
             others = [(int(bounds[0][j]), int(bounds[1][j])) for j in mine if j != i]
             name, extra = _what_ran(trace, key, (int(bounds[0][i]), int(bounds[1][i])), others)
             worst = (float(ratio), int(number[i]), int(dur[i]), int(median), len(mine), name,
-                     extra)
+                     extra, key[1])
     if worst is None:
         return None
-    ratio, step, took, median, count, name, extra = worst
+    ratio, step, took, median, count, name, extra, process = worst
     evidence: dict[str, object] = {"step": step, "step_ns": took, "median_step_ns": median,
                                    "steps": count, "ratio": round(ratio, 1)}
-    if name:
+    whose = ""
+    if len(processes) > 1:
+        evidence["pid"] = process
+        whose = f" of process {process}"
+    if _names_the_cause(extra, took, median):
         evidence.update({"in_it": name, "in_it_ns": extra})
+        cause = f"; in it, {name} {format_ns(extra)} more than in a usual step"
+    else:
+        cause = (f"; no traced op or range took much of the {format_ns(took - median)} more "
+                 "(untraced Python, I/O or a wait)")
+        evidence["in_it"] = "no traced op or range"
     return Finding(
-        "warning", f"step {step} takes {ratio:.1f}× the median step ({format_ns(took)} against "
-        f"{format_ns(median)} over {count} steps)"
-        + (f"; in it, {name} {format_ns(extra)} more than in a usual step" if name else ""),
+        "warning", f"step {step}{whose} takes {ratio:.1f}× the median step ({format_ns(took)} "
+        f"against {format_ns(median)} over {count} steps){cause}",
         evidence,
         f"something else ran in that step (a checkpoint, an evaluation, a data stall, garbage "
         f"collection, another process on the machine): look at it alone (-O steps={step}) "
@@ -82,12 +94,33 @@ def _what_ran(trace: Trace, process: tuple[str, int], slow: tuple[int, int],
     code = code.reshape(-1)
 
     def per_name(lo: int, hi: int) -> np.ndarray:
-        """Each name's time within [lo, hi), by name code."""
-        inside = np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0, None)
-        return np.bincount(code, weights=inside, minlength=len(names))
+        """Each name's time within [lo, hi), by name code: the union of its ranges, so that
+        the same range on two threads at once (gloo's workers) or nested in itself counts
+        once."""
+        s, e = np.maximum(start, lo), np.minimum(end, hi)
+        keep = e > s
+        c, s, e = code[keep], s[keep], e[keep]
+        if not len(c):
+            return np.zeros(len(names))
+        order = np.lexsort((s, c))
+        c, s, e = c[order], s[order] - lo, e[order] - lo
+        # Each name's times shifted past the last one's, so that one running maximum of
+        # the ends serves every name: what a range adds is its part after that maximum.
+        shift = c.astype(np.int64) * (hi - lo + 1)
+        reach = np.maximum.accumulate(e + shift)
+        first = np.r_[True, c[1:] != c[:-1]]
+        begin = np.where(first, s + shift, np.maximum(s + shift, np.r_[0, reach[:-1]]))
+        added = np.clip(e + shift - begin, 0, None)
+        return np.bincount(c, weights=added, minlength=len(names))
 
     usual = sum(per_name(lo, hi) for lo, hi in others) / len(others) if others else 0.0
     excess = per_name(*slow) - usual
     # The largest excess; ties to the name last in order, as before.
     best = len(names) - 1 - int(np.argmax(excess[::-1]))
     return (str(names[best]), int(excess[best])) if excess[best] > 0 else ("", 0)
+
+
+def _names_the_cause(extra_ns: int, step_ns: int, median_ns: int) -> bool:
+    """Whether a range or op that took ``extra_ns`` more than usual explains a step of
+    ``step_ns`` against a median of ``median_ns``: at least ``EXPLAINS`` of the difference."""
+    return extra_ns > 0 and extra_ns >= EXPLAINS * (step_ns - median_ns)
