@@ -83,7 +83,8 @@ def detect_format(source: Source, registry: Registry | None = None) -> type[Read
     ranked = sniff(source, registry)
     if not ranked or ranked[0][0] <= 0:
         if source.is_stream and (file_only := _file_only_reader(source, registry)):
-            raise FormatDetectionError(
+            # Usage, as when --from names that reader: the input is fine, not how it came.
+            raise UsageError(
                 f"{source.path}: this looks like {file_only.description}, which tracekit "
                 f"reads from a file only (its reader '{file_only.name}' seeks): save the "
                 "stream to a file and give that")

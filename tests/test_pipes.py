@@ -102,7 +102,7 @@ def test_a_stream_of_a_format_read_from_files_only_says_to_save_it():
     """An SQLite export or a rocprof CSV piped in: the error says what it looks like and to
     save it to a file, not to pass --from (which would say the same after a second try)."""
     proc = _cli("analyze", "-", stdin=b"SQLite format 3\0" + bytes(100))
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # usage, as for --from nsys and for rocprof's CSV below
     assert proc.stderr.decode().strip() == (
         "error: <stdin>: this looks like Nsight Systems SQLite export (nsys export --type "
         "sqlite), which tracekit reads from a file only (its reader 'nsys' seeks): save the "
