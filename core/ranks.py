@@ -100,6 +100,44 @@ def input_ranks(trace: Trace) -> list[InputRank]:
     return out
 
 
+def not_one_run(world_sizes: Sequence[int | None], declared: Sequence[int]) -> str:
+    """Why inputs cannot be ranks of one run, as far as they declare it ('' where nothing
+    says so): different world sizes, or one rank number declared by two of them.
+    ``world_sizes`` are the inputs' (None where unknown), ``declared`` the rank numbers
+    their distributed info gives (one per input that gives one).
+
+    Examples
+    --------
+    >>> not_one_run([2, 2, 4], [0, 1, 0])
+    'they declare different world sizes (2, 4); rank 0 is declared by more than one'
+    >>> not_one_run([2, 2, 2, 2], [0, 1, 0, 1])
+    'ranks 0, 1 are each declared by more than one'
+    """
+    sizes = sorted({w for w in world_sizes if w})
+    twice = sorted({n for n in declared if list(declared).count(n) > 1})
+    why = []
+    if len(sizes) > 1:
+        why.append(f"they declare different world sizes ({', '.join(map(str, sizes))})")
+    if len(twice) == 1:
+        why.append(f"rank {twice[0]} is declared by more than one")
+    elif twice:
+        why.append(f"ranks {', '.join(map(str, twice))} are each declared by more than one")
+    return "; ".join(why)
+
+
+def inputs_not_one_run(trace: Trace) -> str:
+    """``not_one_run`` of the inputs of ``trace`` (Kineto ``distributedInfo`` of each)."""
+    sizes, declared = [], []
+    for info in trace.metadata.get("sources", {}).values():
+        dist = info.get("distributed") if isinstance(info, dict) else None
+        if isinstance(dist, dict):
+            sizes.append(dist.get("world_size") if type(dist.get("world_size")) is int
+                         else None)
+            if type(dist.get("rank")) is int:
+                declared.append(dist["rank"])
+    return not_one_run(sizes, declared)
+
+
 def collective_kernels(events: pa.Table) -> np.ndarray:
     """Per events row: a collective's kernel, the unit collectives are matched by (a timed
     ``gpu.kernel`` slice on a device, named as in ``COLLECTIVE_KERNEL``)."""

@@ -1036,6 +1036,27 @@ def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp():
     assert "use DistributedDataParallel" not in alone.suggestion
 
 
+def test_ranks_of_two_runs_get_a_warning_and_no_straggler_across_runs():
+    """The DDP run and the gloo run recorded here each declare ranks 0 and 1 of a world of
+    2: read together they cannot be one run, so no process of one is said to wait for a
+    process of the other."""
+    paths = [FIXTURES / "torch-cpu" / f"{run}_rank{r}.pt.trace.json.gz"
+             for run in ("ddp", "gloo") for r in (0, 1)]
+    declared = []
+    for path in paths:
+        with gzip.open(path) as f:
+            info = json.load(f)["distributedInfo"]
+        declared.append((info["rank"], info["world_size"]))
+    assert sorted(declared) == [(0, 2), (0, 2), (1, 2), (1, 2)]
+    report = cpu_report_of(paths)
+    [odd] = _titled(report, "these inputs may not be ranks of one run")
+    assert odd.title.endswith(": ranks 0, 1 are each declared by more than one")
+    assert odd.evidence == {"inputs": 4}
+    assert not _titled(report, "Straggler")
+    assert not any("wait for process" in f.suggestion for f in report.findings)
+    assert _titled(cpu_report_of(paths[:2]), "Straggler")  # one run: named as before
+
+
 def test_diff_of_runs_recorded_with_different_settings_says_so():
     """One run recorded with with_stack=True, the other without (record_hostwait_cpu.py): a
     warning says so, and the totals give each run's host op time (the union of its ops), so

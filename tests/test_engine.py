@@ -9,7 +9,6 @@ from helpers import shared_path
 from tracekit.engine import analyze_run, map_inputs
 
 
-
 def ranks() -> list:
     """Two ranks of HTA's sampled run (the test skips where ../shared is absent)."""
     return [shared_path("torch-trace", "hta", f"sampled_rank-{i}.json.gz") for i in (0, 1)]

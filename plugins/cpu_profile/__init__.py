@@ -52,6 +52,7 @@ from tracekit.toolkit import (
     idle_comm_rows,
     idle_rows,
     input_ranks,
+    inputs_not_one_run,
     is_in,
     is_kernel,
     matches,
@@ -567,6 +568,13 @@ class CpuAnalyzer(tracekit.Analyzer):
         comms = [c for c in every_comm if c.pct >= COMMUNICATION_PCT]
         missing = _ranks_missing(trace)
         straggler = _straggler(trace, every_comm)
+        odd = inputs_not_one_run(trace) if len(every_comm) > 1 else ""
+        if odd:
+            report.findings.append(Finding(
+                "warning", f"these inputs may not be ranks of one run: {odd}",
+                {"inputs": len(trace.sources)},
+                "give the ranks of one run (the same world size, each rank once): no "
+                "straggler is named across runs; to compare two runs, use -a diff"))
         ddp = bool(pc.any(matches(ev["name"], DDP_RANGE)).as_py()) if ev.num_rows else False
         report.findings.extend(c.communication_finding(training, missing, straggler, ddp)
                                for c in comms)
@@ -1024,6 +1032,8 @@ def _straggler(trace: Trace, every: list[_Share]) -> _Straggler | None:
     waiting = max(every, key=lambda c: c.pct)
     late = min(every, key=lambda c: c.pct)
     if waiting.pct < COMMUNICATION_PCT or late.pct * 3 > waiting.pct:
+        return None
+    if inputs_not_one_run(trace):  # who waits for whom holds within one run only
         return None
     ranks = {r.source: r.rank for r in input_ranks(trace)} if len(trace.sources) > 1 else {}
     rank = ranks.get(late.source)

@@ -42,6 +42,7 @@ from tracekit.toolkit import (
     end_offsets,
     format_ns,
     match_by_order,
+    not_one_run,
     percent,
     rank_in_name,
     report_table,
@@ -360,15 +361,8 @@ class RanksAnalyzer(tracekit.Analyzer):
 def _not_one_run(ranks: list[Rank]) -> str:
     """Why the ranks cannot be of one run, as far as they declare it ('' where nothing
     says so): different world sizes, or one rank number declared twice."""
-    sizes = sorted({r.world_size for r in ranks if r.world_size})
-    declared = [r.number for r in ranks if r.rule == "the trace's distributed info"]
-    twice = sorted({n for n in declared if declared.count(n) > 1})
-    why = []
-    if len(sizes) > 1:
-        why.append(f"they declare different world sizes ({', '.join(map(str, sizes))})")
-    if twice:
-        why.append(f"rank {', '.join(map(str, twice))} is declared by more than one")
-    return "; ".join(why)
+    return not_one_run([r.world_size for r in ranks],
+                       [r.number for r in ranks if r.rule == "the trace's distributed info"])
 
 
 def _ranks_table(ranks: list[Rank]) -> pa.Table:
