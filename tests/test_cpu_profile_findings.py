@@ -1057,6 +1057,39 @@ def test_ranks_of_two_runs_get_a_warning_and_no_straggler_across_runs():
     assert _titled(cpu_report_of(paths[:2]), "Straggler")  # one run: named as before
 
 
+def _autograd_ops(path) -> tuple[int, int]:
+    """Independently: host ops with autograd's sequence number, and host ops, by the JSON."""
+    with gzip.open(path) as f:
+        ops = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"
+               and e.get("cat") in ("cpu_op", "Operator")]
+    return sum("Sequence number" in (e.get("args") or {}) for e in ops), len(ops)
+
+
+@pytest.mark.parametrize("rel", [("fixtures", "torch-cpu", "hostwait_both.pt.trace.json.gz"),
+                                 ("shared", "torch-trace", "hta", "alexnet_a100_trace.json.gz"),
+                                 ("shared", "torch-trace", "tracelens", "h100_bert-small.json.gz")],
+                         ids=lambda r: r[-1].split(".")[0])
+def test_inference_with_grad_mode_on_is_named(rel):
+    """PyTorch numbers an op for autograd (args "Sequence number") only with grad mode on:
+    hostwait's loop and alexnet's inference ran without no_grad/inference_mode (alexnet:
+    132 ops, model.to(device) and the forward passes); bert-small's inference did not."""
+    path = FIXTURES.joinpath(*rel[1:]) if rel[0] == "fixtures" else shared_path(*rel[1:])
+    recorded, ops = _autograd_ops(path)
+    # The verdict of a GPU trace, the CPU report of a CPU-only one.
+    report = cpu_report(path) if rel[0] == "fixtures" else \
+        tracekit.analyze(tracekit.read(path), "bottleneck")[0]
+    found = _titled(report, "autograd records the inference")
+    if not recorded:
+        assert found == [] and "bert" in path.name
+        return
+    [finding] = found
+    assert finding.evidence["autograd_ops"] == recorded and finding.evidence["host_ops"] == ops
+    assert finding.title.startswith(f"autograd records the inference ({recorded:,} of {ops:,} "
+                                    "host ops carry an autograd sequence number)")
+    assert "torch.inference_mode()" in finding.suggestion
+    assert recorded == (132 if "alexnet" in path.name else 16)
+
+
 def test_diff_of_runs_recorded_with_different_settings_says_so():
     """One run recorded with with_stack=True, the other without (record_hostwait_cpu.py): a
     warning says so, and the totals give each run's host op time (the union of its ops), so

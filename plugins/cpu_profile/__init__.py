@@ -29,7 +29,12 @@ from tracekit.plugins.cpu_profile.event_counts import (
     memory_stall_finding,
     report_values,
 )
-from tracekit.plugins.diagnosis import classify, dropout_finding, slow_step_finding
+from tracekit.plugins.diagnosis import (
+    autograd_finding,
+    classify,
+    dropout_finding,
+    slow_step_finding,
+)
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     COMPILE_RANGE,
@@ -602,8 +607,10 @@ class CpuAnalyzer(tracekit.Analyzer):
             and (found.source, found.pid) == (cover.source, cover.thread[0])}
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
                                             training, shares, torch, cover))
-        if torch and not training and (dropout := dropout_finding(classify(trace))):
-            report.findings.append(dropout)
+        if torch and not training:
+            program = classify(trace)
+            report.findings.extend(f for f in (dropout_finding(program),
+                                               autograd_finding(program)) if f is not None)
         if (slow := slow_step_finding(trace)) is not None:
             report.findings.append(slow)
         report.tables["ops"] = by.table(total_self, self.options.top, "op")

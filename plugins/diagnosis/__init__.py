@@ -14,7 +14,7 @@ from tracekit.plugins.diagnosis.gaps import GapsAnalyzer
 from tracekit.plugins.diagnosis.kernels import KernelsAnalyzer
 from tracekit.plugins.diagnosis.launch import LaunchAnalyzer, launch_stats
 from tracekit.plugins.diagnosis.overlap import OverlapAnalyzer
-from tracekit.plugins.diagnosis.program import classify, dropout_finding
+from tracekit.plugins.diagnosis.program import autograd_finding, classify, dropout_finding
 from tracekit.plugins.diagnosis.ranks import RanksAnalyzer
 from tracekit.plugins.diagnosis.steps import slow_step_finding
 from tracekit.plugins.diagnosis.sync import SyncAnalyzer
@@ -25,8 +25,18 @@ from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 # statistics (the window option is the toolkit's restrict); the program's class and the
 # findings the CPU report shares (dropout left on in inference, a step far slower than the
 # others).
-__all__ = ["ANALYZERS", "Activity", "DeviceTimeline", "classify", "device_timelines",
-           "dropout_finding", "launch_stats", "register_analyzers", "slow_step_finding"]
+__all__ = [
+    "ANALYZERS",
+    "Activity",
+    "DeviceTimeline",
+    "autograd_finding",
+    "classify",
+    "device_timelines",
+    "dropout_finding",
+    "launch_stats",
+    "register_analyzers",
+    "slow_step_finding",
+]
 
 ANALYZERS = (BottleneckAnalyzer, BreakdownAnalyzer, GapsAnalyzer, SyncAnalyzer, LaunchAnalyzer,
              OverlapAnalyzer, DiffAnalyzer, KernelsAnalyzer, RanksAnalyzer)

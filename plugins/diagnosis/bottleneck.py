@@ -68,7 +68,12 @@ from tracekit.plugins.diagnosis.gaps import (
 )
 from tracekit.plugins.diagnosis.kernels import kernel_findings
 from tracekit.plugins.diagnosis.launch import launch_stats
-from tracekit.plugins.diagnosis.program import Program, classify, dropout_finding
+from tracekit.plugins.diagnosis.program import (
+    Program,
+    autograd_finding,
+    classify,
+    dropout_finding,
+)
 from tracekit.plugins.diagnosis.ranks import (
     collective_skew,
     ranks_of,
@@ -306,6 +311,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         report.findings.append(_program_finding(program))
         if (dropout := dropout_finding(program)) is not None:
             report.findings.append(dropout)
+        if (autograd := autograd_finding(program)) is not None:
+            report.findings.append(autograd)
         if (slow := slow_step_finding(trace)) is not None:
             report.findings.append(slow)
         if lagging is not None:

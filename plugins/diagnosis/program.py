@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit import Finding, Trace
-from tracekit.toolkit import is_in, world_size
+from tracekit.toolkit import equals, is_in, world_size
 
 _HOST = ("host.op", "host.annotation", "host.python", "host.profiler")
 _API = ("api.runtime", "api.driver")
@@ -85,6 +85,9 @@ class Program:
     #: the name of the most frequent: dropout in training mode.
     dropout_masks: int = 0
     dropout_mask: str | None = None
+    #: Host ops that autograd recorded (Kineto's ``Sequence number`` arg): grad mode was on.
+    autograd_ops: int = 0
+    host_op_calls: int = 0
     evidence: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -267,10 +270,16 @@ def _classify(trace: Trace) -> Program:
             or [(n, k) for n, k in names.get("gpu.kernel", []) if DROPOUT_MASK_KERNEL.search(n)]
         if masks:
             p.dropout_masks, p.dropout_mask = sum(k for _, k in masks), _short(masks[0][0])
+        if p.mode == "inference":
+            p.autograd_ops, p.host_op_calls = _autograd_ops(trace)
     declared = world_size(trace)
     p.world_size, p.world_size_declared = declared or 1, declared is not None
     p.processes = _gpu_processes(trace)
     return p
+
+
+#: Fewer recorded ops than this in an inference run are not called grad mode left on.
+AUTOGRAD_MIN = 10
 
 
 def dropout_finding(program: Program) -> Finding | None:
@@ -288,6 +297,38 @@ def dropout_finding(program: Program) -> Finding | None:
         "call model.eval() before inference (and run it under torch.inference_mode()): dropout "
         "then passes its input through, batch norm uses its running statistics, and the "
         "outputs are deterministic")
+
+
+def _autograd_ops(trace: Trace) -> tuple[int, int]:
+    """Host ops that autograd recorded, as the readers counted them (``autograd_ops`` of
+    each input: PyTorch gives an op a ``Sequence number`` only where grad mode is on, never
+    under ``torch.no_grad()`` or ``torch.inference_mode()``), and host ops in all."""
+    recorded = sum(m.get("autograd_ops") or 0 for m in trace.metadata.get("sources", {})
+                   .values() if isinstance(m, dict))
+    if not recorded:
+        return 0, 0
+    ev = trace.events
+    return recorded, int(pc.sum(equals(ev["category"], "host.op").cast(pa.int64())).as_py()
+                         or 0)
+
+
+def autograd_finding(program: Program) -> Finding | None:
+    """In a PyTorch inference run, ops that autograd recorded (at least ``AUTOGRAD_MIN``):
+    inference ran with grad mode on, building a graph and keeping activations for a backward
+    pass that never comes."""
+    if not program.pytorch or program.mode != "inference" or \
+            program.autograd_ops < AUTOGRAD_MIN:
+        return None
+    return Finding(
+        "warning", f"autograd records the inference ({program.autograd_ops:,} of "
+        f"{program.host_op_calls:,} host ops carry an autograd sequence number): it runs "
+        "with grad mode on",
+        {"autograd_ops": program.autograd_ops, "host_ops": program.host_op_calls,
+         "mode_from": program.evidence.get("mode", "")},
+        "run inference under torch.inference_mode() (or torch.no_grad()): with grad mode on, "
+        "autograd checks every op, and where the parameters require grad (nn.Module's "
+        "default) it records a graph and keeps activations for a backward pass that never "
+        "comes")
 
 
 def _gpu_processes(trace: Trace) -> int:

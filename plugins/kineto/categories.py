@@ -56,6 +56,9 @@ DEVICE_CATEGORIES = frozenset({"gpu.kernel", "gpu.memcpy", "gpu.memset", "gpu.sy
 # and from a forward op to its backward op.
 LAUNCH_FLOWS = frozenset({"ac2g", "async_cpu_to_gpu", "async"})
 FWDBWD_FLOWS = frozenset({"fwdbwd", "forward_backward"})
+# The arg PyTorch gives an op that autograd recorded: only where grad mode is on, never under
+# torch.no_grad() or torch.inference_mode().
+AUTOGRAD_KEY = "Sequence number"
 
 
 def map_category(cat: str | None, name: str | None = None) -> str:

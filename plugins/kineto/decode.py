@@ -32,7 +32,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES, map_category
+from tracekit.plugins.kineto.categories import AUTOGRAD_KEY, DEVICE_CATEGORIES, map_category
 from tracekit.plugins.kineto.events import ColumnEvents, Sparse
 from tracekit.plugins.kineto.fields import INT64
 from tracekit.plugins.kineto.loading import LONE_SURROGATE
@@ -90,9 +90,12 @@ class _ExactEvent(_Event, gc=False):
 
 
 class _SliceArgs(msgspec.Struct, gc=False):
-    """The args key of every X event that becomes a column."""
+    """The args keys of every X event that the model reads: its correlation (a column) and
+    autograd's sequence number (which ops autograd recorded)."""
 
     correlation: int | None = None
+    sequence: int | float | str | bool | None = msgspec.field(default=None,
+                                                              name=AUTOGRAD_KEY)
 
 
 class _DeviceArgs(msgspec.Struct, gc=False):
@@ -551,7 +554,9 @@ def _codes(values: pa.DictionaryArray) -> np.ndarray:
 
 
 def _slice_keys(decoded: list[_SliceArgs]) -> dict[str, pa.Array]:
-    return {"correlation": pa.array([a.correlation for a in decoded], type=pa.int64())}
+    return {"correlation": pa.array([a.correlation for a in decoded], type=pa.int64()),
+            AUTOGRAD_KEY: pa.array([a.sequence if type(a.sequence) is int else None
+                                    for a in decoded], type=pa.int64())}
 
 
 def _device_keys(decoded: list[_DeviceArgs]) -> dict[str, pa.Array]:

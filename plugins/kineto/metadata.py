@@ -68,6 +68,9 @@ def top_metadata(ctx: Context) -> None:
         meta["clock"] = "relative µs from an unknown start (baseTimeNanoseconds unusable)"
     else:
         meta["clock"] = "as written: absolute µs (system clock since the Unix epoch)"
+    if ctx.autograd_ops:
+        # Ops autograd recorded: grad mode was on (an inference run without no_grad).
+        meta["autograd_ops"] = ctx.autograd_ops
     dist = top.get("distributedInfo")
     if isinstance(dist, dict) and (text := dumps(dist)):
         meta["distributed"] = orjson.loads(text)

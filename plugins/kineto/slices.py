@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tracekit.plugins.kineto.categories import DEVICE_CATEGORIES, map_category
+from tracekit.plugins.kineto.categories import AUTOGRAD_KEY, DEVICE_CATEGORIES, map_category
 from tracekit.plugins.kineto.context import (
     NO_TS,
     Args,
@@ -67,6 +67,9 @@ def slices(ctx: Context, xs: Events) -> pa.Table:
         "args": ctx.args_column(args, "X"),
     }
     columns.update(_typed_gpu_columns(ctx, n, category, name_col, args))
+    recorded, _ = ints(args.get(AUTOGRAD_KEY))
+    ctx.autograd_ops += int(pc.sum(pc.and_(recorded.is_valid(), equals(category, "host.op"))
+                                   .cast(pa.int64())).as_py() or 0)
     return pa.table(columns)
 
 
