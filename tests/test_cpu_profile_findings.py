@@ -765,12 +765,39 @@ def test_a_training_loop_in_optimizer_steps_is_told_to_fuse_them():
                              "Optimizer.step#AdamW.step)")
     assert finding.evidence == {"optimizer_ns": step_ns, "optimizer_pct_of_span": pct,
                                 "pid": pid, "optimizer": "Optimizer.step#AdamW.step",
-                                "calls": 4, "first_call_ns": first}
+                                "calls": 4, "first_call_ns": first,
+                                "median_call_ns": int(statistics.median(
+                                    d for _, d, _ in ranges))}
     assert finding.suggestion.startswith(
         "Use a fused optimizer (torch.optim.AdamW(..., fused=True), on the CPU since")
     # Below the line, or not training: no finding (the MLP's SGD steps).
     assert not _titled(cpu_report(FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"),
                        "Optimizer")
+
+
+@pytest.mark.parametrize("calls_ms, named", [((0.5, 0.5, 8.5, 0.5, 10.3), False),
+                                              ((5, 5, 5, 5, 5), True)])
+def test_optimizer_steps_are_judged_by_the_median_step(tmp_path, calls_ms, named):
+    """Five 17 ms training steps whose SGD steps take 0.5 ms but for two stalled ones (20.3 ms
+    in all, 23.9% of the span): no optimizer to fix. Five of 5 ms are one (29.4%)."""
+    events = []
+    for n, ms in enumerate(calls_ms):
+        at = n * 17_000
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n + 1}", "pid": 1,
+             "tid": 1, "ts": at, "dur": 17_000},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+             "ts": at + 10, "dur": 1_000},
+            {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: "
+             "MmBackward0", "pid": 1, "tid": 1, "ts": at + 1_100, "dur": 1_000},
+            {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "pid": 1,
+             "tid": 1, "ts": at + 2_200, "dur": int(ms * 1000)}]
+    path = tmp_path / "sgd.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    found = _titled(cpu_report(path), "Optimizer")
+    assert bool(found) == named
+    if named:
+        assert found[0].evidence["median_call_ns"] == 5_000_000
 
 
 def test_ranges_recorded_with_stacks_do_not_move_op_time_outside_ops():

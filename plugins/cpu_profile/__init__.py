@@ -589,8 +589,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         if late is not None:
             report.findings.append(late)
         optimizer = next(iter(_range_shares(ev, span, OPTIMIZER_STEP_RANGE, bounds)), None)
-        if not training or optimizer is None or optimizer.pct < OPTIMIZER_PCT:
-            optimizer = None
+        if not training or optimizer is None or optimizer.pct < OPTIMIZER_PCT or \
+                optimizer.typical_pct < OPTIMIZER_PCT:
+            optimizer = None  # a few slow steps among quick ones are no optimizer to fix
         if optimizer is not None:
             report.findings.append(optimizer.optimizer_finding())
         memory = _memory_finding(ev, ops)
@@ -826,6 +827,13 @@ class _Share:
     end: int  # where the process' last range of the kind ends (ns)
     span: int  # the traced span the shares are of
     source: str
+    median_ns: int = 0  # the median range of that name
+
+    @property
+    def typical_pct(self) -> float:
+        """The share of the span that ``calls`` ranges of the median length would take: what
+        the share is without a few outliers (a scheduler stall in one step)."""
+        return percent(self.median_ns * self.calls, self.span)
 
     @property
     def first_ns(self) -> int:
@@ -863,7 +871,7 @@ class _Share:
         evidence: dict[str, Any] = {
             "optimizer_ns": self.ns, "optimizer_pct_of_span": self.pct, "pid": self.pid,
             "optimizer": short_name(self.name, 80), "calls": self.calls,
-            "first_call_ns": self.first_ns}
+            "first_call_ns": self.first_ns, "median_call_ns": self.median_ns}
         first = ""
         if self.calls > 1 and self.first_ns > 2 * (self.ns - self.first_ns) / (self.calls - 1):
             # The steady state: the span and the steps' time without the first step.
@@ -975,7 +983,8 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
                              pid=None if pid < 0 else pid, name=str(names[longest]),
                              calls=len(same), first_start=int(start[first]),
                              first_end=int(end[first]), end=int(end[mine].max()), span=span,
-                             source=source))
+                             source=source,
+                             median_ns=int(np.median(end[same] - start[same]))))
     return sorted(shares, key=lambda sh: -sh.ns)
 
 
