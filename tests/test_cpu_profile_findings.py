@@ -561,6 +561,23 @@ def test_window_is_shared_by_the_verdict_and_the_cpu_report_and_bounds_the_span(
 
 
 @pytest.mark.slow  # reads a real trace
+def test_a_window_counts_each_op_by_its_part_within_it():
+    """mlp_cpu's ops run on one thread: within a window their self time is the union of
+    their parts in it (nested ops share their parent's time), never more than the span."""
+    path = FIXTURES / "torch-cpu" / "mlp_cpu.pt.trace.json.gz"
+    program, ns, lo, hi = _program_window(path, 1_000_000, 2_000_000)
+    ops = [(ns(e["ts"]), ns(e["dur"])) for e in program if e["cat"] == "cpu_op"]
+    assert len({(e["pid"], e["tid"]) for e in program if e["cat"] == "cpu_op"}) == 1
+    inside = _union_within(ops, lo, hi)
+    cut = [(a, d) for a, d in ops if a < lo < a + d or a < hi < a + d]
+    assert cut  # ops that cross the window's edges
+    report = tracekit.analyze(tracekit.read(path), "cpu", options=["window=1ms:2ms"])[0]
+    verdict = report.findings[0].evidence
+    assert verdict["span_ns"] == hi - lo
+    assert verdict["op_self_ns"] == inside
+    assert verdict["op_time_pct_of_span"] == percent(inside, hi - lo) <= 100
+
+
 def test_a_window_that_selects_nothing_is_an_error_not_an_empty_verdict():
     """A window that ends before it starts, or starts after the trace's last event, would
     leave no event: 'no GPU activity' would be said of a GPU trace. Both are one-line option

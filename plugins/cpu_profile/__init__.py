@@ -513,6 +513,11 @@ class CpuAnalyzer(tracekit.Analyzer):
         ops = ev.filter(equals(ev["category"], "host.op")).select(
             ["name", "ts_ns", "dur_ns", "pid", "tid", "source"])
         ops = ops.filter(pc.and_(pc.is_valid(ops["ts_ns"]), pc.is_valid(ops["dur_ns"])))
+        lo, hi = window_of(trace) or (None, None)
+        if lo is not None or hi is not None:
+            # The window keeps the ops that overlap it whole: their time within it only, as
+            # the span is within it (nested ops stay nested when all are cut alike).
+            ops = _within(ops, lo, hi)
         self_ns, top_level = _nesting(ops)
         by = _by_name(ops, self_ns)
         ranked = by.ranked
@@ -520,7 +525,6 @@ class CpuAnalyzer(tracekit.Analyzer):
         # The span of the program's ops and ranges: not the profiler's own recording span and
         # markers, and within the window asked for (the ranges that overlap it are whole).
         start, end = time_span(ev.filter(is_in(ev["category"], PROGRAM_CATEGORIES))) or (0, 0)
-        lo, hi = window_of(trace) or (None, None)
         start = start if lo is None else max(start, lo)
         end = end if hi is None else min(end, hi)
         span = max(end - start, 0)
@@ -731,6 +735,18 @@ def op_self_times(ops: pa.Table) -> np.ndarray:
     """Per op: its duration minus the durations of the ops directly nested in it on the same
     thread (an op inside another starts at or after it and ends at or before its end)."""
     return _nesting(ops)[0]
+
+
+def _within(ops: pa.Table, lo: int | None, hi: int | None) -> pa.Table:
+    """``ops`` cut to their part within ``[lo, hi)`` (None: open)."""
+    ts = ops["ts_ns"].to_numpy(zero_copy_only=False)
+    end = ts + ops["dur_ns"].to_numpy(zero_copy_only=False)
+    if lo is not None:
+        ts, end = np.maximum(ts, lo), np.maximum(end, lo)
+    if hi is not None:
+        ts, end = np.minimum(ts, hi), np.minimum(end, hi)
+    ops = ops.set_column(ops.schema.get_field_index("ts_ns"), "ts_ns", pa.array(ts))
+    return ops.set_column(ops.schema.get_field_index("dur_ns"), "dur_ns", pa.array(end - ts))
 
 
 def _nesting(ops: pa.Table) -> tuple[np.ndarray, np.ndarray]:
