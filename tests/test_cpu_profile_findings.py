@@ -293,6 +293,36 @@ def test_a_backward_op_makes_the_trace_training(tmp_path):
     assert "inference_mode" not in small.suggestion
 
 
+def test_small_ops_that_run_in_the_optimizer_step_get_the_optimizer_fix():
+    """adamw_cpu (record_adamw_cpu.py): AdamW over 40 small tensors. Of the top-level op
+    calls under 20 µs, most start inside an ``Optimizer.step#AdamW.step`` range, by the JSON:
+    larger batches would not cut them, a fused optimizer does."""
+    from decimal import Decimal
+
+    path = FIXTURES / "torch-cpu" / "adamw_cpu.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+    ops = sorted(((ns(e["ts"]), ns(e["dur"]), e["tid"]) for e in events
+                  if e.get("cat") == "cpu_op"), key=lambda o: (o[2], o[0], -o[1]))
+    top, open_end = [], {}
+    for ts, dur, tid in ops:  # an op is top-level where no op of its thread is still open
+        if ts >= open_end.get(tid, -1):
+            top.append((ts, dur))
+            open_end[tid] = ts + dur
+    steps = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events
+             if e["name"] == "Optimizer.step#AdamW.step"]
+    small = [ts for ts, dur in top if dur < 20_000]
+    stepping = sum(any(a <= ts < b for a, b in steps) for ts in small)
+    assert stepping * 2 > len(small)
+    [finding] = _titled(cpu_report(path), "Many small ops")
+    assert finding.title.startswith(f"Many small ops: {len(small):,} of {len(top):,} top-level")
+    assert finding.suggestion.startswith(
+        f"{stepping:,} of them ({percent(stepping, len(small))}%) run in the optimizer step "
+        "(Optimizer.step#AdamW.step), which larger batches do not shorten: use a fused "
+        "optimizer (torch.optim.AdamW(..., fused=True)")
+
+
 # --- event specs with terms -----------------------------------------------------------------
 
 @pytest.mark.parametrize(("spec", "base"), [

@@ -610,8 +610,9 @@ class CpuAnalyzer(tracekit.Analyzer):
             ("optimizer steps", optimizer))
             if found is not None and cover is not None
             and (found.source, found.pid) == (cover.source, cover.thread[0])}
+        in_step = _in_optimizer(ev, ops, top_level) if training else None
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
-                                            training, shares, torch, cover))
+                                            training, shares, torch, cover, in_step))
         if torch and not training:
             program = classify(trace)
             report.findings.extend(f for f in (dropout_finding(program),
@@ -1261,10 +1262,36 @@ def _compile_finding(trace: Trace, compiling: _Share) -> Finding:
         f"compiling ({format_ns(compiling.ns)})", evidence, fix)
 
 
+def _in_optimizer(events: pa.Table, ops: pa.Table, top_level: np.ndarray
+                  ) -> tuple[np.ndarray, str] | None:
+    """Per top-level op: whether it starts inside an optimizer step of its process, and the
+    longest step's name; None where the trace has no optimizer step."""
+    steps = events.filter(pc.and_(matches(events["name"], OPTIMIZER_STEP_RANGE),
+                                  pc.and_(starts_with(events["category"], "host."),
+                                          pc.is_valid(events["dur_ns"]))))
+    steps = steps.filter(pc.is_valid(steps["ts_ns"]))
+    if not steps.num_rows:
+        return None
+    start = steps["ts_ns"].to_numpy(zero_copy_only=False)
+    end = start + steps["dur_ns"].to_numpy(zero_copy_only=False)
+    step_pid = steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    rows = ops.take(pa.array(np.flatnonzero(top_level)))
+    at = rows["ts_ns"].to_numpy(zero_copy_only=False)
+    pid = rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    inside = np.zeros(len(at), dtype=bool)
+    for p in np.unique(step_pid).tolist():
+        mine = step_pid == p
+        of_pid = pid == p
+        inside[of_pid] = iv.covered(at[of_pid], iv.union(start[mine], end[mine]))
+    names = steps["name"].cast(pa.string()).to_pylist()
+    return inside, names[int(np.argmax(end - start))]
+
+
 def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: float,
                  span: int, threads: int, training: str | None,
                  shares: dict[str, float] | None = None, torch: bool = True,
-                 cover: _Cover | None = None) -> list[Finding]:
+                 cover: _Cover | None = None,
+                 in_step: tuple[np.ndarray, str] | None = None) -> list[Finding]:
     """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
     (``top_level``: ops no other op on their thread encloses, the calls the program made).
 
@@ -1273,7 +1300,9 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
       ``view``) are parts of those calls and would pull the median down.
       The fix names
       ``torch.inference_mode()`` only for inference (``training`` None: no backward pass or
-      optimizer step in the trace); PyTorch's ops only (``torch``), as its fixes are.
+      optimizer step in the trace); PyTorch's ops only (``torch``), as its fixes are. Where
+      most of the small calls start inside optimizer steps (``in_step``: per top-level op,
+      and the step's name), the fix is the optimizer's: bigger batches do not cut its ops.
     - Ops covering under ``OP_COVER_PCT`` of the span on their busiest thread (``cover``):
       the time is outside ops; its Python frames and ranges there are named.
     - Matrix math ≥ 30% of op self time, where ops do cover the span: otherwise making them
@@ -1290,6 +1319,12 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
         fix = ("Per-op dispatch overhead dominates tensors this small: batch more work per op "
                "(larger batches or tensors) or fuse ops with torch.compile")
         fix += "." if training else ", and run inference under torch.inference_mode()."
+        stepping = int(in_step[0][top_level < SMALL_OP_NS].sum()) if in_step else 0
+        if in_step and stepping * 2 > len(small):
+            optimizer = optimizer_fix(in_step[1], cpu=True)
+            fix = (f"{stepping:,} of them ({percent(stepping, len(small))}%) run in the "
+                   f"optimizer step ({short_name(in_step[1])}), which larger batches do not "
+                   f"shorten: {optimizer}.")
         out.append(Finding(
             "warning", f"Many small ops: {len(small):,} of {len(top_level):,} top-level op "
             f"calls take under {format_ns(SMALL_OP_NS)} (median {format_ns(median)}), "
