@@ -723,6 +723,26 @@ def test_time_outside_ops_is_named_from_frames_and_ranges(variant, names):
     assert not _titled(report, "Matrix math")
 
 
+@pytest.mark.parametrize("frame", ["<built-in function print>",
+                                   "/usr/lib/python3.11/logging/__init__.py(1489): info"])
+def test_time_outside_ops_in_printing_or_logging_gets_the_logging_fix(tmp_path, frame):
+    """Each 10 ms step prints (or logs) for 9 ms around a 0.1 ms op (with_stack frames):
+    the fix is to log less and lighter, not to move 'that code' off the loop."""
+    events = []
+    for n in range(5):
+        at = n * 10_000
+        events += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                    "ts": at, "dur": 100},
+                   {"ph": "X", "cat": "python_function", "name": frame, "pid": 1, "tid": 1,
+                    "ts": at + 500, "dur": 9_000}]
+    path = tmp_path / "printing.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    [cover] = _titled(cpu_report(path), "Ops cover")
+    assert cover.evidence["outside_ops"].startswith(frame[:40])
+    assert "the program prints or logs in its loop: log every N steps" in cover.suggestion
+    assert "move off the loop" not in cover.suggestion
+
+
 def test_time_between_small_ops_is_named_by_the_ranges_that_hold_it():
     """The small MLP's steps (fixtures/torch-cpu/record_mlp_cpu.py): Python and dispatch
     between tiny ops, inside its record_function ranges, which are named largest first."""

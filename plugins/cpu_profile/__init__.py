@@ -126,6 +126,10 @@ OUTSIDE_NAMED_PCT = 5.0
 PROGRAM_CATEGORIES = ("host.op", "host.annotation", "host.python", "host.memory")
 #: Python's sleep frames (with_stack=True): time.sleep, asyncio.sleep.
 SLEEP_FRAME = re.compile(r"<built-in function sleep>|\bsleep\b.*\(|time\.sleep|asyncio.*sleep")
+#: Python's output frames (with_stack=True): print, and the logging module's handlers.
+OUTPUT_FRAME = re.compile(r"<built-in function print>|<method 'write' of '_io\.|"
+                          r"logging/__init__\.py\(\d+\): (emit|handle|_log|info|debug|warning)"
+                          r"\b|<method 'flush' of '_io\.")
 #: A recording of chosen processes whose CPU time over the sampled span is under this many
 #: CPUs spent most of it off CPU: waiting.
 WAITS_BELOW_CPUS = 0.5
@@ -1367,6 +1371,12 @@ def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Find
         rest = (f"outside any op the time is in {named}: the program sleeps there, waiting "
                 "by design: remove the sleep, or wait on the event it stands for (a queue, "
                 "a condition, a future) so that the wait ends when the work can go on")
+    elif cover.outside and OUTPUT_FRAME.search(cover.outside[0][0]):
+        evidence["outside_ops"] = named
+        rest = (f"outside any op the time is in {named}: the program prints or logs in its "
+                "loop: log every N steps, log scalars (loss.item() once) rather than whole "
+                "tensors (.tolist(), str(tensor)), and buffer or hand the output to a "
+                "background thread (logging's QueueHandler)")
     elif cover.outside:
         evidence["outside_ops"] = named
         rest = (f"outside any op the time is in {named}: that code (native library work, "
