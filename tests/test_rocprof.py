@@ -797,3 +797,15 @@ def test_a_database_that_is_not_sqlite_or_is_gzipped_is_named_so(tmp_path, regis
     with pytest.raises(tracekit.errors.TraceReadError,
                        match=r"gzip-compressed: an SQLite database is read in place"):
         tracekit.read(db_gz, format="rocprof-db", registry=registry)
+
+
+def test_roctx_ranges_alone_are_told_to_record_with_rocprofv3():
+    """rocprofiler-sdk's marker_api_trace.csv: roctx ranges named after HIP calls, no GPU
+    work. The way to get the GPU side is rocprofv3's, not Nsight Systems'."""
+    path = shared_path("rocprof-v3", "rocprofiler-sdk-docs", "marker_api_trace.csv")
+    rows = list(csv.DictReader(path.open()))
+    assert any(r["Function"].startswith("hip") for r in rows)
+    [report] = tracekit.analyze(tracekit.read(path), "cpu")
+    [calls] = [f for f in report.findings if f.title.startswith("ranges named after GPU calls")]
+    assert "rocprofv3 --marker-trace --kernel-trace" in calls.suggestion
+    assert "nsys" not in calls.suggestion

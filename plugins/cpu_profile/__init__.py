@@ -689,14 +689,19 @@ def _gpu_waits(names: pa.ChunkedArray, self_ns: np.ndarray, ts: np.ndarray) -> F
     if startup_ns:
         said.append(f"the first {names[first].as_py()} takes {format_ns(startup_ns)}: "
                     "context creation, start-up")
+    calls = np.flatnonzero(sync) if sync_ns else alloc
+    hip = bool(len(calls)) and bool(pc.all(starts_with(names.take(pa.array(calls)), "hip"))
+                                    .as_py())
+    record = ("rocprofv3 --marker-trace --kernel-trace --memory-copy-trace --hip-runtime-trace"
+              if hip else "nsys profile --trace=cuda,nvtx")
     return Finding(
         "warning" if percent(sync_ns, total) >= 20 else "info",
         "ranges named after GPU calls: " + "; ".join(said),
         {"sync_ns": sync_ns, "sync_pct": percent(sync_ns, total),
          **({"startup_alloc_ns": startup_ns} if startup_ns else {})},
         suggestion="the GPU work sets the pace where the host waits, but this trace holds no "
-                   "GPU activity: record it with the ranges (nsys profile --trace=cuda,nvtx) for "
-                   "a verdict on the GPU side")
+                   f"GPU activity: record it with the ranges ({record}) for a verdict on the "
+                   "GPU side")
 
 
 @dataclass
