@@ -1161,20 +1161,23 @@ def _autograd_ops(path) -> tuple[int, int]:
 
 @pytest.mark.parametrize("rel", [("fixtures", "torch-cpu", "hostwait_both.pt.trace.json.gz"),
                                  ("shared", "torch-trace", "hta", "alexnet_a100_trace.json.gz"),
-                                 ("shared", "torch-trace", "tracelens", "h100_bert-small.json.gz")],
+                                 ("shared", "torch-trace", "tracelens", "h100_bert-small.json.gz"),
+                                 ("shared", "torch-trace", "tracelens",
+                                  "vllm_hipgraph_capture_rank0_rocm7.pt.trace.json.gz")],
                          ids=lambda r: r[-1].split(".")[0])
 def test_inference_with_grad_mode_on_is_named(rel):
     """PyTorch numbers an op for autograd (args "Sequence number") only with grad mode on:
     hostwait's loop and alexnet's inference ran without no_grad/inference_mode (alexnet:
-    132 ops, model.to(device) and the forward passes); bert-small's inference did not."""
+    132 ops, model.to(device) and the forward passes); bert-small's inference did not, nor
+    vLLM's capture pass but for two custom ops (48 of 3,819 ops: under 10%)."""
     path = FIXTURES.joinpath(*rel[1:]) if rel[0] == "fixtures" else shared_path(*rel[1:])
     recorded, ops = _autograd_ops(path)
     # The verdict of a GPU trace, the CPU report of a CPU-only one.
     report = cpu_report(path) if rel[0] == "fixtures" else \
         tracekit.analyze(tracekit.read(path), "bottleneck")[0]
     found = _titled(report, "autograd records the inference")
-    if not recorded:
-        assert found == [] and "bert" in path.name
+    if recorded * 10 < ops:
+        assert found == [] and recorded == (48 if "vllm" in path.name else 0)
         return
     [finding] = found
     assert finding.evidence["autograd_ops"] == recorded and finding.evidence["host_ops"] == ops

@@ -809,3 +809,20 @@ def test_roctx_ranges_alone_are_told_to_record_with_rocprofv3():
     [calls] = [f for f in report.findings if f.title.startswith("ranges named after GPU calls")]
     assert "rocprofv3 --marker-trace --kernel-trace" in calls.suggestion
     assert "nsys" not in calls.suggestion
+
+
+@pytest.mark.parametrize("name", ["memory_copy_trace_2024-07.csv", "memory_copy_trace_2024-10.csv"])
+def test_copies_without_kernels_are_not_called_an_idle_gpu(name):
+    """rocprofiler-sdk's copy traces: an HtoD and a DtoH copy, no kernel record. The GPU's
+    time between them is where the kernel ran untraced: the verdict asks for kernel tracing
+    instead of explaining an idle GPU."""
+    path = shared_path("rocprof-v3", "rocprofiler-sdk-docs", name)
+    rows = list(csv.DictReader(path.open()))
+    assert len(rows) == 2 and not any("KERNEL" in r["Kind"] for r in rows)
+    assert sorted(r["Direction"].removeprefix("MEMORY_COPY_") for r in rows) == \
+        ["DEVICE_TO_HOST", "HOST_TO_DEVICE"]
+    [report] = tracekit.analyze(tracekit.read(path), "bottleneck")
+    assert report.title == ("Bottleneck: unknown, the trace records copies but no kernels "
+                            "(kernel tracing was off)")
+    assert report.findings[0].suggestion.startswith(
+        "record the kernels too (rocprofv3 --kernel-trace --memory-copy-trace --hip-trace)")

@@ -76,6 +76,7 @@ class Facts:
     # idle-other: idle time whose launching call the trace does not hold, and all of it
     unattributed_idle_ns: int = 0
     other_idle_ns: int = 0
+    no_kernels: bool = False  # GPU work but no kernel: kernel tracing was off
     # queued gaps: how many, their median length (ns)
     queued_gaps: int = 0
     median_queued_gap_ns: int = 0
@@ -717,6 +718,12 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
 
 
 def _idle_other(p: Program, f: Facts) -> list[Fix]:
+    if f.no_kernels:
+        record = ("rocprofv3 --kernel-trace --memory-copy-trace --hip-trace" if p.api == "HIP"
+                  else "nsys --trace=cuda, or torch.profiler with CUDA activities")
+        return [Fix(f"record the kernels too ({record}): this trace holds copies and no "
+                    "kernel, so the GPU's time between them may be kernels that were not "
+                    "traced, not idle time", "no kernel in the trace")]
     if f.unattributed_idle_ns * 2 > f.other_idle_ns:
         record = ("rocprofv3 --kernel-trace --hip-trace (rocprof --hip-trace)" if p.api == "HIP"
                   else "nsys --trace=cuda, or torch.profiler with CPU and CUDA activities")

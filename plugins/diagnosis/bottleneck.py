@@ -84,6 +84,7 @@ from tracekit.plugins.diagnosis.steps import slow_step_finding
 from tracekit.toolkit import (
     STEPS_HELP,
     WINDOW_HELP,
+    any_true,
     format_bytes,
     format_ns,
     grouped_stats,
@@ -268,7 +269,10 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         facts.input_wait_ns = input_wait
         if dict(ranked).get("launch"):
             evidence.launch_facts(facts)
-        if verdict == "idle-other" and facts.unattributed_idle_ns * 2 > facts.other_idle_ns:
+        if verdict == "idle-other" and facts.no_kernels:
+            report.title = ("Bottleneck: unknown, the trace records copies but no kernels "
+                            "(kernel tracing was off)")
+        elif verdict == "idle-other" and facts.unattributed_idle_ns * 2 > facts.other_idle_ns:
             report.title = ("Bottleneck: GPU idle, why is not recorded (the trace holds no "
                             "launching calls)")
         top_share = percent(startup, full_span) if verdict == "startup" else \
@@ -721,6 +725,9 @@ class Evidence:
         idle = self._idle_other()
         f.unattributed_idle_ns = idle["unattributed_ns"]
         f.other_idle_ns = idle["queued_ns"] + idle["unattributed_ns"]
+        # Copies and no kernel at all: the trace was recorded without kernel tracing.
+        f.no_kernels = not any_true(is_in(self.activity.events["category"],
+                                          ["gpu.kernel", "gpu.graph"]))
         self._queued_facts(f)
         calls = self.activity.calls
         api = calls.is_sync & ~calls.is_op
