@@ -40,6 +40,7 @@ MEMORY_LIMIT = 4 << 30  # bytes of address space for the worker and the CLI runs
 TIMEOUT_S = 10.0  # seconds of CPU time per input (SIGXCPU past it)
 WALL_FACTOR = 6  # ... and of wall-clock time, times this (for a busy machine, or a block)
 MESSAGE_LIMIT = 300
+MESSAGE_AFTER_PATH = 120  # a longer path is kept whole, with this much of the message after it
 # The catch-alls of tracekit.pipeline (read, write, annotate, analyze): reaching one is a bug.
 CATCH_ALL = re.compile(r"\b(?:reader|writer|analyzer) '[^']*' failed\b")
 FORBIDDEN = ("ReaderCrashError", "PluginContractError")
@@ -84,6 +85,15 @@ def refused_cleanly(bases: list[str], message: str) -> bool:
         not CATCH_ALL.search(message)
 
 
+def _message_limit(message: str, name: str) -> int:
+    """How long a message may be: ``MESSAGE_LIMIT``, or where it begins with a path (to the
+    input ``name``) longer than that leaves room for, the path and ``MESSAGE_AFTER_PATH``."""
+    head = message.partition(": ")[0]
+    if head.endswith(name):
+        return max(MESSAGE_LIMIT, len(head) + 2 + MESSAGE_AFTER_PATH)
+    return MESSAGE_LIMIT
+
+
 def problems(outcome: Outcome, name: str, expect: str = "any",
              mentions: tuple[str, ...] | list[str] = (), noted: bool = False) -> list[str]:
     """What is wrong with ``outcome`` for the input called ``name`` (empty when all is right).
@@ -105,8 +115,9 @@ def problems(outcome: Outcome, name: str, expect: str = "any",
             found.append(f"reached the catch-all ({outcome.type}): {outcome.root} at "
                          f"{outcome.where}")
         else:
-            if "\n" in outcome.message or len(outcome.message) > MESSAGE_LIMIT:
-                found.append(f"message is not one line of <= {MESSAGE_LIMIT} chars: "
+            limit = _message_limit(outcome.message, name)
+            if "\n" in outcome.message or len(outcome.message) > limit:
+                found.append(f"message is not one line of <= {limit} chars: "
                              f"{outcome.message[:400]!r}")
             if outcome.stage == "read" and name not in outcome.message:
                 found.append(f"message does not name the file {name!r}: {what}")
