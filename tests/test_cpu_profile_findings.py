@@ -285,6 +285,28 @@ def test_many_small_ops_judges_top_level_ops(tmp_path):
     assert small.suggestion.endswith("and run inference under torch.inference_mode().")
 
 
+@pytest.mark.parametrize("hosts", [("node1", "node1"), ("node1", "node2")])
+def test_matrix_math_thread_advice_counts_the_processes_sharing_a_host(tmp_path, hosts):
+    """Two ranks of back-to-back matmuls: on one host the threads per process are the host's
+    cores shared out, not all of them each; on two hosts, the cores of each."""
+    paths = []
+    for rank, host in enumerate(hosts):
+        events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100 + rank,
+                   "tid": 1, "ts": i * 1_000, "dur": 990} for i in range(20)]
+        path = tmp_path / f"rank{rank}.json"
+        path.write_text(json.dumps({"traceEvents": events, "host_name": host,
+                                    "distributedInfo": {"rank": rank, "world_size": 2}}))
+        paths.append(path)
+    [math] = _titled(cpu_report_of(paths), "Matrix math")
+    if hosts[0] == hosts[1]:
+        assert math.evidence["processes_per_host"] == 2
+        assert "2 processes share one host here: give each torch.set_num_threads(physical " \
+            "cores / 2)" in math.suggestion
+    else:
+        assert "processes_per_host" not in math.evidence
+        assert "use torch.set_num_threads() up to the physical cores" in math.suggestion
+
+
 def test_a_backward_op_makes_the_trace_training(tmp_path):
     report = _ops_trace(tmp_path, 0.1, 10, names=("aten::linear", "AddmmBackward0"))
     [small] = _titled(report, "Many small ops")

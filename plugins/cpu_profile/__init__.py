@@ -616,7 +616,8 @@ class CpuAnalyzer(tracekit.Analyzer):
             and (found.source, found.pid) == (cover.source, cover.thread[0])}
         in_step = _in_optimizer(ev, ops, top_level) if training else None
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
-                                            training, shares, torch, cover, in_step))
+                                            training, shares, torch, cover, in_step,
+                                            _processes_per_host(trace)))
         if torch and not training:
             program = classify(trace)
             report.findings.extend(f for f in (dropout_finding(program),
@@ -1271,6 +1272,21 @@ def _compile_finding(trace: Trace, compiling: _Share) -> Finding:
         f"compiling ({format_ns(compiling.ns)})", evidence, fix)
 
 
+def _processes_per_host(trace: Trace) -> int:
+    """The most processes (real pids) that the inputs say ran on one host (Kineto's
+    ``host_name``): ranks of a run on one machine, which share its cores."""
+    procs = trace.processes
+    if not procs.num_rows or "host" not in procs.column_names:
+        return 1
+    rows = procs.filter(pc.and_(pc.is_valid(procs["host"]),
+                                pc.greater(procs["pid"], SYNTHETIC_ID_MAX)))
+    if not rows.num_rows:
+        return 1
+    counts = rows.select(["host", "source", "pid"]).group_by(["host", "source", "pid"],
+                                                             use_threads=False).aggregate([])
+    return int(max(pc.value_counts(counts["host"]).field("counts").to_pylist(), default=1))
+
+
 def _in_optimizer(events: pa.Table, ops: pa.Table, top_level: np.ndarray
                   ) -> tuple[np.ndarray, str] | None:
     """Per top-level op: whether it starts inside an optimizer step of its process, and the
@@ -1300,7 +1316,8 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
                  span: int, threads: int, training: str | None,
                  shares: dict[str, float] | None = None, torch: bool = True,
                  cover: _Cover | None = None,
-                 in_step: tuple[np.ndarray, str] | None = None) -> list[Finding]:
+                 in_step: tuple[np.ndarray, str] | None = None,
+                 per_host: int = 1) -> list[Finding]:
     """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
     (``top_level``: ops no other op on their thread encloses, the calls the program made).
 
@@ -1351,12 +1368,17 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
     math = sum(s for n, s in ranked if MATMUL_OPS.match(n))
     if math / total >= 0.3 and not low:
         convs = any(CONV_OPS.match(n) for n, _ in ranked)
+        threads_fix = ("use torch.set_num_threads() up to the physical cores" if per_host <= 1
+                       else f"{per_host} processes share one host here: give each "
+                       "torch.set_num_threads(physical cores / "
+                       f"{per_host}), as more threads than cores slow every one of them")
         out.append(Finding(
             "info", f"Matrix math (mm, addmm, bmm, matmul, linear, conv, einsum) takes "
-            f"{percent(math, total)}% of op self time", {"matmul_pct": percent(math, total)},
-            "CPU GEMM speed is the lever: use torch.set_num_threads() up to the physical "
-            "cores, bfloat16 autocast on CPUs with AVX512-BF16/AMX"
-            + (", channels_last for convs." if convs else ".")))
+            f"{percent(math, total)}% of op self time",
+            {"matmul_pct": percent(math, total),
+             **({"processes_per_host": per_host} if per_host > 1 else {})},
+            f"CPU GEMM speed is the lever: {threads_fix}, bfloat16 autocast on CPUs with "
+            "AVX512-BF16/AMX" + (", channels_last for convs." if convs else ".")))
     return out
 
 
