@@ -1152,6 +1152,32 @@ def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp():
     assert "use DistributedDataParallel" not in alone.suggestion
 
 
+def test_collectives_the_program_calls_itself_are_not_told_to_tune_ddp(tmp_path):
+    """A DDP loop whose backward issues one all-reduce a step (inside autograd's
+    evaluate_function) while the program all-reduces two tensors of its own each step: 8 of
+    the 12 calls are its own, which DDP's bucket_cap_mb cannot help."""
+    events = []
+    for n in range(4):
+        at = n * 10_000
+        op = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "cpu_op", "name": name,  # noqa: E731
+                                           "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": "DistributedDataParallel.forward",
+             "pid": 1, "tid": 1, "ts": at, "dur": 1_000},
+            op("aten::mm", at + 10, 900),
+            op("autograd::engine::evaluate_function: MmBackward0", at + 1_000, 1_000),
+            op("c10d::allreduce_", at + 1_500, 100),
+            op("c10d::allreduce_", at + 2_100, 100), op("c10d::allreduce_", at + 2_300, 100),
+            {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1,
+             "tid": 2, "ts": at + 2_100, "dur": 7_000}]
+    path = tmp_path / "explicit.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    [comm] = _titled(cpu_report(path), "Communication")
+    assert comm.suggestion.startswith("8 of the 12 collective calls are the program's own, "
+                                      "outside backward")
+    assert "bucket_cap_mb" not in comm.suggestion
+
+
 def test_ranks_of_two_runs_get_a_warning_and_no_straggler_across_runs():
     """The DDP run and the gloo run recorded here each declare ranks 0 and 1 of a world of
     2: read together they cannot be one run, so no process of one is said to wait for a

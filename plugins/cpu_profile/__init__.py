@@ -589,8 +589,9 @@ class CpuAnalyzer(tracekit.Analyzer):
                 "give the ranks of one run (the same world size, each rank once): no "
                 "straggler is named across runs; to compare two runs, use -a diff"))
         ddp = bool(pc.any(matches(ev["name"], DDP_RANGE)).as_py()) if ev.num_rows else False
-        report.findings.extend(c.communication_finding(training, missing, straggler, ddp)
-                               for c in comms)
+        report.findings.extend(c.communication_finding(
+            training, missing, straggler, ddp, _explicit_collectives(ev, c.source, c.pid))
+            for c in comms)
         if straggler is not None:
             report.findings.append(straggler.finding)
         late = _last_to_arrive(comms)
@@ -914,16 +915,24 @@ class _Share:
 
     def communication_finding(self, training: str | None, missing: str | None,
                               straggler: _Straggler | None = None,
-                              ddp: bool = False) -> Finding:
+                              ddp: bool = False,
+                              explicit: tuple[int, int] | None = None) -> Finding:
         """Collectives on the loop's path. A first call that is half of all their time is
         the ranks arriving at different times (start-up skew), not the transfer; a trace
         holding fewer ranks than the run's world size cannot tell waiting from sending; where
         another process is the straggler, this one waits for it; DistributedDataParallel in
-        use is not told to use it."""
+        use is not told to use it; where most collective calls are the program's own
+        (``explicit``: calls outside backward, and all calls), DDP's knobs are not the fix."""
+        own = explicit is not None and explicit[0] * 2 > explicit[1]
         if straggler is not None and straggler.late.pid != self.pid:
             fix = (f"The collectives wait for process {straggler.late.pid}"
                    f"{straggler.rank_words} (the straggler finding): make its work per step "
                    "match the others', not the exchange.")
+        elif own and explicit is not None:
+            fix = (f"{explicit[0]:,} of the {explicit[1]:,} collective calls are the program's "
+                   "own, outside backward (not DistributedDataParallel's gradient buckets): "
+                   "send less (smaller or lower-precision tensors), less often (every N steps), "
+                   "or start them with async_op=True and wait only where the result is needed.")
         elif training and ddp:
             fix = ("DistributedDataParallel is in use: its gradient buckets already overlap "
                    "backward; tune bucket_cap_mb, and check that the ranks reach each "
@@ -961,6 +970,43 @@ class _Share:
             "warning", f"Communication: {who}{loop} spends {self.pct}% of the traced span in "
             f"collectives ({format_ns(self.ns)}; {self.calls:,} × {short_name(self.name)}"
             f"{after})", evidence, fix)
+
+
+#: The collective calls of PyTorch's c10d on the calling thread.
+C10D_COLLECTIVE = r"^c10d::(allreduce|allgather|all_gather|reduce_scatter|_reduce_scatter|" \
+    r"broadcast|reduce|alltoall|all_to_all|_allgather)\w*_?$"
+#: The ops under which autograd runs backward (and DDP's gradient hooks issue their buckets).
+BACKWARD_OP = r"^autograd::engine::evaluate_function"
+
+
+def _explicit_collectives(events: pa.Table, source: str, pid: int | None
+                          ) -> tuple[int, int] | None:
+    """Of one process's c10d collective calls, those outside backward and DDP's own ranges
+    (the program's ``dist.all_reduce``, not DDP's gradient hooks, which run inside autograd's
+    evaluate_function, nor its buffer broadcast in ``DistributedDataParallel.forward``), and
+    all of them; None where it made none."""
+    mine = pc.and_(pc.equal(events["source"].cast(pa.string()), source),
+                   pc.equal(events["pid"].fill_null(-1), -1 if pid is None else pid))
+    rows = events.filter(pc.and_(mine, pc.and_(starts_with(events["category"], "host."),
+                                               pc.is_valid(events["ts_ns"]))))
+    calls = rows.filter(pc.and_(matches(rows["name"], C10D_COLLECTIVE),
+                                equals(rows["category"], "host.op")))
+    if not calls.num_rows:
+        return None
+    backward = rows.filter(pc.and_(pc.or_(matches(rows["name"], BACKWARD_OP),
+                                          matches(rows["name"], DDP_RANGE)),
+                                   pc.is_valid(rows["dur_ns"])))
+    tid = calls["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    at = calls["ts_ns"].to_numpy(zero_copy_only=False)
+    inside = np.zeros(len(at), dtype=bool)
+    if backward.num_rows:
+        b_tid = backward["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
+        b_start = backward["ts_ns"].to_numpy(zero_copy_only=False)
+        b_end = b_start + backward["dur_ns"].to_numpy(zero_copy_only=False)
+        for t in np.unique(tid).tolist():
+            here, theirs = tid == t, b_tid == t
+            inside[here] = iv.covered(at[here], iv.union(b_start[theirs], b_end[theirs]))
+    return int((~inside).sum()), len(at)
 
 
 def _range_shares(events: pa.Table, span: int, pattern: str,
