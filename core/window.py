@@ -3,7 +3,8 @@
 ``window`` times are durations since the first timed event of the trace, with a unit (``ns``,
 ``us``/``µs``, ``ms``, ``s``; none means ns); either end may be left out (``2s:``, ``:500ms``).
 ``steps`` names ``ProfilerStep#N`` numbers, inclusive (``3:5``, ``4``); the window is from the
-start of the first to the end of the last. Events that overlap the window are kept whole;
+start of the first to the end of the last, of each process where several have those steps
+(ranks, whose clocks and paces differ). Events that overlap the window are kept whole;
 events with no time (metadata) are kept.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit.columns import equals, starts_with
@@ -112,6 +114,10 @@ def restrict(trace: Trace, window: str = "", steps: str = "") -> Trace:
             raise OptionError(f"option 'steps': no ProfilerStep#N in {steps} (steps in this "
                               f"trace: {have})")
         lo, hi = pc.min(chosen["start"]).as_py(), pc.max(chosen["end"]).as_py()
+        if len(set(zip(chosen["source"].to_pylist(), chosen["pid"].to_pylist(),
+                       strict=True))) > 1:
+            # Ranks: each process's own steps A..B (their clocks and paces differ).
+            return _restrict_per_process(trace, chosen, lo, hi)
     end = pc.add(ev["ts_ns"], ev["dur_ns"].fill_null(0))
     keep = ev["ts_ns"].is_null()
     inside = ev["ts_ns"].is_valid()
@@ -121,6 +127,34 @@ def restrict(trace: Trace, window: str = "", steps: str = "") -> Trace:
         inside = pc.and_(inside, pc.or_(pc.greater(end, lo), pc.greater_equal(ev["ts_ns"], lo)))
     metadata = {**trace.metadata, WINDOW_KEY: [lo, hi]}
     return dataclasses.replace(trace, events=ev.filter(pc.or_(keep, inside)), metadata=metadata)
+
+
+def _restrict_per_process(trace: Trace, chosen: pa.Table, lo: int, hi: int) -> Trace:
+    """``trace`` cut, process by process, to the span of that process's ``chosen`` steps;
+    rows of a process with none of them (a GPU's own rows, a named track) to the span of
+    their input's, else to the span of all (``lo``, ``hi``)."""
+    ev = trace.events
+    source = ev["source"].cast(pa.string()).to_numpy(zero_copy_only=False).astype(object)
+    pid = ev["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    ts = ev["ts_ns"].fill_null(0).to_numpy(zero_copy_only=False)
+    end = ts + ev["dur_ns"].fill_null(0).to_numpy(zero_copy_only=False)
+    row_lo = np.full(len(ts), lo, dtype=np.int64)
+    row_hi = np.full(len(ts), hi, dtype=np.int64)
+    c_source = np.asarray(chosen["source"].to_pylist(), dtype=object)
+    c_pid = chosen["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    c_lo, c_hi = chosen["start"].to_numpy(), chosen["end"].to_numpy()
+    for s in dict.fromkeys(c_source.tolist()):  # an input's span, then each process's own
+        mine = c_source == s
+        rows = source == s
+        row_lo[rows], row_hi[rows] = c_lo[mine].min(), c_hi[mine].max()
+        for p in np.unique(c_pid[mine]).tolist():
+            theirs = mine & (c_pid == p)
+            rows_p = rows & (pid == p)
+            row_lo[rows_p], row_hi[rows_p] = c_lo[theirs].min(), c_hi[theirs].max()
+    timed = ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
+    keep = ~timed | ((ts < row_hi) & ((end > row_lo) | (ts >= row_lo)))
+    metadata = {**trace.metadata, WINDOW_KEY: [lo, hi]}
+    return dataclasses.replace(trace, events=ev.filter(pa.array(keep)), metadata=metadata)
 
 
 def _seconds(ns: int) -> str:

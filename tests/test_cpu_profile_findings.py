@@ -1178,6 +1178,33 @@ def test_collectives_the_program_calls_itself_are_not_told_to_tune_ddp(tmp_path)
     assert "bucket_cap_mb" not in comm.suggestion
 
 
+def test_steps_of_several_ranks_are_each_ranks_own(tmp_path):
+    """Two ranks whose clocks differ by 1 s, five 10 ms steps each with one all-reduce:
+    -O steps=2:3 is each rank's own steps 2 and 3 (two all-reduces), not everything between
+    the first rank's step 2 and the last rank's step 3 (all five of each)."""
+    paths = []
+    for rank in (0, 1):
+        base = rank * 1_000_000
+        events = []
+        for n in range(5):
+            at = base + n * 10_000
+            events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n + 1}",
+                        "pid": 10 + rank, "tid": 1, "ts": at, "dur": 10_000},
+                       {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10 + rank,
+                        "tid": 1, "ts": at + 10, "dur": 1_000},
+                       {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce",
+                        "pid": 10 + rank, "tid": 2, "ts": at + 2_000, "dur": 7_000}]
+        path = tmp_path / f"rank{rank}.json"
+        path.write_text(json.dumps({"traceEvents": events,
+                                    "distributedInfo": {"rank": rank, "world_size": 2}}))
+        paths.append(path)
+    report = tracekit.analyze(tracekit.read([str(p) for p in paths]), "cpu",
+                              options=["steps=2:3"])[0]
+    comms = _titled(report, "Communication")
+    assert sorted(c.evidence["pid"] for c in comms) == [10, 11]
+    assert [c.evidence["calls"] for c in comms] == [2, 2]
+
+
 def test_ranks_of_two_runs_get_a_warning_and_no_straggler_across_runs():
     """The DDP run and the gloo run recorded here each declare ranks 0 and 1 of a world of
     2: read together they cannot be one run, so no process of one is said to wait for a
