@@ -62,7 +62,7 @@ def test_host_computation_is_prepared_ahead_the_way_the_program_gets_inputs(mode
 def test_one_rank_of_a_run_is_told_its_collectives_may_be_waiting(processes, caveat):
     """A collective ends when the last rank arrives: one rank's trace cannot tell waiting for
     a straggler from transfer time, so the fix asks for every rank."""
-    facts = Facts(collective_ns={"all-reduce": 50_000_000})
+    facts = Facts(collective_ns={"all-reduce": 50_000_000}, compute_ns=200_000_000)
     program = Program(gpu=True, framework="PyTorch", api="HIP", mode="training",
                       collectives=True, world_size=8, processes=processes)
     texts = [f.text for f in fixes_for("communication", program, facts)]
@@ -72,6 +72,43 @@ def test_one_rank_of_a_run_is_told_its_collectives_may_be_waiting(processes, cav
     if caveat:
         reasons = [f.because for f in fixes_for("communication", program, facts)]
         assert "the input holds 1 of the run's 8 ranks" in reasons
+
+
+def test_collectives_longer_than_compute_are_not_told_to_overlap():
+    """With 20 ms of compute kernels against 50 ms of all-reduce, overlap hides 20 ms at
+    most: the fix is to send less, less often."""
+    facts = Facts(collective_ns={"all-reduce": 50_000_000}, compute_ns=20_000_000)
+    program = Program(gpu=True, framework="PyTorch", api="CUDA", mode="training",
+                      collectives=True, world_size=2, world_size_declared=True, processes=2)
+    [fix] = fixes_for("communication", program, facts)
+    assert fix.text.startswith("send less, less often: overlap can hide at most the compute "
+                               "time (20ms against 50ms of collectives)")
+
+
+def test_collective_kernels_far_longer_than_the_median_are_waits_for_other_ranks():
+    """tracelens_908 (rocprofv3 JSON, one rank of a run): 19 RCCL kernels of 10x the median
+    or more hold 64% of its collective time, the longest 733 ms against a median of 1.22 ms:
+    waiting for the other ranks, not bandwidth, by the kernels in the file."""
+    import gzip
+    import json
+
+    path = shared_path("bonus", "rocprofv3-json", "tracelens_908_results.json.gz")
+    tool = json.loads(gzip.decompress(path.read_bytes()))["rocprofiler-sdk-tool"][0]
+    names = {s["kernel_id"]: s["formatted_kernel_name"] for s in tool["kernel_symbols"]}
+    durs = sorted(r["end_timestamp"] - r["start_timestamp"]
+                  for r in tool["buffer_records"]["kernel_dispatch"]
+                  if names[r["dispatch_info"]["kernel_id"]].startswith("ncclDevKernel"))
+    median = durs[len(durs) // 2] if len(durs) % 2 else \
+        (durs[len(durs) // 2 - 1] + durs[len(durs) // 2]) // 2
+    long = [d for d in durs if d >= 10 * median]
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [comm] = [f for f in report.findings if f.title.startswith("communication:")]
+    assert comm.suggestion.startswith(
+        f"{len(long):,} collective kernels run 10× the median one or longer and hold most of "
+        "the communication time: this rank waits in them for the others")
+    assert f"longest {format_ns(max(durs))} against a median of {format_ns(median)}" in \
+        comm.suggestion
+    assert "overlap gradient communication" not in comm.suggestion
 
 
 @pytest.mark.parametrize(("where", "fix"), [

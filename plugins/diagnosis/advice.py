@@ -69,6 +69,12 @@ class Facts:
     compute_ns: int = 0  # time of the compute kernels: what copies could hide behind
     # communication: kernel time per collective kind (``COLLECTIVE_KINDS``)
     collective_ns: dict[str, int] = field(default_factory=dict)
+    # Collective kernels of WAITING_RATIO times their median or longer: waits for other ranks
+    long_collectives: int = 0
+    long_collective_ns: int = 0
+    max_collective_ns: int = 0
+    median_collective_ns: int = 0
+    compute_ns: int = 0  # compute kernels' time: the most that overlap can hide
     # GPU idle while the launching host waited in exchange calls (gaps.HOST_COMMUNICATION),
     # and the calls that took the most host time ("MPI_Wait, MPI_Allreduce")
     host_exchange_ns: int = 0
@@ -658,6 +664,8 @@ def _communication(p: Program, f: Facts) -> list[Fix]:
                     f"collectives ({_named(p.evidence.get('collectives', 'seen'))}) in a run of "
                     "world_size 1")]
     fixes = _communication_fixes(p, f)
+    if _waiting_fix(f) is not None and f.host_exchange_ns <= sum(f.collective_ns.values()):
+        return fixes  # it already sends to the ranks analysis
     # A collective ends when the last rank arrives: one rank's collective time holds its
     # wait for the others, which its own trace cannot tell from transfer time.
     together = ("analyze every rank's trace together (tracekit analyze r0.json r1.json … -a "
@@ -671,10 +679,33 @@ def _communication(p: Program, f: Facts) -> list[Fix]:
     return fixes
 
 
+#: A collective kernel this many times the median one is a wait for the other ranks.
+WAITING_RATIO = 10
+
+
+def _waiting_fix(f: Facts) -> Fix | None:
+    """Collective kernels far longer than the median one, holding half the collective time
+    or more: the rank waits in them for the others (a late rank, or ranks out of step)."""
+    total = sum(f.collective_ns.values())
+    if not total or f.long_collective_ns * 2 < total:
+        return None
+    return Fix(f"{f.long_collectives:,} collective kernels run {WAITING_RATIO}× the median "
+               "one or longer and hold most of the communication time: this rank waits in "
+               "them for the others (a slower rank, or ranks that reach the collective out of "
+               "step), which no overlap or bandwidth can fix; find the late rank (tracekit "
+               "analyze r0.json r1.json … -a ranks) and what delays it",
+               f"{_pct(100 * f.long_collective_ns / total)} of collective time in "
+               f"{f.long_collectives:,} kernels; longest {format_ns(f.max_collective_ns)} "
+               f"against a median of {format_ns(f.median_collective_ns)}")
+
+
 def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
     total = sum(f.collective_ns.values())
     if f.host_exchange_ns > total:
         return _host_exchange_fixes(p, f)
+    waiting = _waiting_fix(f)
+    if waiting is not None:
+        return [waiting]
     kind, ns = max(f.collective_ns.items(), key=lambda kv: kv[1]) if total else ("", 0)
     # The kind with the most time sets the fix (the largest lever), the others are named.
     split = ", ".join(f"{'unknown kind' if k == 'other' else k} {_pct(100 * v / total)}"
@@ -698,6 +729,14 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
         return [Fix("overlap MPI with computation (non-blocking MPI_Isend/Irecv, halo "
                     "exchange while interior work runs) and use CUDA-aware MPI / GPUDirect",
                     f"MPI calls seen ({p.evidence.get('mpi')})")]
+    if p.mode == "training" and f.compute_ns * 2 < total:
+        return [Fix("send less, less often: overlap can hide at most the compute time "
+                    f"({format_ns(f.compute_ns)} against {format_ns(total)} of collectives): "
+                    "accumulate gradients over more micro-batches per all-reduce (no_sync), "
+                    "compress or lower the precision of what is sent (bf16 gradients, DDP comm "
+                    "hooks), or use fewer ranks for a model this size",
+                    f"compute kernels {format_ns(f.compute_ns)}, collective kernels "
+                    f"{format_ns(total)}")]
     if p.mode == "training":
         return [Fix("overlap gradient communication with backward: DDP bucket_cap_mb, FSDP "
                     "backward_prefetch/forward_prefetch, collectives on their own stream; "

@@ -42,6 +42,7 @@ from tracekit.plugins.diagnosis.activity import (
     host_reads,
 )
 from tracekit.plugins.diagnosis.advice import (
+    WAITING_RATIO,
     Facts,
     Fix,
     fixes_for,
@@ -781,16 +782,25 @@ class Evidence:
         f.host_exchange_ns = self._host_exchange_ns()
         if f.host_exchange_ns:
             f.host_exchange_calls = self._host_exchange_calls()
+        durations = []
         for g in self.per_device:
             work = g.timeline.work
+            f.compute_ns += int((work.end - work.start)[work.cls == COMPUTE].sum())
             at = np.flatnonzero(work.cls == COMMUNICATION)
             if not len(at):
                 continue
             dur = work.end[at] - work.start[at]
+            durations.append(dur)
             kinds = kernel_kinds(self.activity, g.timeline, at)
             for kind in np.unique(kinds).tolist():
                 f.collective_ns[kind] = f.collective_ns.get(kind, 0) + int(dur[kinds == kind]
                                                                            .sum())
+        if durations:
+            dur = np.concatenate(durations)
+            median = int(np.median(dur))
+            long = dur[dur >= WAITING_RATIO * max(median, 1)]
+            f.median_collective_ns, f.max_collective_ns = median, int(dur.max())
+            f.long_collectives, f.long_collective_ns = len(long), int(long.sum())
 
     def _queued_durations(self) -> np.ndarray:
         code = GAP_CAUSES.index("queued")
