@@ -45,6 +45,8 @@ def _expected_keys(events: list[dict[str, Any]]) -> dict[str, tuple[list[int], l
             continue
         if e.get("ph") == "X":
             put("correlation", row, args.get("correlation"))
+            sequence = args.get("Sequence number")  # which ops autograd recorded
+            put("Sequence number", row, sequence if type(sequence) is int else None)
             if cat is not None and map_category(cat) in DEVICE_CATEGORIES:
                 for key in _DEVICE_KEYS:
                     put(key, row, args.get(key))
