@@ -321,3 +321,22 @@ def test_rocpd_fill_kernels_take_the_size_of_the_call_that_launched_them(registr
     fill = pc.match_substring(kernels["name"].cast("string"), "fillBuffer")
     assert pc.sum(kernels.filter(fill)["bytes"]).as_py() == want == 151 * 16_777_216
     assert kernels.filter(pc.invert(fill))["bytes"].null_count == 150
+
+
+def test_copy_calls_without_copy_records_are_said_to_be_unrecorded():
+    """hgliu's rocpd database: three hipMemcpy calls, and its memory-copy table is empty
+    (recorded without --memory-copy-trace), by SQL: the verdict says the copies were not
+    recorded instead of leaving their time as start-up or idle."""
+    import sqlite3
+
+    path = shared_path("bonus", "rocpd-sqlite", "hgliu_15_results.db")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        copies = db.execute("SELECT COUNT(*) FROM memory_copies").fetchone()[0]
+        calls = db.execute("SELECT COUNT(*), SUM(end - start) FROM regions "
+                           "WHERE name LIKE 'hipMemcpy%'").fetchone()
+    assert copies == 0 and calls[0] == 3
+    [report] = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [finding] = [f for f in report.findings if f.title.startswith("copies not recorded")]
+    assert finding.severity == "warning"
+    assert finding.evidence == {"copy_calls": 3, "copy_call_ns": calls[1]}
+    assert finding.suggestion.startswith("record the copies too (rocprofv3 --memory-copy-trace")

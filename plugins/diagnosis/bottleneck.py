@@ -81,6 +81,7 @@ from tracekit.plugins.diagnosis.ranks import (
     straggler,
     straggler_finding,
 )
+from tracekit.plugins.diagnosis.recorded import unrecorded_copies_finding
 from tracekit.plugins.diagnosis.steps import slow_step_finding
 from tracekit.toolkit import (
     STEPS_HELP,
@@ -318,6 +319,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             report.findings.append(dropout)
         if (autograd := autograd_finding(program)) is not None:
             report.findings.append(autograd)
+        if (copies := unrecorded_copies_finding(activity, program)) is not None:
+            report.findings.append(copies)
         if (slow := slow_step_finding(trace)) is not None:
             report.findings.append(slow)
         if lagging is not None:
