@@ -327,8 +327,6 @@ def test_copy_calls_without_copy_records_are_said_to_be_unrecorded():
     """hgliu's rocpd database: three hipMemcpy calls, and its memory-copy table is empty
     (recorded without --memory-copy-trace), by SQL: the verdict says the copies were not
     recorded instead of leaving their time as start-up or idle."""
-    import sqlite3
-
     path = shared_path("bonus", "rocpd-sqlite", "hgliu_15_results.db")
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         copies = db.execute("SELECT COUNT(*) FROM memory_copies").fetchone()[0]
