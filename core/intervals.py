@@ -118,6 +118,38 @@ def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
     return union(lo[keep], hi[keep])
 
 
+def total_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, groups: int,
+                   lo: int | None = None, hi: int | None = None) -> np.ndarray:
+    """Per group code ``0 .. groups - 1``: the length of the union of its intervals (cut to
+    ``[lo, hi)`` where given), so that a name's ranges on two threads at once, or nested in
+    each other, count once. One sort for all groups.
+
+    >>> total_by_group(np.array([0, 0, 1]), np.array([0, 5, 0]), np.array([10, 20, 4]), 2)
+    array([20.,  4.])
+    """
+    s = np.asarray(start, dtype=np.int64)
+    e = np.asarray(end, dtype=np.int64)
+    if lo is not None:
+        s = np.maximum(s, lo)
+    if hi is not None:
+        e = np.minimum(e, hi)
+    keep = e > s
+    g, s, e = np.asarray(group)[keep], s[keep], e[keep]
+    if not len(g):
+        return np.zeros(groups)
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    base = int(s.min())
+    # Each group's times shifted past the last one's, so that one running maximum of the
+    # ends serves every group: what an interval adds is its part past that maximum.
+    shift = g.astype(np.int64) * (int(e.max()) - base + 1) - base
+    reach = np.maximum.accumulate(e + shift)
+    first = np.r_[True, g[1:] != g[:-1]]
+    begin = np.where(first, s + shift, np.maximum(s + shift, np.r_[0, reach[:-1]]))
+    added = np.clip(e + shift - begin, 0, None)
+    return np.bincount(g, weights=added, minlength=groups)
+
+
 def starts_inside(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per interval: whether it starts inside another interval of its ``group`` (a thread)
     that started before it, or at the same time and lasts longer: nesting, or overlap."""

@@ -1108,9 +1108,10 @@ def test_a_window_counts_the_part_of_each_range_within_it():
     assert finding.evidence["data_loading_pct_of_span"] == percent(loading, hi - lo) <= 100
 
 
-def _collective_shares(path):
+def _collective_shares(path, with_ns=False):
     """Independently: pid, rank, and the share of the process' program span in collective
-    ranges (their union), by the JSON."""
+    ranges (their union), by the JSON; ``with_ns``: that union's ns and the union of the
+    ``slow_rank_extra`` ranges as well."""
     from decimal import Decimal
 
     with gzip.open(path) as f:
@@ -1122,8 +1123,12 @@ def _collective_shares(path):
     hi = max(ns(e["ts"]) + ns(e["dur"]) for e in program)
     comm = [(ns(e["ts"]), ns(e["dur"])) for e in program if e["name"] == "record_param_comms"
             or e["name"].startswith(("c10d::", "gloo:"))]
-    return program[0]["pid"], doc["distributedInfo"]["rank"], percent(
+    found = program[0]["pid"], doc["distributedInfo"]["rank"], percent(
         _union_within(comm, lo, hi), hi - lo)
+    if not with_ns:
+        return found
+    extra = [(ns(e["ts"]), ns(e["dur"])) for e in program if e["name"] == "slow_rank_extra"]
+    return (*found, _union_within(comm, lo, hi), _union_within(extra, lo, hi))
 
 
 def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp():
@@ -1131,15 +1136,21 @@ def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp():
     step before its forward. Rank 0 spends most of its span in all-reduce waiting for it;
     rank 1 little. Alone, rank 0 is told DDP is in use, not to use it."""
     paths = [FIXTURES / "torch-cpu" / f"ddp_rank{r}.pt.trace.json.gz" for r in (0, 1)]
-    (pid0, rank0, pct0), (pid1, rank1, pct1) = map(_collective_shares, paths)
-    assert (rank0, rank1) == (0, 1) and pct1 * 3 <= pct0
+    (pid0, rank0, pct0, comm0, none), (pid1, rank1, pct1, comm1, extra) = (
+        _collective_shares(p, with_ns=True) for p in paths)
+    assert (rank0, rank1) == (0, 1) and pct1 * 3 <= pct0 and none == 0
     report = cpu_report_of(paths)
     [late] = _titled(report, "Straggler")
+    # The others' wait: their collective time over its; what it does more: slow_rank_extra.
     assert late.title == (f"Straggler: process {pid1} (rank 1) spends {pct1}% of its span in "
                           f"collectives against {pct0}% on process {pid0}: the others wait for "
-                          "it")
+                          f"it ({format_ns(comm0 - comm1)} more in collectives); it spends "
+                          f"{format_ns(extra)} more than process {pid0} in slow_rank_extra")
     assert late.evidence == {"late_pid": pid1, "late_collectives_pct": pct1, "waiting_pid": pid0,
-                             "waiting_collectives_pct": pct0, "late_rank": 1}
+                             "waiting_collectives_pct": pct0, "late_rank": 1,
+                             "wait_ns": comm0 - comm1, "late_extra": "slow_rank_extra",
+                             "late_extra_ns": extra}
+    assert "What makes it late is slow_rank_extra" in late.suggestion
     [waits] = _titled(report, "Communication")
     assert waits.suggestion.startswith(f"The collectives wait for process {pid1} (rank 1)")
     # The ranks analyzer, of GPU timelines, says where CPU-only ranks are compared.

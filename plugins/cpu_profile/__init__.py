@@ -1127,16 +1127,54 @@ def _straggler(trace: Trace, every: list[_Share]) -> _Straggler | None:
     ranks = {r.source: r.rank for r in input_ranks(trace)} if len(trace.sources) > 1 else {}
     rank = ranks.get(late.source)
     words = f" (rank {rank})" if rank is not None else ""
+    wait = max(waiting.ns - late.ns, 0)
+    evidence: dict[str, Any] = {
+        "late_pid": late.pid, "late_collectives_pct": late.pct, "waiting_pid": waiting.pid,
+        "waiting_collectives_pct": waiting.pct, **({"late_rank": rank} if words else {}),
+        "wait_ns": wait}
+    extra = _late_extra(trace.events, late, waiting)
+    said = ""
+    if extra is not None and extra[1] * 4 >= wait:
+        evidence["late_extra"], evidence["late_extra_ns"] = extra
+        said = (f"; it spends {format_ns(extra[1])} more than process {waiting.pid} in "
+                f"{short_name(extra[0])}")
+    where = (f"what makes it late is {short_name(extra[0])} ({format_ns(extra[1])} more than "
+             f"process {waiting.pid}): balance or remove that work" if said else
+             f"see where process {late.pid}'s time goes (tracekit analyze its trace -a cpu)")
     finding = Finding(
         "warning", f"Straggler: process {late.pid}{words} spends {late.pct}% of its span in "
-        f"collectives against {waiting.pct}% on process {waiting.pid}: the others wait for it",
-        {"late_pid": late.pid, "late_collectives_pct": late.pct, "waiting_pid": waiting.pid,
-         "waiting_collectives_pct": waiting.pct, **({"late_rank": rank} if words else {})},
+        f"collectives against {waiting.pct}% on process {waiting.pid}: the others wait for it "
+        f"({format_ns(wait)} more in collectives){said}", evidence,
         f"A collective ends when the last rank arrives: process {late.pid} arrives late and "
-        "the others wait. Balance the work per rank (data shards, sequence lengths), and see "
-        f"where process {late.pid}'s time goes (tracekit analyze its trace -a cpu); check its "
-        "host too (CPU affinity, other processes).")
+        f"the others wait. {where[0].upper()}{where[1:]}; balance the work per rank (data "
+        "shards, sequence lengths), and check its host too (CPU affinity, other processes).")
     return _Straggler(late, waiting, words, finding)
+
+
+def _late_extra(events: pa.Table, late: _Share, waiting: _Share) -> tuple[str, int] | None:
+    """The host range or op the late process spends the most time in more than the waiting
+    one (its ranges' union per name; steps and collectives left out), if any."""
+    times = []
+    names: dict[str, int] = {}
+    for share in (late, waiting):
+        rows = events.filter(pc.and_(
+            pc.and_(pc.equal(events["source"].cast(pa.string()), share.source),
+                    pc.equal(events["pid"].fill_null(-1), -1 if share.pid is None
+                             else share.pid)),
+            pc.and_(is_in(events["category"], ["host.annotation", "host.op"]),
+                    pc.is_valid(events["dur_ns"]))))
+        rows = rows.filter(pc.and_(pc.is_valid(rows["ts_ns"]), pc.invert(pc.or_(
+            matches(rows["name"], COLLECTIVE_RANGE), starts_with(rows["name"], "ProfilerStep#")))))
+        text = rows["name"].cast(pa.string()).to_pylist()
+        code = np.array([names.setdefault(n, len(names)) for n in text], dtype=np.int64)
+        start = rows["ts_ns"].to_numpy(zero_copy_only=False)
+        times.append((code, start, start + rows["dur_ns"].to_numpy(zero_copy_only=False)))
+    if not names:
+        return None
+    late_ns, waiting_ns = (iv.total_by_group(c, s, e, len(names)) for c, s, e in times)
+    more = late_ns - waiting_ns
+    best = int(np.argmax(more))
+    return (list(names)[best], int(more[best])) if more[best] > 0 else None
 
 
 def _ranks_missing(trace: Trace) -> str | None:

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit import Finding, Trace
 from tracekit.toolkit import format_ns, is_in, starts_with, step_ranges
+from tracekit.toolkit import intervals as iv
 
 #: A step this many times the median of its process's steps is an outlier ...
 SLOW_STEP_RATIO = 1.5
@@ -97,21 +98,7 @@ def _what_ran(trace: Trace, process: tuple[str, int], slow: tuple[int, int],
         """Each name's time within [lo, hi), by name code: the union of its ranges, so that
         the same range on two threads at once (gloo's workers) or nested in itself counts
         once."""
-        s, e = np.maximum(start, lo), np.minimum(end, hi)
-        keep = e > s
-        c, s, e = code[keep], s[keep], e[keep]
-        if not len(c):
-            return np.zeros(len(names))
-        order = np.lexsort((s, c))
-        c, s, e = c[order], s[order] - lo, e[order] - lo
-        # Each name's times shifted past the last one's, so that one running maximum of
-        # the ends serves every name: what a range adds is its part after that maximum.
-        shift = c.astype(np.int64) * (hi - lo + 1)
-        reach = np.maximum.accumulate(e + shift)
-        first = np.r_[True, c[1:] != c[:-1]]
-        begin = np.where(first, s + shift, np.maximum(s + shift, np.r_[0, reach[:-1]]))
-        added = np.clip(e + shift - begin, 0, None)
-        return np.bincount(c, weights=added, minlength=len(names))
+        return iv.total_by_group(code, start, end, len(names), lo, hi)
 
     usual = sum(per_name(lo, hi) for lo, hi in others) / len(others) if others else 0.0
     excess = per_name(*slow) - usual
