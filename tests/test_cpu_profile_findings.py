@@ -454,6 +454,39 @@ def test_no_loader_advice_without_a_loader():
 
 # --- PyTorch host ops: collectives ------------------------------------------------------------
 
+def _exposed(path, collective):
+    """Independently: the union of the ``collective`` events (by name) minus the time of the
+    process's other ops, leaving out ops that hold a collective op of their thread (they
+    wait in it), by the JSON."""
+    from decimal import Decimal
+
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+    spans = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e) for e in events
+             if e.get("cat") in ("cpu_op", "user_annotation")]
+    calls = [(a, e["tid"]) for a, _, e in spans if collective(e["name"])
+             and e["cat"] == "cpu_op"]
+    busy = [(a, b) for a, b, e in spans if e["cat"] == "cpu_op" and not collective(e["name"])
+            and not any(t == e["tid"] and a <= c < b for c, t in calls)]
+    exchange = sorted((a, b) for a, b, e in spans if collective(e["name"]))
+    exposed = 0
+    for a, b in _merged(exchange):
+        exposed += b - a - sum(max(0, min(b, d) - max(a, c)) for c, d in _merged(busy))
+    return exposed
+
+
+def _merged(intervals):
+    """Sorted, disjoint unions of [start, end) intervals."""
+    out = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        elif b > a:
+            out.append((a, b))
+    return out
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 def test_collectives_on_a_cpu_training_loop(rank):
     """Recorded here (fixtures/torch-cpu/record_gloo_cpu.py): two gloo ranks all-reduce each
@@ -471,13 +504,18 @@ def test_collectives_on_a_cpu_training_loop(rank):
     skew = first_ns * 2 >= comm_ns  # rank 0's first call waited for rank 1 to start
     steady = percent(comm_ns - first_ns, span - first_ns)
     after = f"; {steady}% after the first call, which holds the start-up skew" if skew else ""
+    exposed = _exposed(path, lambda name: name == "record_param_comms"
+                       or name.startswith(("c10d::", "gloo:")))
+    assert 0 < exposed <= comm_ns
     assert finding.title == (f"Communication: process {pid}'s training loop spends {pct}% of "
                              f"the traced span in collectives ({format_ns(comm_ns)}; "
-                             f"{len(ranges)} × gloo:all_reduce{after})")
+                             f"{len(ranges)} × gloo:all_reduce{after}; {format_ns(exposed)} of "
+                             "it exposed, the rest beside the process's compute)")
     assert finding.evidence == {
         "communication_ns": comm_ns, "communication_pct_of_span": pct, "pid": pid,
         "collective": "gloo:all_reduce", "calls": len(ranges), "first_call_ns": first_ns,
-        **({"after_first_call_pct": steady} if skew else {})}
+        **({"after_first_call_pct": steady} if skew else {}),
+        "exposed_ns": exposed, "exposed_pct_of_span": percent(exposed, span)}
     assert finding.suggestion.startswith(f"The first gloo:all_reduce alone takes "
                                          f"{format_ns(first_ns)} of {format_ns(comm_ns)}") \
         is skew
@@ -1214,6 +1252,35 @@ def test_steps_of_several_ranks_are_each_ranks_own(tmp_path):
     comms = _titled(report, "Communication")
     assert sorted(c.evidence["pid"] for c in comms) == [10, 11]
     assert [c.evidence["calls"] for c in comms] == [2, 2]
+
+
+def test_collectives_beside_compute_are_not_exposed(tmp_path):
+    """Each 10 ms step: gloo's worker runs a 6 ms all-reduce while backward computes for
+    4 ms of it (a MmBackward0 op); then the main thread blocks 2 ms in c10d::allreduce_ inside
+    autograd's evaluate_function (which waits, it does not compute) beside a 2 ms all-reduce.
+    Exposed: 2 + 2 ms of the 8 ms of all-reduce a step."""
+    events = []
+    for n in range(5):
+        at = n * 10_000
+        op = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "cpu_op", "name": name,  # noqa: E731
+                                           "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+        events += [
+            op("autograd::engine::evaluate_function: MmBackward0", at, 4_000),
+            {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1,
+             "tid": 2, "ts": at, "dur": 6_000},
+            op("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+               at + 7_000, 2_000),
+            op("c10d::allreduce_", at + 7_000, 2_000),
+            {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1,
+             "tid": 2, "ts": at + 7_000, "dur": 2_000}]
+    path = tmp_path / "ddp.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    [comm] = _titled(cpu_report(path), "Communication")
+    span = 4 * 10_000_000 + 9_000_000  # the last step ends at 9 ms
+    assert comm.evidence["communication_ns"] == 5 * 8_000_000
+    assert comm.evidence["exposed_ns"] == 5 * (2_000_000 + 2_000_000)
+    assert comm.evidence["exposed_pct_of_span"] == percent(20_000_000, span)
+    assert "20ms of it exposed, the rest beside the process's compute" in comm.title
 
 
 def test_ranks_of_two_runs_get_a_warning_and_no_straggler_across_runs():

@@ -590,7 +590,8 @@ class CpuAnalyzer(tracekit.Analyzer):
                 "straggler is named across runs; to compare two runs, use -a diff"))
         ddp = bool(pc.any(matches(ev["name"], DDP_RANGE)).as_py()) if ev.num_rows else False
         report.findings.extend(c.communication_finding(
-            training, missing, straggler, ddp, _explicit_collectives(ev, c.source, c.pid))
+            training, missing, straggler, ddp, _explicit_collectives(ev, c.source, c.pid),
+            _exposed_collectives(ev, c, bounds))
             for c in comms)
         if straggler is not None:
             report.findings.append(straggler.finding)
@@ -916,13 +917,16 @@ class _Share:
     def communication_finding(self, training: str | None, missing: str | None,
                               straggler: _Straggler | None = None,
                               ddp: bool = False,
-                              explicit: tuple[int, int] | None = None) -> Finding:
+                              explicit: tuple[int, int] | None = None,
+                              exposed: int | None = None) -> Finding:
         """Collectives on the loop's path. A first call that is half of all their time is
         the ranks arriving at different times (start-up skew), not the transfer; a trace
         holding fewer ranks than the run's world size cannot tell waiting from sending; where
         another process is the straggler, this one waits for it; DistributedDataParallel in
         use is not told to use it; where most collective calls are the program's own
-        (``explicit``: calls outside backward, and all calls), DDP's knobs are not the fix."""
+        (``explicit``: calls outside backward, and all calls), DDP's knobs are not the fix.
+        ``exposed``: the collective time no compute of the process runs beside; where it is
+        under ``COMMUNICATION_PCT`` of the span the finding is a note: the rest is hidden."""
         own = explicit is not None and explicit[0] * 2 > explicit[1]
         if straggler is not None and straggler.late.pid != self.pid:
             fix = (f"The collectives wait for process {straggler.late.pid}"
@@ -966,10 +970,19 @@ class _Share:
                     f"slower rank from sending ({missing}).")
         loop = "training loop" if training else "loop"
         who = f"process {self.pid}'s " if self.pid is not None else "the "
+        hidden = ""
+        severity = "warning"
+        if exposed is not None:
+            evidence["exposed_ns"] = exposed
+            evidence["exposed_pct_of_span"] = percent(exposed, self.span)
+            hidden = (f"; {format_ns(exposed)} of it exposed, the rest beside the process's "
+                      "compute")
+            if percent(exposed, self.span) < COMMUNICATION_PCT:
+                severity = "info"
         return Finding(
-            "warning", f"Communication: {who}{loop} spends {self.pct}% of the traced span in "
+            severity, f"Communication: {who}{loop} spends {self.pct}% of the traced span in "
             f"collectives ({format_ns(self.ns)}; {self.calls:,} × {short_name(self.name)}"
-            f"{after})", evidence, fix)
+            f"{after}{hidden})", evidence, fix)
 
 
 #: The collective calls of PyTorch's c10d on the calling thread.
@@ -977,6 +990,43 @@ C10D_COLLECTIVE = r"^c10d::(allreduce|allgather|all_gather|reduce_scatter|_reduc
     r"broadcast|reduce|alltoall|all_to_all|_allgather)\w*_?$"
 #: The ops under which autograd runs backward (and DDP's gradient hooks issue their buckets).
 BACKWARD_OP = r"^autograd::engine::evaluate_function"
+
+
+def _exposed_collectives(events: pa.Table, share: _Share,
+                         bounds: tuple[int, int] | None = None) -> int | None:
+    """Of a process's time in collectives (the union of its collective ranges), the part no
+    compute of it runs beside: minus the union of its host ops that are neither collectives
+    nor around one (autograd's evaluate_function holding a blocking ``c10d::allreduce_``
+    waits, it does not compute). None where the process traced no op beside them: gloo's
+    worker threads run the exchange while backward goes on, which the union alone counts
+    as communication."""
+    mine = pc.and_(pc.equal(events["source"].cast(pa.string()), share.source),
+                   pc.equal(events["pid"].fill_null(-1), -1 if share.pid is None
+                            else share.pid))
+    rows = events.filter(pc.and_(mine, pc.and_(starts_with(events["category"], "host."),
+                                               pc.is_valid(events["dur_ns"]))))
+    rows = rows.filter(pc.is_valid(rows["ts_ns"]))
+    start = rows["ts_ns"].to_numpy(zero_copy_only=False)
+    end = start + rows["dur_ns"].to_numpy(zero_copy_only=False)
+    if bounds is not None:
+        start, end = np.clip(start, *bounds), np.clip(end, *bounds)
+    collective = matches(rows["name"], COLLECTIVE_RANGE).to_numpy(zero_copy_only=False) | \
+        matches(rows["name"], C10D_COLLECTIVE).to_numpy(zero_copy_only=False)
+    is_op = equals(rows["category"], "host.op").to_numpy(zero_copy_only=False)
+    if not collective.any() or not (is_op & ~collective).any():
+        return None
+    # Ops around a collective call of their thread (one starts within them) wait with it.
+    tid = rows["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    around = np.zeros(len(start), dtype=bool)
+    calls = collective & is_op
+    for t in np.unique(tid[calls]).tolist():
+        at = np.sort(start[calls & (tid == t)])
+        here = np.flatnonzero((tid == t) & is_op & ~collective)
+        around[here] = np.searchsorted(at, end[here], side="left") > \
+            np.searchsorted(at, start[here], side="left")
+    busy = is_op & ~collective & ~around
+    exchange = iv.union(start[collective & ~is_op | calls], end[collective & ~is_op | calls])
+    return iv.total(iv.minus(exchange, iv.union(start[busy], end[busy])))
 
 
 def _explicit_collectives(events: pa.Table, source: str, pid: int | None
