@@ -1116,6 +1116,30 @@ def test_a_slow_step_names_what_ran_once_per_instant_and_whose_step_it_is(tmp_pa
     assert "no traced op or range took much of the 30ms more" in slow.title
 
 
+def test_compiled_graphs_self_time_is_said_to_be_inductors_code(tmp_path):
+    """Five steps of a compiled model on the CPU: CompiledFunction holds 3 ms of self time
+    around a 1 ms aten::mm, CompiledFunctionBackward 2 ms around 1 ms, in a region of 1 ms of
+    its own: 5 of each step's 8 ms of op self time (62.5%) is the generated code, which the
+    profiler records as one op per graph (the region's own time is Dynamo's, not counted)."""
+    events = []
+    for n in range(5):
+        at = n * 10_000
+        op = lambda name, ts, dur: {"ph": "X", "cat": "cpu_op", "name": name,  # noqa: E731
+                                    "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+        events += [op("Torch-Compiled Region: 0/0", at, 8_000),
+                   op("CompiledFunction", at + 10, 4_000), op("aten::mm", at + 100, 1_000),
+                   op("CompiledFunctionBackward", at + 4_100, 3_000),
+                   op("aten::mm", at + 4_200, 1_000)]
+    path = tmp_path / "compiled.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    [finding] = _titled(cpu_report(path), "Compiled code")
+    total = 5 * 8_000_000  # the region's own 1 ms, the graphs' 5 ms, the two mm's 2 ms
+    assert finding.evidence == {"compiled_pct": percent(5 * 5_000_000, total),
+                                "compiled_ns": 5 * 5_000_000}
+    assert "CompiledFunction 37.5%, CompiledFunctionBackward 25.0%" in finding.title
+    assert "enable_kernel_profile" in finding.suggestion
+
+
 def test_a_compile_range_is_named_by_the_long_op_not_a_short_annotation_in_it(tmp_path):
     """torch 2.14 writes torch.compile's long ranges as ops ("dynamo", 1 s here) and a short
     annotation inside ("compile_fx.<locals>.fw_compiler_base_data", 0.3 ms): the long one

@@ -620,6 +620,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
                                             training, shares, torch, cover, in_step,
                                             _processes_per_host(trace)))
+        compiled = _compiled_code_finding(ranked, total_self) if torch and not gpu else None
+        if compiled is not None:
+            report.findings.append(compiled)
         if torch and not training:
             program = classify(trace)
             report.findings.extend(f for f in (dropout_finding(program),
@@ -1419,6 +1422,32 @@ def _processes_per_host(trace: Trace) -> int:
     counts = rows.select(["host", "source", "pid"]).group_by(["host", "source", "pid"],
                                                              use_threads=False).aggregate([])
     return int(max(pc.value_counts(counts["host"]).field("counts").to_pylist(), default=1))
+
+
+#: The ops that torch.compile's graphs run as (their self time is the generated code's).
+COMPILED_OP = re.compile(r"^(CompiledFunction(Backward)?|## Call CompiledFxGraph \w+ ##)$")
+#: Compiled graphs this share of op self time or more are explained.
+COMPILED_PCT = 20.0
+
+
+def _compiled_code_finding(ranked: list[tuple[str, float]], total: float) -> Finding | None:
+    """On the CPU, the self time of torch.compile's graph ops (``CompiledFunction``) is the
+    code inductor generated for them, which runs inside the op without ops of its own: where
+    it is ``COMPILED_PCT`` of op self time or more, say so and how to see its kernels."""
+    if not total:
+        return None
+    parts = [(name, ns) for name, ns in ranked if COMPILED_OP.match(name)]
+    ns = sum(v for _, v in parts)
+    if percent(ns, total) < COMPILED_PCT:
+        return None
+    named = ", ".join(f"{short_name(n, 40)} {percent(v, total)}%" for n, v in parts[:3])
+    return Finding(
+        "info", f"Compiled code: {percent(ns, total)}% of op self time runs inside "
+        f"torch.compile's graphs ({named}): the C++ kernels inductor generated, recorded as "
+        "one op per graph", {"compiled_pct": percent(ns, total), "compiled_ns": int(ns)},
+        "to see those kernels one by one, set torch._inductor.config.cpp.enable_kernel_profile"
+        " = True (TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1) before compiling, so each is a "
+        "range in the profiler; TORCH_LOGS=output_code prints their code")
 
 
 def _in_optimizer(events: pa.Table, ops: pa.Table, top_level: np.ndarray
