@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -1047,6 +1048,17 @@ def test_with_stack_frames_inside_the_loaders_ranges_are_not_named_again():
     assert loading.evidence["loader"] == \
         "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
     assert "num_workers=0" in loading.suggestion
+    # Inside the loader: the sleep frames (leaves: their self time is their duration).
+    from decimal import Decimal
+
+    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+    slept = sum(ns(e["dur"]) for e in sleeps)
+    loader = re.compile(r"(?i)dataloader|_next_data|collate|\bdataset\b")  # frames too
+    loading_ns, _, _, _ = _range_share(path, lambda name: bool(loader.search(name)))
+    assert loading.evidence["data_loading_ns"] == loading_ns
+    assert loading.evidence["inside_loader"] == (
+        f"<built-in function sleep> ({format_ns(slept)}, {percent(slept, loading_ns)}%)")
+    assert "it waits there (a sleep, or the I/O it stands for)" in loading.suggestion
     [cover] = _titled(report, "Ops cover")
     assert "outside_ops" not in cover.evidence
     assert "with_stack=True" not in cover.suggestion  # it was recorded with it

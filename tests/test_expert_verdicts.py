@@ -79,8 +79,10 @@ CASES = [
      ["DistributedDataParallel.forward"], ["DataLoader", "autocast", "allow_tf32"]),
     ("torch-trace/hta/ns_resolution_rank0_v100.pt.trace.json.gz", "PyTorch training", "compute",
      ["torch.float16", "GradScaler"], ["bfloat16", "allow_tf32", "DataLoader"]),
+    # Compute kernels 25.7 ms against 71.5 ms of RCCL: overlap hides 25.7 ms at most.
     ("torch-trace/tracelens/mi300_resnet_act_checkpoint.json.gz",
-     "PyTorch training (eager, 8 ranks", "communication", ["bucket_cap_mb"], ["DataLoader"]),
+     "PyTorch training (eager, 8 ranks", "communication",
+     ["send less, less often", "no_sync"], ["DataLoader", "overlap gradient communication"]),
     ("torch-trace/tracelens/mi210_gpu_only_trace.json.gz", "PyTorch training (eager)",
      "compute", [], ["autocast", "allow_tf32", "DataLoader"]),
     ("torch-trace/tracelens/h100_bert-small.json.gz", "PyTorch inference (eager)", "cpu",

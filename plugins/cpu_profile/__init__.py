@@ -47,6 +47,7 @@ from tracekit.toolkit import (
     WINDOW_HELP,
     StackTree,
     aggregate_rows,
+    any_true,
     base_function,
     demangle,
     equals,
@@ -576,7 +577,8 @@ class CpuAnalyzer(tracekit.Analyzer):
         if loading is not None and loading.pct < INPUT_BOUND_PCT:
             loading = None
         if loading is not None:
-            report.findings.append(loading.loading_finding(training))
+            report.findings.append(loading.loading_finding(
+                training, _inside_loader(ev, loading, bounds)))
         every_comm = _range_shares(ev, span, COLLECTIVE_RANGE, bounds)
         comms = [c for c in every_comm if c.pct >= COMMUNICATION_PCT]
         missing = _ranks_missing(trace)
@@ -872,10 +874,12 @@ class _Share:
         """How long the first range of that name lasted."""
         return self.first_end - self.first_start
 
-    def loading_finding(self, training: str | None) -> Finding:
+    def loading_finding(self, training: str | None,
+                        inside: list[tuple[str, int]] | None = None) -> Finding:
         """Input-bound: the fix follows the iterator the ranges name (PyTorch's
         ``_SingleProcessDataLoaderIter``: ``num_workers=0``; ``_MultiProcessing…``: workers
-        that cannot keep up)."""
+        that cannot keep up). ``inside``: the Python frames and ops that hold the loading
+        time (with_stack), named first."""
         cheaper = "pre-processed, cached or memory-mapped data, cheaper transforms"
         if "_SingleProcessDataLoaderIter" in self.name:
             fix = ("Give the DataLoader worker processes: with num_workers=0 it loads each "
@@ -891,11 +895,24 @@ class _Share:
             fix = ("Load the next batch while the model computes (DataLoader workers, or a "
                    f"loader thread with a queue), or make each sample cheaper: {cheaper}.")
         loop = "training loop" if training else "loop"
+        evidence: dict[str, Any] = {
+            "data_loading_ns": self.ns, "data_loading_pct_of_span": self.pct, "pid": self.pid,
+            "loader": short_name(self.name, 80)}
+        if inside:
+            named = ", ".join(f"{short_name(n, 60)} ({format_ns(ns)}, {percent(ns, self.ns)}%)"
+                              for n, ns in inside)
+            evidence["inside_loader"] = named
+            if SLEEP_FRAME.search(inside[0][0]):
+                fix = (f"Inside the loader the time is in {named}: it waits there (a sleep, or "
+                       "the I/O it stands for), which loading in workers hides. " + fix)
+            else:
+                fix = (f"Inside the loader the time is in {named}: that per-sample code is "
+                       "what to make cheaper (tensor ops over whole samples instead of Python "
+                       "loops, no tensors built from Python lists) or to move off the loop. "
+                       + fix)
         return Finding(
             "warning", f"Input-bound: the {loop} spends {self.pct}% of the traced span "
-            f"loading data ({format_ns(self.ns)})",
-            {"data_loading_ns": self.ns, "data_loading_pct_of_span": self.pct,
-             "pid": self.pid, "loader": short_name(self.name, 80)}, fix)
+            f"loading data ({format_ns(self.ns)})", evidence, fix)
 
     def optimizer_finding(self) -> Finding:
         """A training loop's optimizer steps: the fix by the optimizer's class (fused on the
@@ -993,6 +1010,43 @@ C10D_COLLECTIVE = r"^c10d::(allreduce|allgather|all_gather|reduce_scatter|_reduc
     r"broadcast|reduce|alltoall|all_to_all|_allgather)\w*_?$"
 #: The ops under which autograd runs backward (and DDP's gradient hooks issue their buckets).
 BACKWARD_OP = r"^autograd::engine::evaluate_function"
+
+
+#: A frame or op inside the loader is named where it holds this share of the loading time.
+LOADER_PART_PCT = 10.0
+
+
+def _inside_loader(events: pa.Table, share: _Share,
+                   bounds: tuple[int, int] | None = None) -> list[tuple[str, int]]:
+    """The Python frames and ops (with_stack) that hold a process's data-loading time: self
+    time per name of those that start inside its loading ranges, at most three, each
+    ``LOADER_PART_PCT`` of the loading time or more; none without frames."""
+    mine = pc.and_(pc.equal(events["source"].cast(pa.string()), share.source),
+                   pc.equal(events["pid"].fill_null(-1), -1 if share.pid is None
+                            else share.pid))
+    rows = events.filter(pc.and_(mine, pc.and_(starts_with(events["category"], "host."),
+                                               pc.is_valid(events["dur_ns"]))))
+    rows = rows.filter(pc.is_valid(rows["ts_ns"]))
+    if not rows.num_rows or not any_true(equals(rows["category"], "host.python")):
+        return []
+    loading = matches(rows["name"], DATA_LOADING_RANGE).to_numpy(zero_copy_only=False)
+    start = rows["ts_ns"].to_numpy(zero_copy_only=False)
+    end = start + rows["dur_ns"].to_numpy(zero_copy_only=False)
+    if bounds is not None:
+        start, end = np.clip(start, *bounds), np.clip(end, *bounds)
+    windows = iv.union(start[loading], end[loading])
+    parts = is_in(rows["category"], ["host.python", "host.op"]).to_numpy(
+        zero_copy_only=False) & ~loading & iv.covered(start, windows)
+    if not parts.any():
+        return []
+    inner = rows.filter(pa.array(parts)).select(["name", "ts_ns", "dur_ns", "pid", "tid"])
+    self_ns = op_self_times(inner)
+    names, code = np.unique(inner["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
+                            .astype(str), return_inverse=True)
+    per_name = np.bincount(code.reshape(-1), weights=self_ns, minlength=len(names))
+    order = np.argsort(-per_name, kind="stable")[:3]
+    return [(str(names[i]), int(per_name[i])) for i in order
+            if percent(per_name[i], share.ns) >= LOADER_PART_PCT]
 
 
 def _exposed_collectives(events: pa.Table, share: _Share,

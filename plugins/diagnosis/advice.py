@@ -66,7 +66,8 @@ class Facts:
     # host-device copies per kind: (count, ns)
     copy_counts: dict[str, tuple[int, int]] = field(default_factory=dict)
     host_copy_ns: int = 0  # time of the host-to-device and device-to-host copies
-    compute_ns: int = 0  # time of the compute kernels: what copies could hide behind
+    compute_ns: int = 0  # time of the compute kernels: what copies or collectives could hide
+    # behind
     # communication: kernel time per collective kind (``COLLECTIVE_KINDS``)
     collective_ns: dict[str, int] = field(default_factory=dict)
     # Collective kernels of WAITING_RATIO times their median or longer: waits for other ranks
@@ -74,7 +75,6 @@ class Facts:
     long_collective_ns: int = 0
     max_collective_ns: int = 0
     median_collective_ns: int = 0
-    compute_ns: int = 0  # compute kernels' time: the most that overlap can hide
     # GPU idle while the launching host waited in exchange calls (gaps.HOST_COMMUNICATION),
     # and the calls that took the most host time ("MPI_Wait, MPI_Allreduce")
     host_exchange_ns: int = 0

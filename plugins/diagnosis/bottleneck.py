@@ -723,6 +723,9 @@ class Evidence:
         """What the choice of fixes depends on (see ``advice.Facts``)."""
         f = Facts()
         self._compute_facts(f)
+        _, compute_rows = self._work(COMPUTE)
+        f.compute_ns = int(self.activity.events["dur_ns"].take(pa.array(compute_rows))
+                           .fill_null(0).to_numpy().sum())
         self._gap_facts(f)
         self._transfer_facts(f)
         self._communication_facts(f)
@@ -788,7 +791,6 @@ class Evidence:
         durations = []
         for g in self.per_device:
             work = g.timeline.work
-            f.compute_ns += int((work.end - work.start)[work.cls == COMPUTE].sum())
             at = np.flatnonzero(work.cls == COMMUNICATION)
             if not len(at):
                 continue
@@ -899,8 +901,6 @@ class Evidence:
         stream = ev["stream"].fill_null(-1).to_numpy().astype(np.int64)
         device = ev["device"].fill_null(-1).to_numpy().astype(np.int64)
         _, compute_rows = self._work(COMPUTE)
-        f.compute_ns = int(ev["dur_ns"].take(pa.array(compute_rows)).fill_null(0).to_numpy()
-                           .sum())
         busy = np.unique(device[compute_rows] * (1 << 32) + stream[compute_rows])
         key = device[rows] * (1 << 32) + stream[rows]
         on = np.isin(key, busy)
