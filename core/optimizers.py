@@ -29,8 +29,8 @@ def optimizer_fix(where: str, cpu: bool = False) -> str:
     if cpu and (name is None or name.lower() in FUSED_OPTIMIZERS):
         return (f"use a fused optimizer (torch.optim.{name or 'AdamW'}(..., fused=True), on the "
                 "CPU since PyTorch 2.4) so the step is one pass over all parameters, not a few "
-                "ops per parameter; foreach=True does not help on the CPU, where it loops over "
-                "the tensors")
+                "ops per parameter; foreach=True helps little on the CPU, where it still loops "
+                "over the tensors")
     if name is None or name.lower() in FOREACH_OPTIMIZERS:
         use = (f"torch.optim.{name}(..., "
                f"{'fused' if name.lower() in FUSED_OPTIMIZERS else 'foreach'}=True)" if name

@@ -510,8 +510,10 @@ def test_collectives_on_a_cpu_training_loop(rank):
     assert 0 < exposed <= comm_ns
     assert finding.title == (f"Communication: process {pid}'s training loop spends {pct}% of "
                              f"the traced span in collectives ({format_ns(comm_ns)}; "
-                             f"{len(ranges)} × gloo:all_reduce{after}; {format_ns(exposed)} of "
-                             "it exposed, the rest beside the process's compute)")
+                             f"{len(ranges)} × gloo:all_reduce{after}; "
+                             + ("all of it exposed)" if exposed == comm_ns else
+                                f"{format_ns(exposed)} of it exposed, the rest beside the "
+                                "process's compute)"))
     assert finding.evidence == {
         "communication_ns": comm_ns, "communication_pct_of_span": pct, "pid": pid,
         "collective": "gloo:all_reduce", "calls": len(ranges), "first_call_ns": first_ns,
@@ -1317,6 +1319,28 @@ def test_collectives_beside_compute_are_not_exposed(tmp_path):
     assert comm.evidence["exposed_ns"] == 5 * (2_000_000 + 2_000_000)
     assert comm.evidence["exposed_pct_of_span"] == percent(20_000_000, span)
     assert "20ms of it exposed, the rest beside the process's compute" in comm.title
+
+
+@pytest.mark.parametrize("options, skew", [([], True), (["steps=3:5"], False)])
+def test_start_up_skew_is_read_from_a_whole_trace_only(tmp_path, options, skew):
+    """The first all-reduce of a run takes 80 ms (ranks starting at different times), half
+    of all: start-up skew in the whole trace. Steps 3 to 5 start mid-run: their first call is
+    no start-up, whatever its share (step 3's 50 ms of their 70)."""
+    events = []
+    for n, ms in enumerate((80, 10, 50, 10, 10)):
+        at = n * 100_000
+        events += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n + 1}",
+                    "pid": 1, "tid": 1, "ts": at, "dur": 100_000},
+                   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                    "ts": at + 10, "dur": 1_000},
+                   {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1,
+                    "tid": 2, "ts": at + 2_000, "dur": ms * 1000}]
+    path = tmp_path / "skew.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    [comm] = _titled(tracekit.analyze(tracekit.read(path), "cpu", options=options)[0],
+                     "Communication")
+    assert ("which holds the start-up skew" in comm.title) is skew
+    assert ("after_first_call_pct" in comm.evidence) is skew
 
 
 def test_ranks_of_two_runs_get_a_warning_and_no_straggler_across_runs():

@@ -593,7 +593,7 @@ class CpuAnalyzer(tracekit.Analyzer):
         ddp = bool(pc.any(matches(ev["name"], DDP_RANGE)).as_py()) if ev.num_rows else False
         report.findings.extend(c.communication_finding(
             training, missing, straggler, ddp, _explicit_collectives(ev, c.source, c.pid),
-            _exposed_collectives(ev, c, bounds))
+            _exposed_collectives(ev, c, bounds), windowed=window_of(trace) is not None)
             for c in comms)
         if straggler is not None:
             report.findings.append(straggler.finding)
@@ -862,6 +862,7 @@ class _Share:
     span: int  # the traced span the shares are of
     source: str
     median_ns: int = 0  # the median range of that name
+    first_alone: bool = True  # the first range of that name ends before the next one starts
 
     @property
     def typical_pct(self) -> float:
@@ -938,7 +939,7 @@ class _Share:
                               straggler: _Straggler | None = None,
                               ddp: bool = False,
                               explicit: tuple[int, int] | None = None,
-                              exposed: int | None = None) -> Finding:
+                              exposed: int | None = None, windowed: bool = False) -> Finding:
         """Collectives on the loop's path. A first call that is half of all their time is
         the ranks arriving at different times (start-up skew), not the transfer; a trace
         holding fewer ranks than the run's world size cannot tell waiting from sending; where
@@ -946,7 +947,9 @@ class _Share:
         use is not told to use it; where most collective calls are the program's own
         (``explicit``: calls outside backward, and all calls), DDP's knobs are not the fix.
         ``exposed``: the collective time no compute of the process runs beside; where it is
-        under ``COMMUNICATION_PCT`` of the span the finding is a note: the rest is hidden."""
+        under ``COMMUNICATION_PCT`` of the span the finding is a note: the rest is hidden.
+        The start-up skew is read only from a whole trace (``windowed``: a part of it starts
+        mid-run) and a first call that runs alone (not beside another on a second thread)."""
         own = explicit is not None and explicit[0] * 2 > explicit[1]
         if straggler is not None and straggler.late.pid != self.pid:
             fix = (f"The collectives wait for process {straggler.late.pid}"
@@ -969,7 +972,7 @@ class _Share:
         else:
             fix = ("Collectives sit on each step's path: fewer, larger collectives, or fewer "
                    "processes sharing a model this size.")
-        skew = self.first_ns * 2 >= self.ns
+        skew = self.first_ns * 2 >= self.ns and self.first_alone and not windowed
         evidence: dict[str, Any] = {
             "communication_ns": self.ns, "communication_pct_of_span": self.pct,
             "pid": self.pid, "collective": short_name(self.name, 80), "calls": self.calls,
@@ -995,7 +998,8 @@ class _Share:
         if exposed is not None:
             evidence["exposed_ns"] = exposed
             evidence["exposed_pct_of_span"] = percent(exposed, self.span)
-            hidden = (f"; {format_ns(exposed)} of it exposed, the rest beside the process's "
+            hidden = ("; all of it exposed" if exposed >= self.ns else
+                      f"; {format_ns(exposed)} of it exposed, the rest beside the process's "
                       "compute")
             if percent(exposed, self.span) < COMMUNICATION_PCT:
                 severity = "info"
@@ -1159,12 +1163,15 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
                 longest = best
         same = np.flatnonzero(mine & (names == names[longest]))
         first = same[np.argmin(start[same])]
+        later = start[same][start[same] > start[first]]
         shares.append(_Share(ns=int(loaded), pct=percent(loaded, span),
                              pid=None if pid < 0 else pid, name=str(names[longest]),
                              calls=len(same), first_start=int(start[first]),
                              first_end=int(end[first]), end=int(end[mine].max()), span=span,
                              source=source,
-                             median_ns=int(np.median(end[same] - start[same]))))
+                             median_ns=int(np.median(end[same] - start[same])),
+                             first_alone=int((start[same] == start[first]).sum()) == 1 and (
+                                 not len(later) or int(later.min()) >= int(end[first]))))
     return sorted(shares, key=lambda sh: -sh.ns)
 
 
