@@ -286,20 +286,24 @@ def test_many_small_ops_judges_top_level_ops(tmp_path):
     assert small.suggestion.endswith("and run inference under torch.inference_mode().")
 
 
-@pytest.mark.parametrize("hosts", [("node1", "node1"), ("node1", "node2")])
-def test_matrix_math_thread_advice_counts_the_processes_sharing_a_host(tmp_path, hosts):
-    """Two ranks of back-to-back matmuls: on one host the threads per process are the host's
-    cores shared out, not all of them each; on two hosts, the cores of each."""
+@pytest.mark.parametrize("hosts, apart", [(("node1", "node1"), False),
+                                          (("node1", "node2"), False),
+                                          (("node1", "node1"), True)])
+def test_matrix_math_thread_advice_counts_the_processes_sharing_a_host(tmp_path, hosts, apart):
+    """Two ranks of back-to-back matmuls: on one host at once the threads per process are the
+    host's cores shared out, not all of them each; on two hosts, or one after the other on
+    one host (two runs), the cores of each."""
     paths = []
     for rank, host in enumerate(hosts):
+        offset = rank * 1_000_000 if apart else 0
         events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100 + rank,
-                   "tid": 1, "ts": i * 1_000, "dur": 990} for i in range(20)]
+                   "tid": 1, "ts": offset + i * 1_000, "dur": 990} for i in range(20)]
         path = tmp_path / f"rank{rank}.json"
         path.write_text(json.dumps({"traceEvents": events, "host_name": host,
                                     "distributedInfo": {"rank": rank, "world_size": 2}}))
         paths.append(path)
     [math] = _titled(cpu_report_of(paths), "Matrix math")
-    if hosts[0] == hosts[1]:
+    if hosts[0] == hosts[1] and not apart:
         assert math.evidence["processes_per_host"] == 2
         assert "2 processes share one host here: give each torch.set_num_threads(physical " \
             "cores / 2)" in math.suggestion

@@ -1149,7 +1149,8 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
         source, pid = str(sources[key]), int(pids[key])
         mine = keys == key
         loaded = iv.total(iv.union(start[mine], end[mine]))
-        span = own.get((source, pid), span)
+        if (source, pid) in own:
+            span = own[(source, pid)][1] - own[(source, pid)][0]
         # Named by the longest range the program or framework annotated (PyTorch's
         # "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" says num_workers=0),
         # not by a with_stack Python frame ("dataloader.py(720): __next__") around it.
@@ -1176,8 +1177,9 @@ def _range_shares(events: pa.Table, span: int, pattern: str,
 
 
 def _process_spans(events: pa.Table, bounds: tuple[int, int] | None = None
-                   ) -> dict[tuple[str, int], int]:
-    """Per (input, pid): the span of its program's ops and ranges (within ``bounds``)."""
+                   ) -> dict[tuple[str, int], tuple[int, int]]:
+    """Per (input, pid): the first start and last end of its program's ops and ranges
+    (within ``bounds``)."""
     rows = events.filter(pc.and_(is_in(events["category"], PROGRAM_CATEGORIES),
                                  pc.is_valid(events["ts_ns"])))
     start = rows["ts_ns"].to_numpy(zero_copy_only=False)
@@ -1191,7 +1193,7 @@ def _process_spans(events: pa.Table, bounds: tuple[int, int] | None = None
     hi = np.full(len(sources), np.iinfo(np.int64).min)
     np.minimum.at(lo, code, start)
     np.maximum.at(hi, code, end)
-    return {(str(s), int(p)): int(b - a) for s, p, a, b in zip(
+    return {(str(s), int(p)): (int(a), int(b)) for s, p, a, b in zip(
         sources.tolist(), pids.tolist(), lo.tolist(), hi.tolist(), strict=True)}
 
 
@@ -1347,7 +1349,8 @@ def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
     mine = top_level & (source == where[0]) & (pid == where[1])
     processes = len(set(zip(sources.tolist(), pids.tolist(), strict=True)))
     if processes > 1:  # processes start at different times: its own span
-        span = _process_spans(events, bounds).get(where[:2], span)
+        lo, hi = _process_spans(events, bounds).get(where[:2], (0, span))
+        span = hi - lo
     cover = _Cover(where[0], (None if where[1] < 0 else where[1],
                               None if where[2] < 0 else where[2]),
                    len(pids), span, percent(iv.total(iv.union(start[mine], end[mine])), span),
@@ -1472,17 +1475,28 @@ def _compile_finding(trace: Trace, compiling: _Share) -> Finding:
 
 def _processes_per_host(trace: Trace) -> int:
     """The most processes (real pids) that the inputs say ran on one host (Kineto's
-    ``host_name``): ranks of a run on one machine, which share its cores."""
+    ``host_name``) at once: ranks of a run on one machine, which share its cores (not two
+    runs one after the other)."""
     procs = trace.processes
     if not procs.num_rows or "host" not in procs.column_names:
         return 1
     rows = procs.filter(pc.and_(pc.is_valid(procs["host"]),
                                 pc.greater(procs["pid"], SYNTHETIC_ID_MAX)))
-    if not rows.num_rows:
+    if rows.num_rows < 2:
         return 1
-    counts = rows.select(["host", "source", "pid"]).group_by(["host", "source", "pid"],
-                                                             use_threads=False).aggregate([])
-    return int(max(pc.value_counts(counts["host"]).field("counts").to_pylist(), default=1))
+    spans = _process_spans(trace.events)
+    most = 1
+    for host in set(rows["host"].to_pylist()):
+        mine = rows.filter(pc.equal(rows["host"], host))
+        times = [spans[key] for key in zip(mine["source"].to_pylist(), mine["pid"].to_pylist(),
+                                           strict=True) if key in spans]
+        # A sweep over the processes' starts (+1) and ends (-1), ends first at a tie.
+        edges = sorted([(a, 1) for a, _ in times] + [(b, -1) for _, b in times])
+        running = 0
+        for _, step in edges:
+            running += step
+            most = max(most, running)
+    return most
 
 
 #: The ops that torch.compile's graphs run as (their self time is the generated code's).
