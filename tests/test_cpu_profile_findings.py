@@ -1158,6 +1158,37 @@ def test_compiled_graphs_self_time_is_said_to_be_inductors_code(tmp_path):
     assert "enable_kernel_profile" in finding.suggestion
 
 
+def test_steps_that_grow_are_an_accumulation_not_one_slow_step(tmp_path):
+    """Steps of 20, 24, 27, 33, 45 ms after a warm-up step: no one step ran something else;
+    something grows from step to step (step 6 is 1.9x step 2)."""
+    path = _steps_trace(tmp_path, {7: ([60_000, 20_000, 24_000, 27_000, 33_000, 45_000], [])})
+    report = cpu_report(path)
+    assert not _titled(report, "step ")  # no slow-step finding beside it
+    [growth] = _titled(report, "steps grow")
+    assert growth.evidence == {"first_step": 2, "first_step_ns": 20_000_000, "last_step": 6,
+                               "last_step_ns": 45_000_000, "steps": 5}
+    assert growth.title == ("steps grow: step 2 takes 20ms, step 6 45ms (2.2×), longer almost "
+                            "every step")
+    assert "something accumulates from step to step" in growth.suggestion
+
+
+def test_a_slow_step_in_a_collective_on_every_rank_is_a_wait_on_something_shared(tmp_path):
+    """Two ranks, whose step 4 is 100 ms against 40 on both, all of it more in their
+    all-reduce: each waited in the collective, and what the ranks share is the suspect."""
+    usual = [("gloo:all_reduce", 2, 5_000, 10_000)]
+    slow = [("gloo:all_reduce", 2, 5_000, 70_000)]
+    lengths = [40_000, 40_000, 40_000, 100_000, 40_000]
+    per_step = lambda n: slow if n == 4 else usual  # noqa: E731
+    path = _steps_trace(tmp_path, {
+        pid: (lengths, [(n, *r) for n in range(1, 6) for r in per_step(n)]) for pid in (7, 8)})
+    [step] = _titled(cpu_report(path), "step ")
+    assert step.evidence["slow_on_every_process"] is True
+    assert step.evidence["in_it"] == "gloo:all_reduce"
+    assert step.suggestion.startswith("the extra time is in a collective: this process waited "
+                                      "in it for a slower one")
+    assert "step 4 is slow on every process, so look at what they share" in step.suggestion
+
+
 def test_a_compile_range_is_named_by_the_long_op_not_a_short_annotation_in_it(tmp_path):
     """torch 2.14 writes torch.compile's long ranges as ops ("dynamo", 1 s here) and a short
     annotation inside ("compile_fx.<locals>.fw_compiler_base_data", 0.3 ms): the long one

@@ -4,11 +4,13 @@ process on the machine)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tracekit import Finding, Trace
-from tracekit.toolkit import format_ns, is_in, starts_with, step_ranges
+from tracekit.toolkit import COLLECTIVE_RANGE, format_ns, is_in, starts_with, step_ranges
 from tracekit.toolkit import intervals as iv
 
 #: A step this many times the median of its process's steps is an outlier ...
@@ -33,6 +35,7 @@ def slow_step_finding(trace: Trace) -> Finding | None:
     dur = steps["end"].to_numpy() - steps["start"].to_numpy()
     worst: tuple[float, int, int, int, int, str, int, int] | None = None
     processes = sorted(set(zip(source.tolist(), pid.tolist(), strict=True)))
+    slow_steps: dict[tuple[str, int], set[int]] = {}  # per process, its slow step numbers
     for key in processes:
         mine = np.flatnonzero((source == key[0]) & (pid == key[1]))
         if len(mine) < MIN_STEPS:
@@ -41,6 +44,10 @@ def slow_step_finding(trace: Trace) -> Finding | None:
         median = float(np.median(dur[mine]))
         if median <= 0:
             continue
+        growing = _growth(number[mine[1:]], dur[mine[1:]])
+        if growing is not None:
+            return _growth_finding(*growing, key[1] if len(processes) > 1 else None)
+        slow_steps[key] = set(number[mine][dur[mine] >= SLOW_STEP_RATIO * median].tolist())
         later = mine[1:]
         i = int(later[np.argmax(dur[later])])
         ratio = dur[i] / median
@@ -59,20 +66,68 @@ def slow_step_finding(trace: Trace) -> Finding | None:
     if len(processes) > 1:
         evidence["pid"] = process
         whose = f" of process {process}"
+    waited = False
     if _names_the_cause(extra, took, median):
         evidence.update({"in_it": name, "in_it_ns": extra})
         cause = f"; in it, {name} {format_ns(extra)} more than in a usual step"
+        waited = bool(re.search(COLLECTIVE_RANGE, name))
     else:
         cause = (f"; no traced op or range took much of the {format_ns(took - median)} more "
                  "(untraced Python, I/O or a wait)")
         evidence["in_it"] = "no traced op or range"
+    every = len(slow_steps) > 1 and all(step in s for s in slow_steps.values())
+    if every:
+        evidence["slow_on_every_process"] = True
+    if waited:
+        fix = (f"the extra time is in a collective: this process waited in it for a slower "
+               f"one, or the ranks reached it out of step; compare the ranks' step {step} "
+               f"(-O steps={step})")
+    else:
+        fix = ("something else ran in that step (a checkpoint, an evaluation, a data stall, "
+               "garbage collection, another process on the machine): look at it alone "
+               f"(-O steps={step}) against a normal step")
+    if every:
+        fix += (f"; step {step} is slow on every process, so look at what they share (the "
+                "machine, the file system, the network) before any one of them")
     return Finding(
         "warning", f"step {step}{whose} takes {ratio:.1f}× the median step ({format_ns(took)} "
         f"against {format_ns(median)} over {count} steps){cause}",
+        evidence, fix + ", and keep it out of any average of the run")
+
+
+#: Steps that grow: the last this many times the first (after warm-up) ...
+GROWTH_RATIO = 1.5
+#: ... with at least this share of the step-to-step changes increases.
+GROWTH_RISES = 0.8
+
+
+def _growth(number: np.ndarray, dur: np.ndarray) -> tuple[int, int, int, int, int] | None:
+    """Steps (warm-up left out) that grow from first to last: (first step, its ns, last
+    step, its ns, steps), where the last is ``GROWTH_RATIO`` times the first or more and
+    ``GROWTH_RISES`` of the changes are rises; else None."""
+    if len(dur) < MIN_STEPS - 1 or dur[0] <= 0:
+        return None
+    rises = np.diff(dur) > 0
+    if dur[-1] < GROWTH_RATIO * dur[0] or rises.mean() < GROWTH_RISES:
+        return None
+    return int(number[0]), int(dur[0]), int(number[-1]), int(dur[-1]), len(dur)
+
+
+def _growth_finding(first: int, first_ns: int, last: int, last_ns: int, count: int,
+                    pid: int | None) -> Finding:
+    whose = f" of process {pid}" if pid is not None else ""
+    evidence: dict[str, object] = {"first_step": first, "first_step_ns": first_ns,
+                                   "last_step": last, "last_step_ns": last_ns, "steps": count}
+    if pid is not None:
+        evidence["pid"] = pid
+    return Finding(
+        "warning", f"steps{whose} grow: step {first} takes {format_ns(first_ns)}, step {last} "
+        f"{format_ns(last_ns)} ({last_ns / first_ns:.1f}×), longer almost every step",
         evidence,
-        f"something else ran in that step (a checkpoint, an evaluation, a data stall, garbage "
-        f"collection, another process on the machine): look at it alone (-O steps={step}) "
-        "against a normal step, and keep it out of any average of the run")
+        "something accumulates from step to step: tensors kept alive with their autograd "
+        "graphs (a running loss summed without .item() or .detach()), lists or caches that "
+        "grow, memory that fragments; compare the first and last steps (-O steps=N) to see "
+        "which ops grow")
 
 
 def _what_ran(trace: Trace, process: tuple[str, int], slow: tuple[int, int],
