@@ -74,6 +74,29 @@ def test_one_rank_of_a_run_is_told_its_collectives_may_be_waiting(processes, cav
         assert "the input holds 1 of the run's 8 ranks" in reasons
 
 
+@pytest.mark.parametrize(("ddp", "fsdp", "told", "not_told"), [
+    (True, False, "DDP's buckets (bucket_cap_mb", "FSDP"),
+    (False, True, "FSDP backward_prefetch", "bucket_cap_mb"),
+    (False, False, "DDP bucket_cap_mb, FSDP backward_prefetch", "DDP's buckets")])
+def test_the_overlap_fix_names_the_wrapper_in_use(ddp, fsdp, told, not_told):
+    facts = Facts(collective_ns={"all-reduce": 50_000_000}, compute_ns=200_000_000)
+    program = Program(gpu=True, framework="PyTorch", api="CUDA", mode="training",
+                      collectives=True, world_size=2, world_size_declared=True, processes=2,
+                      ddp=ddp, fsdp=fsdp)
+    [fix] = fixes_for("communication", program, facts)
+    assert told in fix.text and not_told not in fix.text
+
+
+def test_communication_of_ranks_waiting_for_a_straggler_points_at_it():
+    facts = Facts(collective_ns={"all-reduce": 50_000_000}, compute_ns=200_000_000,
+                  straggler=(3, 21, 21))
+    program = Program(gpu=True, framework="PyTorch", api="HIP", mode="training",
+                      collectives=True, world_size=4, world_size_declared=True, processes=4)
+    [fix] = fixes_for("communication", program, facts)
+    assert fix.text.startswith("much of this time is the ranks waiting for rank 3")
+    assert fix.because == "rank 3 arrives last at 21 of 21 collectives"
+
+
 def test_collectives_longer_than_compute_are_not_told_to_overlap():
     """With 20 ms of compute kernels against 50 ms of all-reduce, overlap hides 20 ms at
     most: the fix is to send less, less often."""

@@ -76,7 +76,8 @@ CASES = [
      ["this is graph capture", "no replay of it"], ["DataLoader"]),
     ("torch-trace/hta/nccl_data_rank0_a100.json.gz",
      "PyTorch training (eager, 2 ranks, NCCL collectives)", "cpu",
-     ["DistributedDataParallel.forward"], ["DataLoader", "autocast", "allow_tf32"]),
+     ["DistributedDataParallel.forward", "DDP's buckets"],
+     ["DataLoader", "autocast", "allow_tf32", "FSDP"]),
     ("torch-trace/hta/ns_resolution_rank0_v100.pt.trace.json.gz", "PyTorch training", "compute",
      ["torch.float16", "GradScaler"], ["bfloat16", "allow_tf32", "DataLoader"]),
     # Compute kernels 25.7 ms against 71.5 ms of RCCL: overlap hides 25.7 ms at most.
@@ -108,8 +109,9 @@ CASES = [
      ["TrainPipelineSparseDist"], ["bucket_cap_mb", "DataLoader"]),
     # DDP training over 4 ranks in one merged file: rank 3 arrives last at every collective.
     ("torch-trace/hpcte-tracelens-fused/merged_4rank_rocm_cifar100.json.gz",
-     "PyTorch training (eager, 4 processes", "straggler", ["make rank 3 as fast as the others"],
-     ["DataLoader"]),
+     "PyTorch training (eager, 4 processes", "straggler",
+     ["make rank 3 as fast as the others", "the ranks waiting for rank 3"],
+     ["DataLoader", "bucket_cap_mb"]),
     # torch.compile toy: one 1.76 µs kernel in 13.7 s of recorded time.
     ("torch-trace/hta/triton_example_cuda12.json.gz", "PyTorch inference (compiled)",
      "too-little-gpu-work", ["after warm-up", "compiles on its first calls"],

@@ -83,6 +83,8 @@ class Facts:
     unattributed_idle_ns: int = 0
     other_idle_ns: int = 0
     no_kernels: bool = False  # GPU work but no kernel: kernel tracing was off
+    # The rank the others wait for (the straggler finding): rank, last arrivals, collectives
+    straggler: tuple[int, int, int] | None = None
     # queued gaps: how many, their median length (ns)
     queued_gaps: int = 0
     median_queued_gap_ns: int = 0
@@ -663,6 +665,11 @@ def _communication(p: Program, f: Facts) -> list[Fix]:
                     "the ranks it is meant for",
                     f"collectives ({_named(p.evidence.get('collectives', 'seen'))}) in a run of "
                     "world_size 1")]
+    if f.straggler is not None:
+        rank, last, count = f.straggler
+        return [Fix(f"much of this time is the ranks waiting for rank {rank} (the straggler "
+                    "finding): make its work match the others', not the exchange",
+                    f"rank {rank} arrives last at {last} of {count} collectives")]
     fixes = _communication_fixes(p, f)
     if _waiting_fix(f) is not None and f.host_exchange_ns <= sum(f.collective_ns.values()):
         return fixes  # it already sends to the ranks analysis
@@ -738,9 +745,12 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
                     f"compute kernels {format_ns(f.compute_ns)}, collective kernels "
                     f"{format_ns(total)}")]
     if p.mode == "training":
-        return [Fix("overlap gradient communication with backward: DDP bucket_cap_mb, FSDP "
-                    "backward_prefetch/forward_prefetch, collectives on their own stream; "
-                    "fewer, larger collectives",
+        wrapper = ("DDP's buckets (bucket_cap_mb, gradient_as_bucket_view=True)" if p.ddp
+                   and not p.fsdp else "FSDP backward_prefetch/forward_prefetch" if p.fsdp
+                   and not p.ddp else "DDP bucket_cap_mb, FSDP backward_prefetch/"
+                   "forward_prefetch")
+        return [Fix(f"overlap gradient communication with backward: {wrapper}, collectives "
+                    "on their own stream; fewer, larger collectives",
                     f"training with collectives ({_named(p.evidence.get('collectives', 'seen'))})"
                     + (f"; {main}" if split else ""))]
     one_shot = "one-shot all-reduce" + (" (NVLS on NVSwitch systems)" if p.api != "HIP" else "")

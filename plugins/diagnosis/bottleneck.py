@@ -269,6 +269,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         program = classify(trace)
         facts = evidence.facts()
         facts.input_wait_ns = input_wait
+        if lagging is not None:
+            facts.straggler = (lagging["rank"], lagging["last_at"], lagging["collectives"])
         if dict(ranked).get("launch"):
             evidence.launch_facts(facts)
         if verdict == "idle-other" and facts.no_kernels:

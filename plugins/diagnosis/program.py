@@ -41,6 +41,8 @@ TRAINING_KERNEL = re.compile(r"(?i)dgrad|wgrad|bn_bw|backward|igemm_wrw|igemm_bw
 ATEN_KERNEL = re.compile(r"\bat::native::|\bat_cuda_detail::|\bat::cuda::")
 GGML = re.compile(r"^(void )?(mul_mat_q|mul_mat_vec|quantize_mmq|quantize_q8|k_bin_bcast|"
                   r"rms_norm_f32|soft_max_f32|flash_attn_ext)")
+DDP = re.compile(r"^DistributedDataParallel\.forward|reducer::|^torch\.distributed\.ddp")
+FSDP = re.compile(r"FullyShardedDataParallel|^FSDP::|fsdp::")
 SERVING = re.compile(r"(?i)^vllm[:.]|vllm/|sglang|tensorrt_llm|text_generation_server")
 COMPILED = re.compile(r"^triton_(poi|red|per|tem|for|unk)_|^Torch-Compiled Region|"
                       r"CompiledFxGraph|^CompiledFunction|^TorchDynamo|^AOTDispatcher")
@@ -85,6 +87,8 @@ class Program:
     #: the name of the most frequent: dropout in training mode.
     dropout_masks: int = 0
     dropout_mask: str | None = None
+    ddp: bool = False  # DistributedDataParallel's ranges or reducer ops
+    fsdp: bool = False  # FullyShardedDataParallel's
     #: Host ops that autograd recorded (Kineto's ``Sequence number`` arg): grad mode was on.
     autograd_ops: int = 0
     host_op_calls: int = 0
@@ -253,6 +257,8 @@ def _classify(trace: Trace) -> Program:
     if graph:
         p.graphs = True
         ev["graphs"] = _short(graph)
+    p.ddp = _first(DDP, host) is not None
+    p.fsdp = _first(FSDP, host) is not None
     collective = _first(NAMED_COLLECTIVE, host + kernels) or _first(COLLECTIVE, host + kernels)
     if collective:
         p.collectives = True
