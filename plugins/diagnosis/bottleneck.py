@@ -860,7 +860,7 @@ class Evidence:
             context = gap_context(self.trace, g, i)
             if context is None:
                 continue
-            place = "writing output" if context.output_calls else \
+            place = "writing output" if context.writing else \
                 place_of(context.innermost, context.path)
             f.gap_places[place] = f.gap_places.get(place, 0) + dur
             f.gap_examples.setdefault(place, context.describe(2))

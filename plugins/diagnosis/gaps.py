@@ -296,8 +296,14 @@ class GapContext:
     between: tuple[str, str, int] | None = None  # before, after, the stretch's ns
     launched_after: int | None = None
     #: In untraced host time, the recorded output calls spread over it (putc, fwrite,
-    #: write …): the most frequent and how many in all, where there are OUTPUT_CALLS_MIN.
-    output_calls: tuple[str, int] | None = None
+    #: write …): the most frequent, how many in all, and their time within the gap (ns),
+    #: where there are OUTPUT_CALLS_MIN.
+    output_calls: tuple[str, int, int] | None = None
+
+    @property
+    def writing(self) -> bool:
+        """Whether the output calls take half the gap or more: the host prints there."""
+        return self.output_calls is not None and self.output_calls[2] * 2 >= self.duration
 
     def describe(self, depth: int = 3) -> str:
         """``aten::addmm (92% of the gap, in a 1.2ms call) in ProfilerStep#3 > DDP.forward``:
@@ -309,7 +315,8 @@ class GapContext:
                     + (f", after {before}" if before else "")
                     + (f", before {after}" if after else "") + ")"
                     + (f", with {self.output_calls[1]:,} output calls spread over it "
-                       f"({self.output_calls[0]} …)" if self.output_calls else ""))
+                       f"({self.output_calls[0]} …, {format_ns(self.output_calls[2])} of it)"
+                       if self.output_calls else ""))
         if self.launched_after is not None:
             when = (f"{format_ns(self.launched_after)} into the gap" if self.launched_after >= 0
                     else f"{format_ns(-self.launched_after)} before the gap")
@@ -428,7 +435,7 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
     if covered * 2 < hi - lo:
         return GapContext(UNTRACED, hi - lo, percent(hi - lo - covered, hi - lo), [],
                           _around_longest_hole(activity, rows, s, e, ranges, lo, hi, call),
-                          output_calls=_output_calls(activity, rows))
+                          output_calls=_output_calls(activity, rows, s, e, lo, hi))
     inner = int(np.lexsort((e - s, -overlap))[0])
     return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
                       percent(overlap[inner], hi - lo), [])
@@ -441,14 +448,18 @@ OUTPUT_CALLS = re.compile(r"^(f?putc|putchar|f?puts|fwrite|f?printf|vf?printf|ff
 OUTPUT_CALLS_MIN = 20
 
 
-def _output_calls(activity: Activity, rows: np.ndarray) -> tuple[str, int] | None:
-    """The most frequent output call among ``rows`` and how many output calls there are, where
-    there are at least ``OUTPUT_CALLS_MIN``."""
+def _output_calls(activity: Activity, rows: np.ndarray, s: np.ndarray, e: np.ndarray,
+                  lo: int, hi: int) -> tuple[str, int, int] | None:
+    """The most frequent output call among ``rows`` (starting at ``s``, ending at ``e``), how
+    many output calls there are and their time within ``[lo, hi)``, where there are at least
+    ``OUTPUT_CALLS_MIN``."""
     names = [activity.name(int(r)) for r in rows]
-    output = [n for n in names if OUTPUT_CALLS.match(n)]
+    is_output = np.array([bool(OUTPUT_CALLS.match(n)) for n in names], dtype=bool)
+    output = [n for n, hit in zip(names, is_output, strict=True) if hit]
     if len(output) < OUTPUT_CALLS_MIN:
         return None
-    return max(set(output), key=output.count), len(output)
+    ns = iv.total(iv.union(np.maximum(s[is_output], lo), np.minimum(e[is_output], hi)))
+    return max(set(output), key=output.count), len(output), ns
 
 
 def _other_thread(activity: Activity, lo: int, hi: int, call: int,
