@@ -1546,10 +1546,11 @@ def test_the_cpu_report_of_a_gpu_trace_says_it_is_the_host_side():
     assert not _titled(report, "Ops cover")
 
 
-def test_memory_bound_rows_of_packages_name_no_hot_code_and_bpf_is_packet_work():
+def test_memory_bound_rows_of_packages_name_no_hot_code_and_bpf_is_packet_work(tmp_path):
     """grappolo's per-package report: the memory finding names the top package, not 'the hot
     code (package_0)'. versioned-vmlinux's one sample is an XDP BPF program under the network
-    receive path: packet processing, not system calls."""
+    receive path: one sample ranks nothing; the same sample 150 times over is packet
+    processing, not system calls."""
     report = cpu_report(shared_path("vtune-csv", "utools",
                                     "grappolo-friendster-t192-dram-hotspots-pkg.csv"))
     [memory] = _titled(report, "Memory bound")
@@ -1558,7 +1559,13 @@ def test_memory_bound_rows_of_packages_name_no_hot_code_and_bpf_is_packet_work()
     assert report.findings[0].title == ("CPU profile: busy 56,143s CPU time; top package "
                                         "package_0 53.6%")
     assert memory.suggestion.startswith("The work waits on memory")
-    report = cpu_report(shared_path("perf-script", "inferno", "versioned-vmlinux.txt"))
-    [kernel] = _titled(report, "Kernel code takes")
+    path = shared_path("perf-script", "inferno", "versioned-vmlinux.txt")
+    report = cpu_report(path)
+    assert not _titled(report, "Kernel code takes")
+    assert _titled(report, "Too few samples to rank functions: 1 busy sample")
+    text = path.read_text()
+    many = tmp_path / "vmlinux-150.txt"
+    many.write_text("\n".join(text.strip() + "\n" for _ in range(150)))
+    [kernel] = _titled(cpu_report(many), "Kernel code takes")
     assert kernel.suggestion.startswith("The top kernel functions point at packet processing "
                                         "in the kernel (network receive, XDP/BPF programs)")
