@@ -826,3 +826,7 @@ def test_copies_without_kernels_are_not_called_an_idle_gpu(name):
                             "(kernel tracing was off)")
     assert report.findings[0].suggestion.startswith(
         "record the kernels too (rocprofv3 --kernel-trace --memory-copy-trace --hip-trace)")
+    # Nothing to stand by: no critical finding, and no advice on the copies' share.
+    assert not [f for f in report.findings if f.severity == "critical"]
+    [transfer] = [f for f in report.findings if f.title.startswith("transfer:")]
+    assert transfer.suggestion.startswith("record the kernels before judging the copies")

@@ -526,6 +526,10 @@ def _size(n: int) -> str:
 
 
 def _transfer(p: Program, f: Facts) -> list[Fix]:
+    if f.no_kernels:
+        return [Fix("record the kernels before judging the copies: with no kernel in the "
+                    "trace, the copies' share is of a span they bound themselves, and a copy "
+                    "in and one out is what any GPU program needs", "no kernel in the trace")]
     kinds = ", ".join(f"{k} {_size(v)}" for k, v in
                       sorted(f.copy_kinds.items(), key=lambda kv: -kv[1])[:3])
     out: list[Fix] = []

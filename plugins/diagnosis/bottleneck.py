@@ -296,9 +296,10 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         else:
             verdict_fixes = fixes_for(verdict, program, facts)
             suggestion = render(verdict_fixes) or MIXED_FIX
+        unknown = verdict == "idle-other" and facts.no_kernels  # no verdict to stand by
         report.findings.append(Finding(
             severity="info" if verdict == "compute" else
-            ("critical" if top_share >= 50 else "warning"),
+            ("critical" if top_share >= 50 and not unknown else "warning"),
             title=headline,
             # Several devices' spans summed are GPU time, not a span of the trace.
             evidence={"verdict": verdict, "devices": len(per_device),
@@ -359,7 +360,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                 continue
             report.findings.append(Finding(
                 severity="info" if cause == "compute" else
-                ("critical" if percent(ns, span) >= 50 else "warning"),
+                ("critical" if percent(ns, span) >= 50 and not unknown else "warning"),
                 title=f"{cause}: {format_ns(ns)} ({percent(ns, span)}% of the GPU timeline)",
                 evidence=evidence.of(cause),
                 suggestion="" if cause == verdict else render(
