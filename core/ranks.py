@@ -109,9 +109,9 @@ def not_one_run(world_sizes: Sequence[int | None], declared: Sequence[int]) -> s
     Examples
     --------
     >>> not_one_run([2, 2, 4], [0, 1, 0])
-    'they declare different world sizes (2, 4); rank 0 is declared by more than one'
+    'they declare different world sizes (2, 4); rank 0 is declared by more than one input'
     >>> not_one_run([2, 2, 2, 2], [0, 1, 0, 1])
-    'ranks 0, 1 are each declared by more than one'
+    'ranks 0, 1 are each declared by more than one input'
     """
     sizes = sorted({w for w in world_sizes if w})
     twice = sorted({n for n in declared if list(declared).count(n) > 1})
@@ -119,9 +119,10 @@ def not_one_run(world_sizes: Sequence[int | None], declared: Sequence[int]) -> s
     if len(sizes) > 1:
         why.append(f"they declare different world sizes ({', '.join(map(str, sizes))})")
     if len(twice) == 1:
-        why.append(f"rank {twice[0]} is declared by more than one")
+        why.append(f"rank {twice[0]} is declared by more than one input")
     elif twice:
-        why.append(f"ranks {', '.join(map(str, twice))} are each declared by more than one")
+        why.append(f"ranks {', '.join(map(str, twice))} are each declared by more than one "
+                   "input")
     return "; ".join(why)
 
 

@@ -1392,7 +1392,7 @@ def test_ranks_of_two_runs_get_a_warning_and_no_straggler_across_runs():
     assert sorted(declared) == [(0, 2), (0, 2), (1, 2), (1, 2)]
     report = cpu_report_of(paths)
     [odd] = _titled(report, "these inputs may not be ranks of one run")
-    assert odd.title.endswith(": ranks 0, 1 are each declared by more than one")
+    assert odd.title.endswith(": ranks 0, 1 are each declared by more than one input")
     assert odd.evidence == {"inputs": 4}
     assert not _titled(report, "Straggler")
     assert not any("wait for process" in f.suggestion for f in report.findings)

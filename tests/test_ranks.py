@@ -385,7 +385,7 @@ def test_inputs_of_different_runs_are_said_not_to_be_one_run(registry):
                                 registry=registry)
     [warning] = [f for f in report.findings if f.title.startswith("these inputs may not")]
     assert warning.title == ("these inputs may not be ranks of one run: they declare different "
-                             "world sizes (2, 8); rank 0 is declared by more than one")
+                             "world sizes (2, 8); rank 0 is declared by more than one input")
     assert warning.evidence == {"world_sizes": [2, 8]}
     # Two ranks of one run say nothing of the kind.
     pair = [shared_path("torch-trace", "hta", f"sampled_rank-{i}.json.gz") for i in (0, 1)]

@@ -1322,6 +1322,7 @@ class _Cover:
     pct: float
     outside: list[tuple[str, int]]
     python_frames: bool = False  # the trace holds Python frames (with_stack=True)
+    processes: int = 1  # processes that ran ops
 
 
 def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
@@ -1356,10 +1357,11 @@ def _busiest_thread(events: pa.Table, ops: pa.Table, top_level: np.ndarray,
     if processes > 1:  # processes start at different times: its own span
         lo, hi = _process_spans(events, bounds).get(where[:2], (0, span))
         span = hi - lo
+    threads = int(((sources == where[0]) & (pids == where[1])).sum())  # of that process
     cover = _Cover(where[0], (None if where[1] < 0 else where[1],
                               None if where[2] < 0 else where[2]),
-                   len(pids), span, percent(iv.total(iv.union(start[mine], end[mine])), span),
-                   [])
+                   threads, span, percent(iv.total(iv.union(start[mine], end[mine])), span),
+                   [], processes=processes)
     if cover.pct >= OP_COVER_PCT or not span:
         return cover
     rows = events.select(["category", "name", "ts_ns", "dur_ns", "source", "pid", "tid"])
@@ -1628,8 +1630,9 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
 def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Finding:
     """Ops cover little of the span: what the input-bound and communication findings account
     for, then the Python frames and ranges that hold the rest, if the trace recorded any."""
-    where = "" if cover.threads == 1 else (
-        f" of process {cover.thread[0]} (its ops on any thread)" if cover.thread[0] is not None
+    where = "" if cover.threads == 1 and cover.processes == 1 else (
+        f" of process {cover.thread[0]}" + (" (its ops on any thread)" if cover.threads > 1
+                                             else "") if cover.thread[0] is not None
         else " (ops on any thread)")
     evidence: dict[str, Any] = {"op_cover_pct": cover.pct}
     if cover.threads > 1:
