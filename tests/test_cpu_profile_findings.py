@@ -675,6 +675,20 @@ def test_a_window_counts_each_op_by_its_part_within_it():
     assert verdict["op_time_pct_of_span"] == percent(inside, hi - lo) <= 100
 
 
+def test_a_window_counts_each_range_of_an_annotation_trace_by_its_part_in_it(tmp_path):
+    """Ranges only (an NVTX-like trace): two 10 ms ranges back to back; the window 5 ms to
+    12 ms holds 5 ms of the first and 2 ms of the second, over a 7 ms span."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1,
+               "ts": ts, "dur": 10_000} for name, ts in (("load", 0), ("compute", 10_000))]
+    path = tmp_path / "ranges.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    report = tracekit.analyze(tracekit.read(path), "cpu", options=["window=5ms:12ms"])[0]
+    verdict = report.findings[0].evidence
+    assert (verdict["span_ns"], verdict["range_self_ns"]) == (7_000_000, 7_000_000)
+    rows = {r["range"]: r["self"] for r in report.tables["ranges"].to_pylist()}
+    assert rows == {"load": 5_000_000, "compute": 2_000_000}
+
+
 def test_a_window_that_selects_nothing_is_an_error_not_an_empty_verdict():
     """A window that ends before it starts, or starts after the trace's last event, would
     leave no event: 'no GPU activity' would be said of a GPU trace. Both are one-line option

@@ -650,6 +650,9 @@ class CpuAnalyzer(tracekit.Analyzer):
             ["name", "ts_ns", "dur_ns", "pid", "tid"])
         ranges = ranges.filter(pc.and_(pc.is_valid(ranges["ts_ns"]),
                                        pc.is_valid(ranges["dur_ns"])))
+        lo, hi = window_of(trace) or (None, None)
+        if (lo is not None or hi is not None) and ranges.num_rows:
+            ranges = _within(ranges, lo, hi)  # their part within the window, as for ops
         self_ns = op_self_times(ranges)
         by = _by_name(ranges, self_ns)
         ranked = by.ranked
