@@ -1339,6 +1339,9 @@ def test_steps_of_several_ranks_are_each_ranks_own(tmp_path):
     comms = _titled(report, "Communication")
     assert sorted(c.evidence["pid"] for c in comms) == [10, 11]
     assert [c.evidence["calls"] for c in comms] == [2, 2]
+    # Two processes' op time over one span: said to be of two threads.
+    assert " op self time over " in report.findings[0].title
+    assert report.findings[0].title.split(";")[0].endswith(" on 2 threads")
 
 
 def test_collectives_beside_compute_are_not_exposed(tmp_path):

@@ -566,7 +566,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         title = ((f"Host side of a GPU {'PyTorch ' if torch else ''}trace" if gpu else
                   f"CPU-only {'PyTorch ' if torch else ''}trace") + f": {ops.num_rows:,} host ops, "
                  f"{format_ns(total_self)} op self time over {format_ns(span)}"
-                 + (" traced" if untraced else ""))
+                 + (" traced" if untraced else "")
+                 # Threads add up their op time: it may exceed the span.
+                 + (f" on {threads} threads" if threads > 1 else ""))
         if ranked:
             title += f"; top op {ranked[0][0]} ({evidence['top_op_pct']}% of op time)"
         report.findings.append(Finding("info", title, evidence))
