@@ -1105,6 +1105,12 @@ def test_a_step_far_slower_than_the_others_is_named_with_what_ran_in_it():
     assert "-O steps=4" in slow.suggestion
 
 
+def _op(name, ts, dur, tid=1):
+    """One complete PyTorch op event of process 1 (µs)."""
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts,
+            "dur": dur}
+
+
 def _steps_trace(tmp_path, per_pid):
     """Processes' steps (µs), each with a 2 ms op: ``per_pid`` maps a pid to its step
     lengths and to ranges ``(step, name, tid, start within the step, dur)``."""
@@ -1156,12 +1162,10 @@ def test_compiled_graphs_self_time_is_said_to_be_inductors_code(tmp_path):
     events = []
     for n in range(5):
         at = n * 10_000
-        op = lambda name, ts, dur: {"ph": "X", "cat": "cpu_op", "name": name,  # noqa: E731
-                                    "pid": 1, "tid": 1, "ts": ts, "dur": dur}
-        events += [op("Torch-Compiled Region: 0/0", at, 8_000),
-                   op("CompiledFunction", at + 10, 4_000), op("aten::mm", at + 100, 1_000),
-                   op("CompiledFunctionBackward", at + 4_100, 3_000),
-                   op("aten::mm", at + 4_200, 1_000)]
+        events += [_op("Torch-Compiled Region: 0/0", at, 8_000),
+                   _op("CompiledFunction", at + 10, 4_000), _op("aten::mm", at + 100, 1_000),
+                   _op("CompiledFunctionBackward", at + 4_100, 3_000),
+                   _op("aten::mm", at + 4_200, 1_000)]
     path = tmp_path / "compiled.json"
     path.write_text(json.dumps({"traceEvents": events}))
     [finding] = _titled(cpu_report(path), "Compiled code")
@@ -1295,15 +1299,13 @@ def test_collectives_the_program_calls_itself_are_not_told_to_tune_ddp(tmp_path)
     events = []
     for n in range(4):
         at = n * 10_000
-        op = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "cpu_op", "name": name,  # noqa: E731
-                                           "pid": 1, "tid": tid, "ts": ts, "dur": dur}
         events += [
             {"ph": "X", "cat": "user_annotation", "name": "DistributedDataParallel.forward",
              "pid": 1, "tid": 1, "ts": at, "dur": 1_000},
-            op("aten::mm", at + 10, 900),
-            op("autograd::engine::evaluate_function: MmBackward0", at + 1_000, 1_000),
-            op("c10d::allreduce_", at + 1_500, 100),
-            op("c10d::allreduce_", at + 2_100, 100), op("c10d::allreduce_", at + 2_300, 100),
+            _op("aten::mm", at + 10, 900),
+            _op("autograd::engine::evaluate_function: MmBackward0", at + 1_000, 1_000),
+            _op("c10d::allreduce_", at + 1_500, 100),
+            _op("c10d::allreduce_", at + 2_100, 100), _op("c10d::allreduce_", at + 2_300, 100),
             {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1,
              "tid": 2, "ts": at + 2_100, "dur": 7_000}]
     path = tmp_path / "explicit.json"
@@ -1352,15 +1354,13 @@ def test_collectives_beside_compute_are_not_exposed(tmp_path):
     events = []
     for n in range(5):
         at = n * 10_000
-        op = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "cpu_op", "name": name,  # noqa: E731
-                                           "pid": 1, "tid": tid, "ts": ts, "dur": dur}
         events += [
-            op("autograd::engine::evaluate_function: MmBackward0", at, 4_000),
+            _op("autograd::engine::evaluate_function: MmBackward0", at, 4_000),
             {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1,
              "tid": 2, "ts": at, "dur": 6_000},
-            op("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+            _op("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
                at + 7_000, 2_000),
-            op("c10d::allreduce_", at + 7_000, 2_000),
+            _op("c10d::allreduce_", at + 7_000, 2_000),
             {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1,
              "tid": 2, "ts": at + 7_000, "dur": 2_000}]
     path = tmp_path / "ddp.json"

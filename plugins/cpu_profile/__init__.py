@@ -1030,17 +1030,22 @@ BACKWARD_OP = r"^autograd::engine::evaluate_function"
 LOADER_PART_PCT = 10.0
 
 
+def _process_host_rows(events: pa.Table, source: str, pid: int | None) -> pa.Table:
+    """The host rows (ops, ranges, frames) of one process of one input that have a start
+    and a duration."""
+    mine = pc.and_(pc.equal(events["source"].cast(pa.string()), source),
+                   pc.equal(events["pid"].fill_null(-1), -1 if pid is None else pid))
+    rows = events.filter(pc.and_(mine, pc.and_(starts_with(events["category"], "host."),
+                                               pc.is_valid(events["dur_ns"]))))
+    return rows.filter(pc.is_valid(rows["ts_ns"]))
+
+
 def _inside_loader(events: pa.Table, share: _Share,
                    bounds: tuple[int, int] | None = None) -> list[tuple[str, int]]:
     """The Python frames and ops (with_stack) that hold a process's data-loading time: self
     time per name of those that start inside its loading ranges, at most three, each
     ``LOADER_PART_PCT`` of the loading time or more; none without frames."""
-    mine = pc.and_(pc.equal(events["source"].cast(pa.string()), share.source),
-                   pc.equal(events["pid"].fill_null(-1), -1 if share.pid is None
-                            else share.pid))
-    rows = events.filter(pc.and_(mine, pc.and_(starts_with(events["category"], "host."),
-                                               pc.is_valid(events["dur_ns"]))))
-    rows = rows.filter(pc.is_valid(rows["ts_ns"]))
+    rows = _process_host_rows(events, share.source, share.pid)
     if not rows.num_rows or not any_true(equals(rows["category"], "host.python")):
         return []
     loading = matches(rows["name"], DATA_LOADING_RANGE).to_numpy(zero_copy_only=False)
@@ -1071,12 +1076,7 @@ def _exposed_collectives(events: pa.Table, share: _Share,
     waits, it does not compute). None where the process traced no op beside them: gloo's
     worker threads run the exchange while backward goes on, which the union alone counts
     as communication."""
-    mine = pc.and_(pc.equal(events["source"].cast(pa.string()), share.source),
-                   pc.equal(events["pid"].fill_null(-1), -1 if share.pid is None
-                            else share.pid))
-    rows = events.filter(pc.and_(mine, pc.and_(starts_with(events["category"], "host."),
-                                               pc.is_valid(events["dur_ns"]))))
-    rows = rows.filter(pc.is_valid(rows["ts_ns"]))
+    rows = _process_host_rows(events, share.source, share.pid)
     start = rows["ts_ns"].to_numpy(zero_copy_only=False)
     end = start + rows["dur_ns"].to_numpy(zero_copy_only=False)
     if bounds is not None:
@@ -1106,10 +1106,7 @@ def _explicit_collectives(events: pa.Table, source: str, pid: int | None
     (the program's ``dist.all_reduce``, not DDP's gradient hooks, which run inside autograd's
     evaluate_function, nor its buffer broadcast in ``DistributedDataParallel.forward``), and
     all of them; None where it made none."""
-    mine = pc.and_(pc.equal(events["source"].cast(pa.string()), source),
-                   pc.equal(events["pid"].fill_null(-1), -1 if pid is None else pid))
-    rows = events.filter(pc.and_(mine, pc.and_(starts_with(events["category"], "host."),
-                                               pc.is_valid(events["ts_ns"]))))
+    rows = _process_host_rows(events, source, pid)
     calls = rows.filter(pc.and_(matches(rows["name"], C10D_COLLECTIVE),
                                 equals(rows["category"], "host.op")))
     if not calls.num_rows:
@@ -1283,14 +1280,10 @@ def _late_extra(events: pa.Table, late: _Share, waiting: _Share) -> tuple[str, i
     times = []
     names: dict[str, int] = {}
     for share in (late, waiting):
-        rows = events.filter(pc.and_(
-            pc.and_(pc.equal(events["source"].cast(pa.string()), share.source),
-                    pc.equal(events["pid"].fill_null(-1), -1 if share.pid is None
-                             else share.pid)),
-            pc.and_(is_in(events["category"], ["host.annotation", "host.op"]),
-                    pc.is_valid(events["dur_ns"]))))
-        rows = rows.filter(pc.and_(pc.is_valid(rows["ts_ns"]), pc.invert(pc.or_(
-            matches(rows["name"], COLLECTIVE_RANGE), starts_with(rows["name"], "ProfilerStep#")))))
+        rows = _process_host_rows(events, share.source, share.pid)
+        rows = rows.filter(pc.and_(is_in(rows["category"], ["host.annotation", "host.op"]),
+                                   pc.invert(pc.or_(matches(rows["name"], COLLECTIVE_RANGE),
+                                                    starts_with(rows["name"], "ProfilerStep#")))))
         text = rows["name"].cast(pa.string()).to_pylist()
         code = np.array([names.setdefault(n, len(names)) for n in text], dtype=np.int64)
         start = rows["ts_ns"].to_numpy(zero_copy_only=False)
