@@ -88,6 +88,29 @@ def test_reports_read_together_are_not_added(folder, profile, others, registry):
         assert verdict["ipc"] == 0.59  # from the hardware event counts by function
 
 
+@pytest.mark.parametrize("rel", ["utools", "utools/grappolo-friendster-t192-dram-hotspots-pkg.csv"])
+def test_cpu_time_uneven_across_packages_is_named(rel, registry):
+    """grappolo on a 4-socket machine: two packages did most of the work, by the package
+    report's CPU Time column; alone or read with the run's other reports."""
+    pkg = shared_path("vtune-csv", "utools", "grappolo-friendster-t192-dram-hotspots-pkg.csv")
+    rows = list(csv.DictReader(pkg.open()))
+    cpu = {r["Package"]: float(r["CPU Time"]) for r in rows}
+    total = sum(cpu.values())
+    low = [p for p, t in cpu.items() if t < 0.5 * total / len(cpu)]
+    assert low == ["package_2", "package_3"]
+    [report] = tracekit.analyze(tracekit.read(shared_path("vtune-csv", *rel.split("/")),
+                                              registry=registry), "cpu", registry=registry)
+    [uneven] = [f for f in report.findings if f.title.startswith("CPU time is uneven")]
+    shares = ", ".join(f"{p} {round(100 * t / total, 1)}%"
+                       for p, t in sorted(cpu.items(), key=lambda kv: -kv[1]))
+    assert uneven.evidence == {"packages": 4, "package_shares": shares,
+                               "little_used": "package_2, package_3"}
+    assert "OMP_PROC_BIND=spread" in uneven.suggestion
+    assert not any(f.title.startswith("CPU time is uneven") for f in tracekit.analyze(
+        tracekit.read(shared_path("vtune-csv", "vtune-plot"), registry=registry), "cpu",
+        registry=registry)[0].findings)
+
+
 def test_top_down_tree_depth_from_spaces_and_quoted_names(registry):
     """Depth is the indentation, and a quote after the indentation still quotes the name
     (a strict CSV reader splits those rows): self and total per function from the lines."""

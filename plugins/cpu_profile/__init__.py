@@ -324,6 +324,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         self._sample_tables(trace, report, prof, unit, ipc[1] if ipc else None)
         if left_out:
             report.findings.append(_reports_finding(rows, left_out, counted is not rows))
+        packages = _package_balance(trace) if aggregate else None
+        if packages is not None:
+            report.findings.append(packages)
         if len(seen) > 1:
             report.notes.append(f"events sampled: {', '.join(seen)}; ranked by '{event}' "
                                 "(-O event=NAME)")
@@ -1954,6 +1957,38 @@ def _one_report(trace: Trace, rows: pa.Table) -> tuple[pa.Table, pa.Table, list[
     left = [f"{s} ({'CPU time' if timed[s] else 'event counts'} by {group[s] or 'row'})"
             for s in sources if s != primary]
     return parts[primary], parts[counted], left
+
+
+#: Packages (sockets) whose CPU time differs this much: the least busy under this share of
+#: an even split.
+PACKAGE_LOW_SHARE = 0.5
+
+
+def _package_balance(trace: Trace) -> Finding | None:
+    """A report of CPU time by package (VTune's ``-group-by package``) where some packages
+    took under ``PACKAGE_LOW_SHARE`` of an even split: the threads ran on some sockets only
+    (placement, affinity, too few threads), which also leaves their memory bandwidth unused."""
+    ev = trace.events
+    rows = ev.filter(pc.fill_null(pc.match_substring(ev["args"], '"group_by":"Package"'),
+                                  False))
+    rows = rows.filter(pc.is_valid(rows["dur_ns"]))
+    if rows.num_rows < 2:
+        return None
+    names = rows["name"].cast(pa.string()).to_pylist()
+    cpu = rows["dur_ns"].to_numpy(zero_copy_only=False).astype(np.float64)
+    total = float(cpu.sum())
+    if not total or cpu.min() >= PACKAGE_LOW_SHARE * total / len(cpu):
+        return None
+    order = np.argsort(-cpu, kind="stable")
+    shares = ", ".join(f"{names[i]} {percent(cpu[i], total)}%" for i in order)
+    low = [names[i] for i in order if cpu[i] < PACKAGE_LOW_SHARE * total / len(cpu)]
+    return Finding(
+        "warning", f"CPU time is uneven across the {len(cpu)} packages (sockets): {shares}",
+        {"packages": len(cpu), "package_shares": shares, "little_used": ", ".join(low)},
+        f"{', '.join(low)} did little: spread the threads over every socket (OMP_PROC_BIND="
+        "spread with OMP_PLACES=cores, or numactl / taskset), check the thread count, and "
+        "place each thread's data on its own socket (first touch) so that the sockets' "
+        "memory bandwidth adds up")
 
 
 def _reports_finding(rows: pa.Table, left_out: list[str], counts_apart: bool) -> Finding:
