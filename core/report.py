@@ -324,7 +324,10 @@ def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
         return "  (none)"
     units = [_unit(f) for f in table.schema]
     heads = [f.name.replace("_pct", "%") for f in table.schema]
-    rows = [[_fmt_unit(v, u) for v, u in zip(r.values(), units, strict=True)]
+    # An id (pid, device, rank) is its digits, never a count with separators.
+    ids = [_is_id(f.name) and not pa.types.is_floating(f.type) for f in table.schema]
+    rows = [[str(v) if is_id and v is not None else _fmt_unit(v, u)
+             for v, u, is_id in zip(r.values(), units, ids, strict=True)]
             for r in table.slice(0, max_rows).to_pylist()]
     numeric = [not (pa.types.is_string(f.type) or pa.types.is_dictionary(f.type))
                for f in table.schema]
@@ -363,13 +366,18 @@ def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
 _ID_KEYS = frozenset({"pid", "tid", "device", "stream", "rank"})
 
 
+def _is_id(key: str) -> bool:
+    """Whether an evidence key or column names an id (``pid``, ``late_pid``, ``stack_id``)."""
+    return key.rsplit("_", 1)[-1] in _ID_KEYS or key.endswith("_id")
+
+
 def format_evidence(key: str, v: Any) -> str:
     """An evidence value by the unit its key names: ``*_ns`` as a duration, ``*bytes`` as a
     size, ``*_pct`` as a percentage, an id (``pid``, ``tid``, ``device``, ``stream``,
     ``rank``, ``*_id`` and those names after a prefix: ``late_pid``) as its digits; anything
     else as it is."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if key.rsplit("_", 1)[-1] in _ID_KEYS or key.endswith("_id"):
+        if _is_id(key):
             return str(v)
         if key.endswith("_ns"):
             return format_ns(v)

@@ -1084,6 +1084,26 @@ def test_with_stack_frames_inside_the_loaders_ranges_are_not_named_again():
     assert "with_stack=True" not in cover.suggestion  # it was recorded with it
 
 
+def test_the_cpu_report_tables_each_processes_steps():
+    """slow_step (six steps): the step table gives the first step apart (warm-up) and the
+    median, shortest and longest of the others, by the JSON; a pid is printed as its digits."""
+    from decimal import Decimal
+
+    path = FIXTURES / "torch-cpu" / "slow_step_cpu.pt.trace.json.gz"
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+    steps = sorted((int(e["name"].split("#")[1]), ns(e["dur"]), e["pid"]) for e in events
+                   if e["name"].startswith("ProfilerStep#"))
+    rest = [d for _, d, _ in steps[1:]]
+    report = cpu_report(path)
+    assert report.tables["steps"].to_pylist() == [{
+        "pid": steps[0][2], "steps": len(steps), "first": steps[0][1],
+        "median": int(statistics.median(rest)), "min": min(rest), "max": max(rest)}]
+    text = render_text([report], width=100)
+    assert f"\n  {steps[0][2]}      {len(steps)}  " in text  # no thousands separator
+
+
 def test_a_step_far_slower_than_the_others_is_named_with_what_ran_in_it():
     """slow_step: six steps of about 15 ms; step 4 also sleeps 100 ms in save_checkpoint."""
     from decimal import Decimal

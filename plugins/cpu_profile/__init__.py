@@ -643,6 +643,11 @@ class CpuAnalyzer(tracekit.Analyzer):
             report.findings.append(slow)
         report.tables["ops"] = by.table(total_self, self.options.top, "op")
         report.table_titles["ops"] = "Host ops by self time (duration minus nested ops)"
+        steps = _step_table(trace)
+        if steps is not None:
+            report.tables["steps"] = steps
+            report.table_titles["steps"] = ("Steps (ProfilerStep#N) per process: the first "
+                                            "apart, as warm-up")
 
     # --- annotation ranges only (an NVTX range trace) -----------------------------------------
 
@@ -1479,6 +1484,33 @@ def _compile_finding(trace: Trace, compiling: _Share) -> Finding:
     return Finding(
         "warning", f"Compilation: {compiling.pct}% of the traced span is torch.compile "
         f"compiling ({format_ns(compiling.ns)})", evidence, fix)
+
+
+def _step_table(trace: Trace) -> pa.Table | None:
+    """Per process with ``ProfilerStep#N`` ranges: how many, the first step's length (warm-up:
+    compilation, optimizer state) and the median, shortest and longest of the others."""
+    steps = step_ranges(trace)
+    if not steps.num_rows:
+        return None
+    source = steps["source"].to_numpy(zero_copy_only=False)
+    pid = steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    number = steps["step"].to_numpy()
+    dur = steps["end"].to_numpy() - steps["start"].to_numpy()
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "pid", "steps", "first", "median", "min", "max")}
+    for s, p in dict.fromkeys(zip(source.tolist(), pid.tolist(), strict=True)):
+        mine = np.flatnonzero((source == s) & (pid == p))
+        mine = mine[np.argsort(number[mine], kind="stable")]
+        rest = dur[mine[1:]] if len(mine) > 1 else dur[mine]
+        cols["pid"].append(None if p < 0 else p)
+        cols["steps"].append(len(mine))
+        cols["first"].append(int(dur[mine[0]]))
+        cols["median"].append(int(np.median(rest)))
+        cols["min"].append(int(rest.min()))
+        cols["max"].append(int(rest.max()))
+    return report_table([("pid", "int", None, cols["pid"]), ("steps", "int", None, cols["steps"]),
+                         *((k, "int", "ns", cols[k]) for k in ("first", "median", "min",
+                                                                "max"))])
 
 
 def _processes_per_host(trace: Trace) -> int:
