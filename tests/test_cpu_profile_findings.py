@@ -1436,40 +1436,54 @@ def test_ranks_of_two_runs_get_a_warning_and_no_straggler_across_runs():
     assert _titled(cpu_report_of(paths[:2]), "Straggler")  # one run: named as before
 
 
-def _autograd_ops(path) -> tuple[int, int]:
-    """Independently: host ops with autograd's sequence number, and host ops, by the JSON."""
+def _autograd_ops(path) -> tuple[int, int, int]:
+    """Independently: host ops with autograd's sequence number, the distinct numbers, and
+    host ops, by the JSON."""
     with gzip.open(path) as f:
         ops = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"
                and e.get("cat") in ("cpu_op", "Operator")]
-    return sum("Sequence number" in (e.get("args") or {}) for e in ops), len(ops)
+    numbers = [(e.get("args") or {})["Sequence number"] for e in ops
+               if "Sequence number" in (e.get("args") or {})]
+    return len(numbers), len(set(numbers)), len(ops)
 
 
-@pytest.mark.parametrize("rel", [("fixtures", "torch-cpu", "hostwait_both.pt.trace.json.gz"),
+@pytest.mark.parametrize("rel", [("fixtures", "torch-cpu", "inference_grad.pt.trace.json.gz"),
+                                 ("fixtures", "torch-cpu",
+                                  "inference_grad_off.pt.trace.json.gz"),
+                                 ("fixtures", "torch-cpu", "hostwait_both.pt.trace.json.gz"),
                                  ("shared", "torch-trace", "hta", "alexnet_a100_trace.json.gz"),
                                  ("shared", "torch-trace", "tracelens", "h100_bert-small.json.gz"),
                                  ("shared", "torch-trace", "tracelens",
                                   "vllm_hipgraph_capture_rank0_rocm7.pt.trace.json.gz")],
                          ids=lambda r: r[-1].split(".")[0])
 def test_inference_with_grad_mode_on_is_named(rel):
-    """PyTorch numbers an op for autograd (args "Sequence number") only with grad mode on:
-    hostwait's loop and alexnet's inference ran without no_grad/inference_mode (alexnet:
-    132 ops, model.to(device) and the forward passes); bert-small's inference did not, nor
-    vLLM's capture pass but for two custom ops (48 of 3,819 ops: under 10%)."""
+    """PyTorch numbers an op for autograd (args "Sequence number") only with grad mode on,
+    and gives the ops that record a node distinct numbers: inference_grad (an eval-mode MLP
+    without no_grad) and alexnet's inference (132 ops, model.to(device) and the forward
+    passes) recorded graphs; inference_grad_off (inference_mode) and bert-small did not;
+    hostwait's loop ran with grad mode on but on tensors that require no grad (every number
+    0: no node); vLLM's capture pass numbered its custom TopK and SortTokens ops only (48
+    of 3,819: under 10%)."""
     path = FIXTURES.joinpath(*rel[1:]) if rel[0] == "fixtures" else shared_path(*rel[1:])
-    recorded, ops = _autograd_ops(path)
+    recorded, distinct, ops = _autograd_ops(path)
     # The verdict of a GPU trace, the CPU report of a CPU-only one.
     report = cpu_report(path) if rel[0] == "fixtures" else \
         tracekit.analyze(tracekit.read(path), "bottleneck")[0]
     found = _titled(report, "autograd records the inference")
-    if recorded * 10 < ops:
-        assert found == [] and recorded == (48 if "vllm" in path.name else 0)
+    if recorded * 10 < ops or distinct < 2:
+        assert found == []
+        assert (recorded, distinct) == ((48, 48) if "vllm" in path.name else (16, 1)
+                                        if "hostwait" in path.name else (0, 0))
         return
     [finding] = found
-    assert finding.evidence["autograd_ops"] == recorded and finding.evidence["host_ops"] == ops
+    assert finding.evidence == {"autograd_ops": recorded, "autograd_nodes": distinct,
+                                "host_ops": ops,
+                                "mode_from": "no backward pass or optimizer step"}
     assert finding.title.startswith(f"autograd records the inference ({recorded:,} of {ops:,} "
-                                    "host ops carry an autograd sequence number)")
+                                    f"host ops carry an autograd sequence number, {distinct:,} "
+                                    "distinct)")
     assert "torch.inference_mode()" in finding.suggestion
-    assert recorded == (132 if "alexnet" in path.name else 16)
+    assert recorded == (132 if "alexnet" in path.name else 45)
 
 
 def test_diff_of_runs_recorded_with_different_settings_says_so():

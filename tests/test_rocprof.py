@@ -830,3 +830,15 @@ def test_copies_without_kernels_are_not_called_an_idle_gpu(name):
     assert not [f for f in report.findings if f.severity == "critical"]
     [transfer] = [f for f in report.findings if f.title.startswith("transfer:")]
     assert transfer.suggestion.startswith("record the kernels before judging the copies")
+
+
+def test_copies_run_as_blit_kernels_are_recorded_copies():
+    """llama.cpp's rocprofv3 run has no memory-copy trace, but ROCm ran its copies as
+    __amd_rocclr_copyBuffer kernels, which the kernel trace holds: its copies are on the GPU
+    timeline, and no finding says they were not recorded."""
+    folder = shared_path("rocprof-v3", "jimw_llamacpp_rocm7")
+    blits = [r for p in folder.glob("*kernel_trace.csv") for r in csv.DictReader(p.open())
+             if r["Kernel_Name"].startswith("__amd_rocclr_copyBuffer")]
+    assert blits
+    [report] = tracekit.analyze(tracekit.read(folder), "bottleneck")
+    assert not [f for f in report.findings if f.title.startswith("copies not recorded")]

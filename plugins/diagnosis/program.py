@@ -91,6 +91,7 @@ class Program:
     fsdp: bool = False  # FullyShardedDataParallel's
     #: Host ops that autograd recorded (Kineto's ``Sequence number`` arg): grad mode was on.
     autograd_ops: int = 0
+    autograd_nodes: int = 0  # the distinct sequence numbers: the nodes autograd recorded
     host_op_calls: int = 0
     evidence: dict[str, str] = field(default_factory=dict)
 
@@ -277,7 +278,7 @@ def _classify(trace: Trace) -> Program:
         if masks:
             p.dropout_masks, p.dropout_mask = sum(k for _, k in masks), _short(masks[0][0])
         if p.mode == "inference":
-            p.autograd_ops, p.host_op_calls = _autograd_ops(trace)
+            p.autograd_ops, p.autograd_nodes, p.host_op_calls = _autograd_ops(trace)
     declared = world_size(trace)
     p.world_size, p.world_size_declared = declared or 1, declared is not None
     p.processes = _gpu_processes(trace)
@@ -308,17 +309,19 @@ def dropout_finding(program: Program) -> Finding | None:
         "outputs are deterministic")
 
 
-def _autograd_ops(trace: Trace) -> tuple[int, int]:
-    """Host ops that autograd recorded, as the readers counted them (``autograd_ops`` of
-    each input: PyTorch gives an op a ``Sequence number`` only where grad mode is on, never
-    under ``torch.no_grad()`` or ``torch.inference_mode()``), and host ops in all."""
-    recorded = sum(m.get("autograd_ops") or 0 for m in trace.metadata.get("sources", {})
-                   .values() if isinstance(m, dict))
+def _autograd_ops(trace: Trace) -> tuple[int, int, int]:
+    """Host ops that autograd numbered, as the readers counted them (``autograd_ops`` of each
+    input: PyTorch gives an op a ``Sequence number`` only where grad mode is on, never under
+    ``torch.no_grad()`` or ``torch.inference_mode()``), the distinct numbers among them (the
+    nodes it recorded), and host ops in all."""
+    sources = [m for m in trace.metadata.get("sources", {}).values() if isinstance(m, dict)]
+    recorded = sum(m.get("autograd_ops") or 0 for m in sources)
     if not recorded:
-        return 0, 0
+        return 0, 0, 0
+    nodes = sum(m.get("autograd_nodes") or 0 for m in sources)
     ev = trace.events
-    return recorded, int(pc.sum(equals(ev["category"], "host.op").cast(pa.int64())).as_py()
-                         or 0)
+    return recorded, nodes, int(pc.sum(equals(ev["category"], "host.op").cast(pa.int64()))
+                                .as_py() or 0)
 
 
 def autograd_finding(program: Program) -> Finding | None:
@@ -327,14 +330,15 @@ def autograd_finding(program: Program) -> Finding | None:
     inference ran with grad mode on, building a graph and keeping activations for a backward
     pass that never comes."""
     if not program.pytorch or program.mode != "inference" or \
-            program.autograd_ops < AUTOGRAD_MIN or \
+            program.autograd_ops < AUTOGRAD_MIN or program.autograd_nodes < 2 or \
             program.autograd_ops * 100 < AUTOGRAD_MIN_PCT * program.host_op_calls:
-        return None
+        return None  # one number (0) for all: grad mode on, but no input required grad
     return Finding(
         "warning", f"autograd records the inference ({program.autograd_ops:,} of "
-        f"{program.host_op_calls:,} host ops carry an autograd sequence number): it runs "
-        "with grad mode on",
-        {"autograd_ops": program.autograd_ops, "host_ops": program.host_op_calls,
+        f"{program.host_op_calls:,} host ops carry an autograd sequence number, "
+        f"{program.autograd_nodes:,} distinct): it runs with grad mode on",
+        {"autograd_ops": program.autograd_ops, "autograd_nodes": program.autograd_nodes,
+         "host_ops": program.host_op_calls,
          "mode_from": program.evidence.get("mode", "")},
         "run inference under torch.inference_mode() (or torch.no_grad()): with grad mode on, "
         "autograd checks every op, and where the parameters require grad (nn.Module's "

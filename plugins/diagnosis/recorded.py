@@ -13,15 +13,19 @@ from tracekit.toolkit import any_true, equals, format_ns, is_in, matches
 
 #: The runtime calls that copy between host and device memory (or device to device).
 COPY_CALL = r"^(cuda|hip)Memcpy"
+#: Kernels that copy: ROCm runs a copy as a blit kernel where it does not use a copy engine.
+COPY_KERNEL = r"(?i)^(hip)?memcpy|^__amd_rocclr_copy(Buffer|Image)"
 #: Blocking copy calls this long in all make the missing copies a warning, else a note.
 WARN_NS = 1_000_000
 
 
 def unrecorded_copies_finding(activity: Activity, program: Program) -> Finding | None:
-    """Copy calls in a trace that holds no copy on the GPU: the tool did not trace copies, so
-    the GPU's time in them is not on its timeline (idle, or start-up, instead of transfer)."""
+    """Copy calls in a trace that holds no copy on the GPU (no copy record, no blit kernel
+    that copies): the tool did not trace copies, so the GPU's time in them is not on its
+    timeline (idle, or start-up, instead of transfer)."""
     ev = activity.events
-    if not ev.num_rows or any_true(equals(ev["category"], "gpu.memcpy")):
+    if not ev.num_rows or any_true(equals(ev["category"], "gpu.memcpy")) or any_true(
+            pc.and_(equals(ev["category"], "gpu.kernel"), matches(ev["name"], COPY_KERNEL))):
         return None
     calls = ev.filter(pc.and_(is_in(ev["category"], list(API)), matches(ev["name"], COPY_CALL)))
     calls = calls.filter(pc.is_valid(calls["dur_ns"]))

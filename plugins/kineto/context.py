@@ -52,6 +52,7 @@ class Context:
         self.thread_names: dict[tuple[int, int], str] = {}
         self.gpu_devices: dict[int, int] = {}  # device id -> the GPU pid naming it
         self.autograd_ops = 0  # host ops with autograd's sequence number
+        self.autograd_nodes = 0  # the distinct numbers among them
 
     def warn(self, kind: str, text: str, count: int = 1) -> None:
         self.out.note(kind, f"warning: {text}", count)

@@ -71,6 +71,7 @@ def top_metadata(ctx: Context) -> None:
     if ctx.autograd_ops:
         # Ops autograd recorded: grad mode was on (an inference run without no_grad).
         meta["autograd_ops"] = ctx.autograd_ops
+        meta["autograd_nodes"] = ctx.autograd_nodes
     dist = top.get("distributedInfo")
     if isinstance(dist, dict) and (text := dumps(dist)):
         meta["distributed"] = orjson.loads(text)

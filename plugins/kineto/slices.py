@@ -68,8 +68,11 @@ def slices(ctx: Context, xs: Events) -> pa.Table:
     }
     columns.update(_typed_gpu_columns(ctx, n, category, name_col, args))
     recorded, _ = ints(args.get(AUTOGRAD_KEY))
-    ctx.autograd_ops += int(pc.sum(pc.and_(recorded.is_valid(), equals(category, "host.op"))
-                                   .cast(pa.int64())).as_py() or 0)
+    numbered = recorded.filter(pc.and_(recorded.is_valid(), equals(category, "host.op")))
+    ctx.autograd_ops += len(numbered)
+    # Distinct numbers are autograd nodes: all ops numbered 0 recorded none (no input
+    # required grad), however many ran with grad mode on.
+    ctx.autograd_nodes += int(pc.count_distinct(numbered).as_py() or 0)
     return pa.table(columns)
 
 
