@@ -835,6 +835,9 @@ def test_time_between_small_ops_is_named_by_the_ranges_that_hold_it():
     assert cover.evidence["outside_ops"] == ", ".join(
         f"{n} ({format_ns(own[n])}, {percent(own[n], span)}%)" for n in names)
     assert [own[n] for n in names] == sorted(own.values(), reverse=True)
+    # The step's own parts: their time outside ops is between small ops, nothing to move.
+    assert "the step's own parts, so it is the time between their ops" in cover.suggestion
+    assert "background thread" not in cover.suggestion
 
 
 def test_a_trace_of_torch_compile_compiling_says_so():

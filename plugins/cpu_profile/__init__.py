@@ -127,6 +127,10 @@ OUTSIDE_NAMED_PCT = 5.0
 PROGRAM_CATEGORIES = ("host.op", "host.annotation", "host.python", "host.memory")
 #: Python's sleep frames (with_stack=True): time.sleep, asyncio.sleep.
 SLEEP_FRAME = re.compile(r"<built-in function sleep>|\bsleep\b.*\(|time\.sleep|asyncio.*sleep")
+#: Ranges that are a training or inference step's own parts (record_function names and
+#: PyTorch's): time outside ops in them is the gaps between the step's ops.
+STEP_PART = re.compile(r"(?i)^(## )?(forward|backward|loss|zero_grad)( ##)?$|"
+                       r"^Optimizer\.(step|zero_grad)#")
 #: Python's output frames (with_stack=True): print, and the logging module's handlers.
 OUTPUT_FRAME = re.compile(r"<built-in function print>|<method 'write' of '_io\.|"
                           r"logging/__init__\.py\(\d+\): (emit|handle|_log|info|debug|warning)"
@@ -1677,6 +1681,11 @@ def _cover_finding(cover: _Cover, shares: dict[str, float], torch: bool) -> Find
         rest = (f"outside any op the time is in {named}: the program sleeps there, waiting "
                 "by design: remove the sleep, or wait on the event it stands for (a queue, "
                 "a condition, a future) so that the wait ends when the work can go on")
+    elif cover.outside and all(STEP_PART.search(n) for n, _ in cover.outside):
+        evidence["outside_ops"] = named
+        rest = (f"outside any op the time is in {named}: the step's own parts, so it is the "
+                "time between their ops (Python and dispatch around small ops), not work to "
+                "move elsewhere: fewer, larger ops (larger batches, torch.compile)")
     elif cover.outside and OUTPUT_FRAME.search(cover.outside[0][0]):
         evidence["outside_ops"] = named
         rest = (f"outside any op the time is in {named}: the program prints or logs in its "
