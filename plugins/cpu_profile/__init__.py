@@ -411,9 +411,10 @@ class CpuAnalyzer(tracekit.Analyzer):
             out.append(Finding(
                 "info", f"Idle {idle_pct}% is a lower bound: cycles do not count on halted "
                 "CPUs", {"idle_pct": idle_pct, "event": event}, ""))
-        if busy and prof.unknown_fn / busy >= 0.3 and (
-                aggregate or (prof.rows_busy is not None
-                              and int(prof.rows_busy.sum()) >= MIN_RANK_SAMPLES)):
+        # A share of a handful of samples says nothing of where the time goes.
+        rankable = aggregate or (prof.rows_busy is not None
+                                 and int(prof.rows_busy.sum()) >= MIN_RANK_SAMPLES)
+        if busy and prof.unknown_fn / busy >= 0.3 and rankable:
             out.append(Finding(
                 "warning", f"{percent(prof.unknown_fn, busy)}% of busy time has no symbol",
                 {"unknown_pct": percent(prof.unknown_fn, busy)},
@@ -421,9 +422,6 @@ class CpuAnalyzer(tracekit.Analyzer):
                 "binary, run perf as a user allowed to read kallsyms, or for JIT code "
                 "write a perf map (e.g. --perf-basic-prof, -XX:+PreserveFramePointer)."))
         kernel_pct = ev.get("kernel_pct") or 0.0
-        # A share of a handful of samples says nothing of where the time goes.
-        rankable = aggregate or (prof.rows_busy is not None
-                                 and int(prof.rows_busy.sum()) >= MIN_RANK_SAMPLES)
         if kernel_pct >= 30 and rankable:
             hint = _kernel_hint(prof)
             top_k = _top(prof.self_w, prof.kernel_keys, 3)
