@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import tracekit
-from helpers import shared_path
+from helpers import FIXTURES, shared_path
 from perfetto_check import decode_and_check
 from tracekit import Trace, TraceBuilder
 from tracekit.model import concat_traces
@@ -416,3 +416,43 @@ def test_inputs_on_unrelated_clocks_are_warned_of(registry):
                                                        "inputs before it end")
     pair = [shared_path("torch-trace", "hta", f"sampled_rank-{i}.json.gz") for i in (0, 1)]
     assert not [k for k in tracekit.read(pair, registry=registry).log.outcomes if k[1] == "clock"]
+
+
+def test_cpu_only_ranks_get_their_collectives_and_arrival(registry):
+    """The gloo DDP run recorded here (fixtures/torch-cpu/record_ddp_cpu.py): rank 1 sleeps
+    80 ms a step before its forward. By the JSON: each rank's gloo ranges matched by order,
+    the clocks put on each other's by the median end offset, rank 1 reaches most of them
+    last; and each rank's time in collective ranges (their union) over its span."""
+    paths = [FIXTURES / "torch-cpu" / f"ddp_rank{r}.pt.trace.json.gz" for r in (0, 1)]
+    want = []
+    for path in paths:
+        with gzip.open(path) as f:
+            doc = json.load(f)
+        ns = lambda v: int(Decimal(str(v)) * 1000)  # noqa: E731
+        host = [e for e in doc["traceEvents"] if e.get("ph") == "X"
+                and e.get("cat") in ("cpu_op", "user_annotation", "python_function")
+                and isinstance(e.get("pid"), int)]
+        comm = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in host
+                      if e["name"] == "record_param_comms"
+                      or e["name"].startswith(("c10d::", "gloo:")))
+        union, reach = 0, comm[0][0]
+        for a, b in comm:  # sorted by start: what each adds past the furthest end so far
+            union += max(0, b - max(a, reach))
+            reach = max(reach, b)
+        group = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in host
+                       if e["name"].startswith("gloo:"))
+        span = max(ns(e["ts"]) + ns(e["dur"]) for e in host) - min(ns(e["ts"]) for e in host)
+        want.append((doc["distributedInfo"]["rank"], union, span, group))
+    n = min(len(w[3]) for w in want)
+    ends = np.array([[b for _, b in w[3][:n]] for w in want])
+    starts = np.array([[a for a, _ in w[3][:n]] for w in want])
+    aligned = starts + np.rint(np.median(ends[0][None, :] - ends, axis=1)).astype(int)[:, None]
+    last = np.bincount(aligned.argmax(axis=0), minlength=2)
+    [report] = tracekit.analyze(tracekit.read([str(p) for p in paths], registry=registry),
+                                "ranks", registry=registry)
+    rows = report.tables["cpu_ranks"].to_pylist()
+    assert [(r["rank"], r["collectives"], r["span"], r["last_at"]) for r in rows] == [
+        (rank, union, span, int(last[i])) for i, (rank, union, span, _) in enumerate(want)]
+    assert rows[1]["last_at"] > rows[0]["last_at"]  # rank 1 sleeps
+    assert report.table_titles["cpu_ranks"].endswith(f"arrival at {n} collectives matched "
+                                                     "by order")

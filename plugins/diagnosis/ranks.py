@@ -34,6 +34,7 @@ import pyarrow as pa
 import tracekit
 from tracekit import Finding, Report, Trace
 from tracekit.plugins.diagnosis.activity import NO_GPU, Activity
+from tracekit.plugins.diagnosis.cpu_ranks import cpu_ranks_table
 from tracekit.plugins.diagnosis.timeline import device_timelines
 from tracekit.toolkit import (
     STEPS_HELP,
@@ -273,7 +274,21 @@ class RanksAnalyzer(tracekit.Analyzer):
             "help": STEPS_HELP})
 
     def analyze(self, trace: Trace) -> Report:
-        return self.combine([self.per_input(trace)])
+        report = self.combine([self.per_input(trace)])
+        if "ranks" not in report.tables:
+            # No GPU timeline: ranks that run on the CPU only, from the trace read whole.
+            found = cpu_ranks_table(restrict(trace, self.options.window, self.options.steps))
+            if found is not None:
+                table, matched = found
+                report.tables["cpu_ranks"] = table
+                report.table_titles["cpu_ranks"] = (
+                    f"CPU-only ranks: time in collectives, arrival at {matched} collectives "
+                    "matched by order")
+                report.notes = [n for n in report.notes if not n.startswith(NO_GPU)]
+                report.notes.append("last_at: the collectives a rank reached last")
+                report.notes.append("median_lateness: its start after the earliest rank's")
+                report.notes.append("-a cpu says whom the others wait for, and why")
+        return report
 
     def per_input(self, trace: Trace) -> list[Rank]:
         """The ranks of one input, summarized where it was read."""
