@@ -1283,7 +1283,7 @@ def _collective_shares(path, with_ns=False):
     return (*found, _union_within(comm, lo, hi), _union_within(extra, lo, hi))
 
 
-def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp():
+def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp(tmp_path):
     """Recorded here (fixtures/torch-cpu/record_ddp_cpu.py): gloo DDP, rank 1 sleeps 80 ms a
     step before its forward. Rank 0 spends most of its span in all-reduce waiting for it;
     rank 1 little. Alone, rank 0 is told DDP is in use, not to use it."""
@@ -1303,6 +1303,12 @@ def test_a_cpu_ddp_run_names_its_straggler_and_does_not_advise_ddp():
                              "wait_ns": comm0 - comm1, "late_extra": "slow_rank_extra",
                              "late_extra_ns": extra}
     assert "What makes it late is slow_rank_extra" in late.suggestion
+    # Through tracekit's Perfetto output (one input, its processes "python (rank N)"), the
+    # straggler keeps its rank.
+    pftrace = tmp_path / "ddp.pftrace"
+    tracekit.convert([str(p) for p in paths], pftrace)
+    [back] = _titled(cpu_report(pftrace), "Straggler")
+    assert back.title.startswith(f"Straggler: process {pid1} (rank 1) spends {pct1}%")
     [waits] = _titled(report, "Communication")
     assert waits.suggestion.startswith(f"The collectives wait for process {pid1} (rank 1)")
     # The ranks analyzer tables CPU-only ranks (tests/test_ranks.py) and points here.

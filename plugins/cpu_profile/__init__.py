@@ -1257,8 +1257,12 @@ def _straggler(trace: Trace, every: list[_Share]) -> _Straggler | None:
         return None
     if inputs_not_one_run(trace):  # who waits for whom holds within one run only
         return None
+    # The process's own rank (Kineto's distributedInfo, or a run's process written by
+    # tracekit as "name (rank N)"), else its input's where several inputs are ranks.
+    own = {(r["source"], r["pid"]): r["rank"] for r in trace.processes.to_pylist()
+           if r["rank"] is not None}
     ranks = {r.source: r.rank for r in input_ranks(trace)} if len(trace.sources) > 1 else {}
-    rank = ranks.get(late.source)
+    rank = own.get((late.source, late.pid), ranks.get(late.source))
     words = f" (rank {rank})" if rank is not None else ""
     wait = max(waiting.ns - late.ns, 0)
     evidence: dict[str, Any] = {
