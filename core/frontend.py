@@ -87,7 +87,7 @@ def analyze_report(inputs: Sequence[str | Path], analyzers: Sequence[str] = (), 
     """
     from tracekit.engine import analyze_planned
     from tracekit.interfaces import ReportFormat
-    from tracekit.outputs import check_not_input, preflight
+    from tracekit.outputs import preflight
     from tracekit.pipeline import analyze, default_registry, read, route_options
     from tracekit.report import report_formats
 
@@ -102,7 +102,7 @@ def analyze_report(inputs: Sequence[str | Path], analyzers: Sequence[str] = (), 
             raise UsageError(f"{mistaken[0]}: no such file; -f is --force (replace an "
                              f"output): for the report format pass --format {mistaken[0]}")
     if output is not None:
-        check_not_input(preflight(output, force=force, inputs=list(inputs)), list(inputs))
+        preflight(output, force=force, inputs=list(inputs))
     reports = analyze_planned(inputs, analyzers, from_=from_, options=options, engine=engine,
                               jobs=jobs, scheduler=scheduler, registry=registry,
                               progress=progress)

@@ -34,7 +34,6 @@ from tracekit.model import EVENTS_SCHEMA, Trace, concat_traces
 from tracekit.options import addressed_key, parse_options
 from tracekit.outputs import (
     STDIO,
-    check_not_input,
     open_output,
     open_output_directory,
     preflight,
@@ -462,7 +461,6 @@ def convert(inputs: str | Path | Sequence[str | Path], output: str | Path, *,
     directory = issubclass(writer_cls, DirectoryWriter)
     target = preflight(output, force=force, inputs=list(inputs), directory=directory,
                        owns=writer_cls.owns if directory else lambda _: False)
-    check_not_input(target, list(inputs))
     # Parsed now, so that a bad value is reported before anything is read.
     writer_options = _options(writer_cls, split_options(writer_opts, [writer_cls])[0])
     # Streamed only into an output replaced when the write succeeds, or by a writer that
@@ -576,7 +574,7 @@ def analyze_inputs(inputs: str | Path | Sequence[str | Path],
     reader_cls = registry.get("reader", from_) if from_ else None
     reader_opts, analyzer_opts = route_options(list(options), reader_cls, consumers)
     if output is not None:
-        check_not_input(preflight(output, force=force, inputs=list(inputs)), list(inputs))
+        preflight(output, force=force, inputs=list(inputs))
     progress.phase("reading")
     trace = read(inputs, format=from_, options=reader_opts, registry=registry,
                  progress=progress,

@@ -83,7 +83,7 @@ def build_report(inputs: Sequence[Path], *, analyzers: Sequence[str] = (),
     import tracekit
     from tracekit import OptionError
     from tracekit.plugins.html_report.assets import check_plotly
-    from tracekit.toolkit import NO_PROGRESS, check_not_input, default_registry, preflight
+    from tracekit.toolkit import NO_PROGRESS, default_registry, preflight
 
     check_plotly()
     progress = progress or NO_PROGRESS
@@ -92,7 +92,7 @@ def build_report(inputs: Sequence[Path], *, analyzers: Sequence[str] = (),
     reader_cls = registry.get("reader", from_) if from_ else None
     reader_opts, per = route(options, sorted(registry.analyzers.values(), key=lambda c: c.name))
     if output is not None:
-        check_not_input(preflight(output, force=force), list(inputs))
+        preflight(output, force=force, inputs=list(inputs))
     progress.phase("reading")
     # A comparison (diff) keeps its inputs apart, even captures of one process.
     trace = tracekit.read(list(inputs), format=reader_cls or from_, options=reader_opts,
