@@ -100,6 +100,20 @@ def input_ranks(trace: Trace) -> list[InputRank]:
     return out
 
 
+def process_ranks(trace: Trace) -> dict[tuple[str, int], int]:
+    """(input, pid) -> rank of each process that has one: its own (Kineto
+    ``distributedInfo``, or "name (rank N)" in tracekit's Perfetto output), else where
+    several inputs are the ranks of a run, its input's (``input_ranks``)."""
+    by_input = {r.source: r.rank for r in input_ranks(trace)} if len(trace.sources) > 1 \
+        else {}
+    out = {}
+    for r in trace.processes.to_pylist():
+        number = r["rank"] if r["rank"] is not None else by_input.get(r["source"])
+        if number is not None:
+            out[(r["source"], r["pid"])] = int(number)
+    return out
+
+
 def not_one_run(world_sizes: Sequence[int | None], declared: Sequence[int]) -> str:
     """Why inputs cannot be ranks of one run, as far as they declare it ('' where nothing
     says so): different world sizes, or one rank number declared by two of them.

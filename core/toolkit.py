@@ -58,6 +58,7 @@ from tracekit.ranks import (
     inputs_not_one_run,
     match_by_order,
     not_one_run,
+    process_ranks,
     rank_in_name,
     rank_trace,
     rank_traces,
@@ -171,7 +172,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Runs of ranks", "One rule for every component that looks across the ranks of a run: "
      "which rank each input is, which kernels are collectives and how they match across "
      "ranks, and the offsets that align ranks recorded on different hosts.",
-     ["input_ranks", "InputRank", "rank_in_name", "not_one_run", "inputs_not_one_run",
+     ["input_ranks", "InputRank", "process_ranks", "rank_in_name", "not_one_run",
+      "inputs_not_one_run",
       "rank_trace", "rank_traces",
       "collective_kernels",
       "COLLECTIVE_KERNEL", "match_by_order", "end_offsets", "align_collectives", "Alignment",
@@ -313,6 +315,7 @@ __all__ = [
     "percent",
     "plural",
     "preflight",
+    "process_ranks",
     "rank_in_name",
     "rank_trace",
     "rank_traces",

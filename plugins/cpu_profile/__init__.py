@@ -57,7 +57,6 @@ from tracekit.toolkit import (
     format_ns,
     idle_comm_rows,
     idle_rows,
-    input_ranks,
     inputs_not_one_run,
     is_in,
     is_kernel,
@@ -65,6 +64,7 @@ from tracekit.toolkit import (
     optimizer_fix,
     percent,
     plural,
+    process_ranks,
     report_table,
     restrict,
     sample_events,
@@ -243,11 +243,11 @@ class CpuAnalyzer(tracekit.Analyzer):
         rows, _ = sample_events(trace, event if seen else None)
         aggregate = aggregate_rows(rows, trace)
         counted, left_out = rows, []
+        tree = StackTree(trace)
         if aggregate:
-            rows, counted, left_out = _one_report(trace, rows)
+            rows, counted, left_out = _one_report(trace, rows, tree)
         weights = sample_weights(rows, "value")[0].to_numpy(zero_copy_only=False)
         unit = weight_unit(trace, rows, event)
-        tree = StackTree(trace)
         idle = idle_rows(trace, rows, tree)
         prof = _Profile.build(rows, weights, idle, tree)
         grand, busy = prof.grand, prof.busy
@@ -594,8 +594,9 @@ class CpuAnalyzer(tracekit.Analyzer):
         every_comm = _range_shares(ev, span, COLLECTIVE_RANGE, bounds)
         comms = [c for c in every_comm if c.pct >= COMMUNICATION_PCT]
         missing = _ranks_missing(trace)
-        straggler = _straggler(trace, every_comm)
         odd = inputs_not_one_run(trace) if len(every_comm) > 1 else ""
+        # Who waits for whom holds within one run only.
+        straggler = _straggler(trace, every_comm) if not odd else None
         if odd:
             report.findings.append(Finding(
                 "warning", f"these inputs may not be ranks of one run: {odd}",
@@ -605,7 +606,7 @@ class CpuAnalyzer(tracekit.Analyzer):
         ddp = bool(pc.any(matches(ev["name"], DDP_RANGE)).as_py()) if ev.num_rows else False
         report.findings.extend(c.communication_finding(
             training, missing, straggler, ddp, _explicit_collectives(ev, c.source, c.pid),
-            _exposed_collectives(ev, c, bounds), windowed=window_of(trace) is not None)
+            _exposed_collectives(ev, c, bounds), windowed=lo is not None or hi is not None)
             for c in comms)
         if straggler is not None:
             report.findings.append(straggler.finding)
@@ -1043,7 +1044,7 @@ LOADER_PART_PCT = 10.0
 def _process_host_rows(events: pa.Table, source: str, pid: int | None) -> pa.Table:
     """The host rows (ops, ranges, frames) of one process of one input that have a start
     and a duration."""
-    mine = pc.and_(pc.equal(events["source"].cast(pa.string()), source),
+    mine = pc.and_(equals(events["source"], source),
                    pc.equal(events["pid"].fill_null(-1), -1 if pid is None else pid))
     rows = events.filter(pc.and_(mine, pc.and_(starts_with(events["category"], "host."),
                                                pc.is_valid(events["dur_ns"]))))
@@ -1091,8 +1092,7 @@ def _exposed_collectives(events: pa.Table, share: _Share,
     end = start + rows["dur_ns"].to_numpy(zero_copy_only=False)
     if bounds is not None:
         start, end = np.clip(start, *bounds), np.clip(end, *bounds)
-    collective = matches(rows["name"], COLLECTIVE_RANGE).to_numpy(zero_copy_only=False) | \
-        matches(rows["name"], C10D_COLLECTIVE).to_numpy(zero_copy_only=False)
+    collective = matches(rows["name"], COLLECTIVE_RANGE).to_numpy(zero_copy_only=False)
     is_op = equals(rows["category"], "host.op").to_numpy(zero_copy_only=False)
     if not collective.any() or not (is_op & ~collective).any():
         return None
@@ -1106,7 +1106,7 @@ def _exposed_collectives(events: pa.Table, share: _Share,
         around[here] = np.searchsorted(at, end[here], side="left") > \
             np.searchsorted(at, start[here], side="left")
     busy = is_op & ~collective & ~around
-    exchange = iv.union(start[collective & ~is_op | calls], end[collective & ~is_op | calls])
+    exchange = iv.union(start[collective], end[collective])
     return iv.total(iv.minus(exchange, iv.union(start[busy], end[busy])))
 
 
@@ -1121,9 +1121,8 @@ def _explicit_collectives(events: pa.Table, source: str, pid: int | None
                                 equals(rows["category"], "host.op")))
     if not calls.num_rows:
         return None
-    backward = rows.filter(pc.and_(pc.or_(matches(rows["name"], BACKWARD_OP),
-                                          matches(rows["name"], DDP_RANGE)),
-                                   pc.is_valid(rows["dur_ns"])))
+    backward = rows.filter(pc.or_(matches(rows["name"], BACKWARD_OP),
+                                  matches(rows["name"], DDP_RANGE)))
     tid = calls["tid"].fill_null(-1).to_numpy(zero_copy_only=False)
     at = calls["ts_ns"].to_numpy(zero_copy_only=False)
     inside = np.zeros(len(at), dtype=bool)
@@ -1255,14 +1254,7 @@ def _straggler(trace: Trace, every: list[_Share]) -> _Straggler | None:
     late = min(every, key=lambda c: c.pct)
     if waiting.pct < COMMUNICATION_PCT or late.pct * 3 > waiting.pct:
         return None
-    if inputs_not_one_run(trace):  # who waits for whom holds within one run only
-        return None
-    # The process's own rank (Kineto's distributedInfo, or a run's process written by
-    # tracekit as "name (rank N)"), else its input's where several inputs are ranks.
-    own = {(r["source"], r["pid"]): r["rank"] for r in trace.processes.to_pylist()
-           if r["rank"] is not None}
-    ranks = {r.source: r.rank for r in input_ranks(trace)} if len(trace.sources) > 1 else {}
-    rank = own.get((late.source, late.pid), ranks.get(late.source))
+    rank = process_ranks(trace).get((late.source, late.pid))
     words = f" (rank {rank})" if rank is not None else ""
     wait = max(waiting.ns - late.ns, 0)
     evidence: dict[str, Any] = {
@@ -1291,23 +1283,31 @@ def _straggler(trace: Trace, every: list[_Share]) -> _Straggler | None:
 def _late_extra(events: pa.Table, late: _Share, waiting: _Share) -> tuple[str, int] | None:
     """The host range or op the late process spends the most time in more than the waiting
     one (its ranges' union per name; steps and collectives left out), if any."""
-    times = []
-    names: dict[str, int] = {}
+    parts = []
     for share in (late, waiting):
         rows = _process_host_rows(events, share.source, share.pid)
-        rows = rows.filter(pc.and_(is_in(rows["category"], ["host.annotation", "host.op"]),
-                                   pc.invert(pc.or_(matches(rows["name"], COLLECTIVE_RANGE),
-                                                    starts_with(rows["name"], "ProfilerStep#")))))
-        text = rows["name"].cast(pa.string()).to_pylist()
-        code = np.array([names.setdefault(n, len(names)) for n in text], dtype=np.int64)
-        start = rows["ts_ns"].to_numpy(zero_copy_only=False)
-        times.append((code, start, start + rows["dur_ns"].to_numpy(zero_copy_only=False)))
-    if not names:
+        parts.append(rows.filter(pc.and_(
+            is_in(rows["category"], ["host.annotation", "host.op"]),
+            pc.invert(pc.or_(matches(rows["name"], COLLECTIVE_RANGE),
+                             starts_with(rows["name"], "ProfilerStep#"))))))
+    text = np.concatenate([p["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
+                           for p in parts]).astype(str)
+    if not len(text):
         return None
-    late_ns, waiting_ns = (iv.total_by_group(c, s, e, len(names)) for c, s, e in times)
-    more = late_ns - waiting_ns
+    # Name codes in order of first appearance (ties go to the name seen first).
+    names, first, code = np.unique(text, return_index=True, return_inverse=True)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(names))
+    code, names = rank[code.reshape(-1)], names[np.argsort(first, kind="stable")]
+    split = parts[0].num_rows
+    times = []
+    for part, codes in ((parts[0], code[:split]), (parts[1], code[split:])):
+        start = part["ts_ns"].to_numpy(zero_copy_only=False)
+        end = start + part["dur_ns"].to_numpy(zero_copy_only=False)
+        times.append(iv.total_by_group(codes, start, end, len(names)))
+    more = times[0] - times[1]
     best = int(np.argmax(more))
-    return (list(names)[best], int(more[best])) if more[best] > 0 else None
+    return (str(names[best]), int(more[best])) if more[best] > 0 else None
 
 
 def _ranks_missing(trace: Trace) -> str | None:
@@ -1583,15 +1583,20 @@ def _in_optimizer(events: pa.Table, ops: pa.Table, top_level: np.ndarray
         return None
     start = steps["ts_ns"].to_numpy(zero_copy_only=False)
     end = start + steps["dur_ns"].to_numpy(zero_copy_only=False)
-    step_pid = steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
     rows = ops.take(pa.array(np.flatnonzero(top_level)))
     at = rows["ts_ns"].to_numpy(zero_copy_only=False)
-    pid = rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    # Processes by (input, pid) codes shared by the steps and the ops: ranks may share pids.
+    n = steps.num_rows
+    process, _ = factorize(
+        np.concatenate([steps["source"].cast(pa.string()).to_numpy(zero_copy_only=False),
+                        rows["source"].cast(pa.string()).to_numpy(zero_copy_only=False)]),
+        np.concatenate([steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False),
+                        rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False)]))
+    step_process, op_process = process[:n], process[n:]
     inside = np.zeros(len(at), dtype=bool)
-    for p in np.unique(step_pid).tolist():
-        mine = step_pid == p
-        of_pid = pid == p
-        inside[of_pid] = iv.covered(at[of_pid], iv.union(start[mine], end[mine]))
+    for p in np.unique(step_process).tolist():
+        mine, of_process = step_process == p, op_process == p
+        inside[of_process] = iv.covered(at[of_process], iv.union(start[mine], end[mine]))
     names = steps["name"].cast(pa.string()).to_pylist()
     return inside, names[int(np.argmax(end - start))]
 
@@ -1972,7 +1977,8 @@ def _few_samples(rows: pa.Table, prof: _Profile, aggregate: bool) -> Finding | N
         f"rate, to {FEW_SAMPLES:,} samples or more, before weighing small shares.")
 
 
-def _one_report(trace: Trace, rows: pa.Table) -> tuple[pa.Table, pa.Table, list[str]]:
+def _one_report(trace: Trace, rows: pa.Table, tree: StackTree
+                ) -> tuple[pa.Table, pa.Table, list[str]]:
     """Of aggregate rows from several reports (VTune CSVs read together), the rows of the one
     the profile is made of, the rows whose hardware event counts it uses, and the reports
     left out, each as "name (what it is)".
@@ -1991,7 +1997,6 @@ def _one_report(trace: Trace, rows: pa.Table) -> tuple[pa.Table, pa.Table, list[
     timed = {s: parts[s]["dur_ns"].null_count < parts[s].num_rows for s in sources}
     group = {s: _group_by(parts[s], True) for s in sources}
     primary = max(sources, key=lambda s: (timed[s], group[s] == "Function", -sources.index(s)))
-    tree = StackTree(trace)
     counted = primary
     if event_counts(parts[primary], tree, report_values(parts[primary])) is None:
         counted = next((s for s in sources if s != primary and group[s] == group[primary]

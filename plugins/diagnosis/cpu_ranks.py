@@ -13,9 +13,9 @@ from tracekit.toolkit import (
     COLLECTIVE_RANGE,
     SYNTHETIC_ID_MAX,
     end_offsets,
-    input_ranks,
     match_by_order,
     percent,
+    process_ranks,
     report_table,
     starts_with,
     step_ranges,
@@ -47,7 +47,7 @@ def cpu_ranks_table(trace: Trace) -> tuple[pa.Table, int] | None:
     pid = host["pid"].to_numpy(zero_copy_only=False)
     start = host["ts_ns"].to_numpy(zero_copy_only=False)
     end = start + host["dur_ns"].to_numpy(zero_copy_only=False)
-    rank_of = _rank_numbers(trace)
+    rank_of = process_ranks(trace)
     steps = step_ranges(trace)
     rows = []
     for s, p in dict.fromkeys(zip(source[collective].tolist(), pid[collective].tolist(),
@@ -88,14 +88,3 @@ def cpu_ranks_table(trace: Trace) -> tuple[pa.Table, int] | None:
         ("median_step", "int", "ns", [r["step"] for r in rows])])
     return table, matched
 
-
-def _rank_numbers(trace: Trace) -> dict[tuple[str, int], int]:
-    """(input, pid) -> rank: the process's own (Kineto ``distributedInfo``), else its
-    input's."""
-    by_input = {r.source: r.rank for r in input_ranks(trace)}
-    out = {}
-    for r in trace.processes.to_pylist():
-        number = r["rank"] if r["rank"] is not None else by_input.get(r["source"])
-        if number is not None:
-            out[(r["source"], r["pid"])] = int(number)
-    return out
