@@ -1070,13 +1070,8 @@ def _inside_loader(events: pa.Table, share: _Share,
     if not parts.any():
         return []
     inner = rows.filter(pa.array(parts)).select(["name", "ts_ns", "dur_ns", "pid", "tid"])
-    self_ns = op_self_times(inner)
-    names, code = np.unique(inner["name"].cast(pa.string()).to_numpy(zero_copy_only=False)
-                            .astype(str), return_inverse=True)
-    per_name = np.bincount(code.reshape(-1), weights=self_ns, minlength=len(names))
-    order = np.argsort(-per_name, kind="stable")[:3]
-    return [(str(names[i]), int(per_name[i])) for i in order
-            if percent(per_name[i], share.ns) >= LOADER_PART_PCT]
+    ranked = _by_name(inner, op_self_times(inner)).ranked[:3]
+    return [(name, int(ns)) for name, ns in ranked if percent(ns, share.ns) >= LOADER_PART_PCT]
 
 
 def _exposed_collectives(events: pa.Table, share: _Share,
