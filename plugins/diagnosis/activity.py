@@ -46,8 +46,8 @@ API = ("api.runtime", "api.driver")
 # COLLECTIVE_KERNEL; docs/analyzers/diagnosis.md has the table).
 COMM_KERNEL = COLLECTIVE_KERNEL
 # ROCm's runtime implements copies and fills with its own blit kernels (__amd_rocclr_*).
-MEMORY_KERNEL = (r"(?i)^(hip)?memcpy|^(hip)?memset|^dma"
-                 r"|^__amd_rocclr_(fill|copy)(Buffer|Image)")
+COPY_KERNEL = r"(?i)^(hip)?memcpy|^__amd_rocclr_copy(Buffer|Image)"
+MEMORY_KERNEL = COPY_KERNEL + r"|^(hip)?memset|^dma|^__amd_rocclr_fill(Buffer|Image)"
 # Calls that return only when the device has caught up (nsys' cuda_api_sync and
 # cuda_memcpy_sync rules, their HIP twins, and the synchronous copies and memsets).
 SYNC_API = (r"^(cuda|hip)(Device|Stream|Event|Ctx|Thread)Synchronize"

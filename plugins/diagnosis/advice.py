@@ -674,9 +674,10 @@ def _communication(p: Program, f: Facts) -> list[Fix]:
         return [Fix(f"much of this time is the ranks waiting for rank {rank} (the straggler "
                     "finding): make its work match the others', not the exchange",
                     f"rank {rank} arrives last at {last} of {count} collectives")]
+    if f.host_exchange_ns <= sum(f.collective_ns.values()) and (
+            waiting := _waiting_fix(f)) is not None:
+        return [waiting]  # it sends to the ranks analysis itself
     fixes = _communication_fixes(p, f)
-    if _waiting_fix(f) is not None and f.host_exchange_ns <= sum(f.collective_ns.values()):
-        return fixes  # it already sends to the ranks analysis
     # A collective ends when the last rank arrives: one rank's collective time holds its
     # wait for the others, which its own trace cannot tell from transfer time.
     together = ("analyze every rank's trace together (tracekit analyze r0.json r1.json … -a "
@@ -714,9 +715,6 @@ def _communication_fixes(p: Program, f: Facts) -> list[Fix]:
     total = sum(f.collective_ns.values())
     if f.host_exchange_ns > total:
         return _host_exchange_fixes(p, f)
-    waiting = _waiting_fix(f)
-    if waiting is not None:
-        return [waiting]
     kind, ns = max(f.collective_ns.items(), key=lambda kv: kv[1]) if total else ("", 0)
     # The kind with the most time sets the fix (the largest lever), the others are named.
     split = ", ".join(f"{'unknown kind' if k == 'other' else k} {_pct(100 * v / total)}"

@@ -86,7 +86,6 @@ from tracekit.plugins.diagnosis.steps import slow_step_finding
 from tracekit.toolkit import (
     STEPS_HELP,
     WINDOW_HELP,
-    any_true,
     format_bytes,
     format_ns,
     grouped_stats,
@@ -98,7 +97,6 @@ from tracekit.toolkit import (
     restrict,
     short_name,
     short_names,
-    step_ranges,
 )
 from tracekit.toolkit import intervals as iv
 
@@ -214,7 +212,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             return report
         costs = cause_costs(per_device)
         loading = 0
-        if not step_ranges(trace).num_rows:
+        if not activity.has_steps:
             # Uploads before the first kernel, with no copy after it: loading, not the work.
             loading = sum(set_up_copies_ns(trace, g) for g in per_device)
             costs["transfer"] -= loading
@@ -726,9 +724,6 @@ class Evidence:
         """What the choice of fixes depends on (see ``advice.Facts``)."""
         f = Facts()
         self._compute_facts(f)
-        _, compute_rows = self._work(COMPUTE)
-        f.compute_ns = int(self.activity.events["dur_ns"].take(pa.array(compute_rows))
-                           .fill_null(0).to_numpy().sum())
         self._gap_facts(f)
         self._transfer_facts(f)
         self._communication_facts(f)
@@ -736,8 +731,7 @@ class Evidence:
         f.unattributed_idle_ns = idle["unattributed_ns"]
         f.other_idle_ns = idle["queued_ns"] + idle["unattributed_ns"]
         # Copies and no kernel at all: the trace was recorded without kernel tracing.
-        f.no_kernels = not any_true(is_in(self.activity.events["category"],
-                                          ["gpu.kernel", "gpu.graph"]))
+        f.no_kernels = not self.activity.category.is_in(("gpu.kernel", "gpu.graph")).any()
         self._queued_facts(f)
         calls = self.activity.calls
         api = calls.is_sync & ~calls.is_op
@@ -761,6 +755,7 @@ class Evidence:
         if not len(rows):
             return
         dur = self.activity.events["dur_ns"].take(pa.array(rows)).fill_null(0).to_numpy()
+        f.compute_ns = int(dur.sum())  # what copies or collectives could hide behind
         total = float(dur.sum()) or 1.0
 
         def share(pattern: str) -> float:

@@ -453,13 +453,15 @@ def _output_calls(activity: Activity, rows: np.ndarray, s: np.ndarray, e: np.nda
     """The most frequent output call among ``rows`` (starting at ``s``, ending at ``e``), how
     many output calls there are and their time within ``[lo, hi)``, where there are at least
     ``OUTPUT_CALLS_MIN``."""
-    names = [activity.name(int(r)) for r in rows]
-    is_output = np.array([bool(OUTPUT_CALLS.match(n)) for n in names], dtype=bool)
-    output = [n for n, hit in zip(names, is_output, strict=True) if hit]
-    if len(output) < OUTPUT_CALLS_MIN:
+    if "output calls" not in activity.cache:  # per row, once per trace
+        activity.cache["output calls"] = activity.name_codes.matches(OUTPUT_CALLS.pattern)
+    is_output = activity.cache["output calls"][rows]
+    if int(is_output.sum()) < OUTPUT_CALLS_MIN:
         return None
+    codes = activity.name_codes.codes[rows[is_output]]
+    most = activity.name_codes.entries[int(np.bincount(codes).argmax())]
     ns = iv.total(iv.union(np.maximum(s[is_output], lo), np.minimum(e[is_output], hi)))
-    return max(set(output), key=output.count), len(output), ns
+    return str(most), int(is_output.sum()), ns
 
 
 def _other_thread(activity: Activity, lo: int, hi: int, call: int,

@@ -274,28 +274,20 @@ class RanksAnalyzer(tracekit.Analyzer):
             "help": STEPS_HELP})
 
     def analyze(self, trace: Trace) -> Report:
-        report = self.combine([self.per_input(trace)])
-        if "ranks" not in report.tables:
-            # No GPU timeline: ranks that run on the CPU only, from the trace read whole.
-            found = cpu_ranks_table(restrict(trace, self.options.window, self.options.steps))
-            if found is not None:
-                table, matched = found
-                report.tables["cpu_ranks"] = table
-                report.table_titles["cpu_ranks"] = (
-                    f"CPU-only ranks: time in collectives, arrival at {matched} collectives "
-                    "matched by order")
-                report.notes = [n for n in report.notes if not n.startswith(NO_GPU)]
-                report.notes.append("last_at: the collectives a rank reached last")
-                report.notes.append("median_lateness: its start after the earliest rank's")
-                report.notes.append("-a cpu says whom the others wait for, and why")
-        return report
+        ranks = self.per_input(trace)
+        # No GPU timeline: ranks that run on the CPU only, from the trace read whole.
+        cpu = None if ranks else cpu_ranks_table(
+            restrict(trace, self.options.window, self.options.steps))
+        return self.combine([ranks], cpu)
 
     def per_input(self, trace: Trace) -> list[Rank]:
         """The ranks of one input, summarized where it was read."""
         return summarize(restrict(trace, self.options.window, self.options.steps))
 
-    def combine(self, parts: list[list[Rank]]) -> Report:
-        """The report of all inputs' ranks."""
+    def combine(self, parts: list[list[Rank]],
+                cpu_ranks: tuple[pa.Table, int] | None = None) -> Report:
+        """The report of all inputs' ranks; ``cpu_ranks``: the table of CPU-only ranks and
+        how many collectives it matched, where there is no GPU timeline."""
         report = Report(analyzer=self.name, title="Across ranks")
         every = [r for part in parts for r in part]
         odd = _not_one_run(every)
@@ -307,6 +299,16 @@ class RanksAnalyzer(tracekit.Analyzer):
                                                  if r.world_size})},
                 suggestion="give the ranks of one run (the same world size, each rank once); "
                            "to compare two runs, use -a diff"))
+        if not ranks and cpu_ranks is not None:
+            table, matched = cpu_ranks
+            report.tables["cpu_ranks"] = table
+            report.table_titles["cpu_ranks"] = (
+                f"CPU-only ranks: time in collectives, arrival at {matched} collectives "
+                "matched by order")
+            report.notes.append("last_at: the collectives a rank reached last")
+            report.notes.append("median_lateness: its start after the earliest rank's")
+            report.notes.append("-a cpu says whom the others wait for, and why")
+            return report
         if not ranks:
             # A rank here is one GPU timeline; the CPU report compares CPU-only processes.
             report.notes.append(f"{NO_GPU}: a rank here is one GPU's timeline; the CPU "

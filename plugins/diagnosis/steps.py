@@ -32,7 +32,8 @@ def slow_step_finding(trace: Trace) -> Finding | None:
     source = steps["source"].to_numpy(zero_copy_only=False)
     pid = steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
     number = steps["step"].to_numpy()
-    dur = steps["end"].to_numpy() - steps["start"].to_numpy()
+    begin, finish = steps["start"].to_numpy(), steps["end"].to_numpy()
+    dur = finish - begin
     worst: tuple[float, int, int, int, int, str, int, int] | None = None
     processes = sorted(set(zip(source.tolist(), pid.tolist(), strict=True)))
     slow_steps: dict[tuple[str, int], set[int]] = {}  # per process, its slow step numbers
@@ -52,9 +53,8 @@ def slow_step_finding(trace: Trace) -> Finding | None:
         i = int(later[np.argmax(dur[later])])
         ratio = dur[i] / median
         if ratio >= SLOW_STEP_RATIO and (worst is None or ratio > worst[0]):
-            bounds = steps["start"].to_numpy(), steps["end"].to_numpy()
-            others = [(int(bounds[0][j]), int(bounds[1][j])) for j in mine if j != i]
-            name, extra = _what_ran(trace, key, (int(bounds[0][i]), int(bounds[1][i])), others)
+            others = [(int(begin[j]), int(finish[j])) for j in mine if j != i]
+            name, extra = _what_ran(trace, key, (int(begin[i]), int(finish[i])), others)
             worst = (float(ratio), int(number[i]), int(dur[i]), int(median), len(mine), name,
                      extra, key[1])
     if worst is None:
