@@ -117,44 +117,48 @@ def restrict(trace: Trace, window: str = "", steps: str = "") -> Trace:
         if len(set(zip(chosen["source"].to_pylist(), chosen["pid"].to_pylist(),
                        strict=True))) > 1:
             # Ranks: each process's own steps A..B (their clocks and paces differ).
-            return _restrict_per_process(trace, chosen, lo, hi)
-    end = pc.add(ev["ts_ns"], ev["dur_ns"].fill_null(0))
-    keep = ev["ts_ns"].is_null()
-    inside = ev["ts_ns"].is_valid()
-    if hi is not None:
-        inside = pc.and_(inside, pc.less(ev["ts_ns"], hi))
-    if lo is not None:
-        inside = pc.and_(inside, pc.or_(pc.greater(end, lo), pc.greater_equal(ev["ts_ns"], lo)))
-    metadata = {**trace.metadata, WINDOW_KEY: [lo, hi]}
-    return dataclasses.replace(trace, events=ev.filter(pc.or_(keep, inside)), metadata=metadata)
+            row_lo, row_hi = _process_bounds(ev, chosen, lo, hi)
+            return _cut(trace, row_lo, row_hi, [lo, hi])
+    return _cut(trace, lo, hi, [lo, hi])
 
 
-def _restrict_per_process(trace: Trace, chosen: pa.Table, lo: int, hi: int) -> Trace:
-    """``trace`` cut, process by process, to the span of that process's ``chosen`` steps;
-    rows of a process with none of them (a GPU's own rows, a named track) to the span of
-    their input's, else to the span of all (``lo``, ``hi``)."""
+def _cut(trace: Trace, lo: int | np.ndarray | None, hi: int | np.ndarray | None,
+         bounds: list[int | None]) -> Trace:
+    """``trace`` with the timed rows that overlap ``[lo, hi)`` (per row, or one for all;
+    None: open) kept whole, and the untimed rows; ``bounds`` recorded as its window."""
     ev = trace.events
-    source = ev["source"].cast(pa.string()).to_numpy(zero_copy_only=False).astype(object)
-    pid = ev["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    timed = ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
     ts = ev["ts_ns"].fill_null(0).to_numpy(zero_copy_only=False)
     end = ts + ev["dur_ns"].fill_null(0).to_numpy(zero_copy_only=False)
-    row_lo = np.full(len(ts), lo, dtype=np.int64)
-    row_hi = np.full(len(ts), hi, dtype=np.int64)
+    inside = timed.copy()
+    if hi is not None:
+        inside &= ts < hi
+    if lo is not None:
+        inside &= (end > lo) | (ts >= lo)
+    metadata = {**trace.metadata, WINDOW_KEY: bounds}
+    return dataclasses.replace(trace, events=ev.filter(pa.array(~timed | inside)),
+                               metadata=metadata)
+
+
+def _process_bounds(ev: pa.Table, chosen: pa.Table, lo: int, hi: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the span of its process's ``chosen`` steps; for rows of a process with none
+    of them (a GPU's own rows, a named track), of its input's, else of all (``lo``, ``hi``)."""
+    pid = ev["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
+    row_lo = np.full(ev.num_rows, lo, dtype=np.int64)
+    row_hi = np.full(ev.num_rows, hi, dtype=np.int64)
     c_source = np.asarray(chosen["source"].to_pylist(), dtype=object)
     c_pid = chosen["pid"].fill_null(-1).to_numpy(zero_copy_only=False)
     c_lo, c_hi = chosen["start"].to_numpy(), chosen["end"].to_numpy()
     for s in dict.fromkeys(c_source.tolist()):  # an input's span, then each process's own
         mine = c_source == s
-        rows = source == s
+        rows = equals(ev["source"], s).to_numpy(zero_copy_only=False)
         row_lo[rows], row_hi[rows] = c_lo[mine].min(), c_hi[mine].max()
         for p in np.unique(c_pid[mine]).tolist():
             theirs = mine & (c_pid == p)
             rows_p = rows & (pid == p)
             row_lo[rows_p], row_hi[rows_p] = c_lo[theirs].min(), c_hi[theirs].max()
-    timed = ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False)
-    keep = ~timed | ((ts < row_hi) & ((end > row_lo) | (ts >= row_lo)))
-    metadata = {**trace.metadata, WINDOW_KEY: [lo, hi]}
-    return dataclasses.replace(trace, events=ev.filter(pa.array(keep)), metadata=metadata)
+    return row_lo, row_hi
 
 
 def _seconds(ns: int) -> str:
