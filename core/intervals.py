@@ -10,8 +10,6 @@ A *set* is a pair ``(starts, ends)`` of sorted, disjoint, non-empty intervals, a
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 IntervalSet = tuple[np.ndarray, np.ndarray]
@@ -139,15 +137,25 @@ def total_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, groups
         return np.zeros(groups)
     order = np.lexsort((s, g))
     g, s, e = g[order], s[order], e[order]
-    base = int(s.min())
-    # Each group's times shifted past the last one's, so that one running maximum of the
-    # ends serves every group: what an interval adds is its part past that maximum.
-    shift = g.astype(np.int64) * (int(e.max()) - base + 1) - base
-    reach = np.maximum.accumulate(e + shift)
-    first = np.r_[True, g[1:] != g[:-1]]
-    begin = np.where(first, s + shift, np.maximum(s + shift, np.r_[0, reach[:-1]]))
-    added = np.clip(e + shift - begin, 0, None)
+    s, e, before, first = _reach_before(g, s, e)
+    begin = np.where(first, s, np.maximum(s, before))
+    added = np.clip(e - begin, 0, None)  # what an interval adds past the ones before it
     return np.bincount(g, weights=added, minlength=groups)
+
+
+def _reach_before(group: np.ndarray, start: np.ndarray, end: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For intervals sorted by group, then start: their starts and ends shifted so that
+    each group's lie past the previous group's, the furthest (shifted) end of the intervals
+    before each one (meaningful within its group), and whether it is its group's first.
+    One running maximum then serves every group, with no loop over them."""
+    base = int(start.min())
+    codes = np.unique(group, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    shift = codes * (int(end.max()) - base + 1) - base
+    s, e = start + shift, end + shift
+    reach = np.maximum.accumulate(e)
+    first = np.r_[True, group[1:] != group[:-1]]
+    return s, e, np.r_[np.iinfo(np.int64).min, reach[:-1]], first
 
 
 def starts_inside(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -157,10 +165,8 @@ def starts_inside(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
     if len(start) < 2:
         return inside
     order = np.lexsort((-end, start, group))  # per group by start, the outer one first
-    g = group[order]
-    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
-    for a, b in itertools.pairwise(bounds.tolist()):  # one step per group
-        rows = order[a:b]
-        reach = np.maximum.accumulate(end[rows])
-        inside[rows[1:]] = start[rows[1:]] < reach[:-1]
+    s, _, before, first = _reach_before(np.asarray(group)[order],
+                                        np.asarray(start, dtype=np.int64)[order],
+                                        np.asarray(end, dtype=np.int64)[order])
+    inside[order] = ~first & (s < before)
     return inside
