@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracekit import TraceBuilder
-from tracekit.plugins.perfetto.tracks import PROCESS, THREAD, stable_uuid
+from tracekit.plugins.perfetto.tracks import DEVICE_PROPERTIES, PROCESS, THREAD, stable_uuid
 from tracekit.toolkit import SYNTHETIC_ID_MAX
 
 # "GPU 2: GPU 2" is device 2 named "GPU 2": a prefix ("rank r ", an input's name) only
@@ -32,9 +32,8 @@ _NO_PROCESS = ": no process"
 
 #: A GPU track's description as tracekit's writer gives it: "label: value" parts, "; " apart
 #: (``tracks.DEVICE_PROPERTIES``), back to the devices table's columns.
-_PROPERTY_COLUMNS = {"vendor": ("vendor", str),
-                     "compute capability": ("compute_capability", str),
-                     "SMs": ("sm_count", int), "memory": ("memory_bytes", int)}
+_PROPERTY_COLUMNS = {label: (column, unit, kind)
+                     for column, label, unit, kind in DEVICE_PROPERTIES}
 
 
 def device_properties(description: str) -> dict[str, Any]:
@@ -45,8 +44,8 @@ def device_properties(description: str) -> dict[str, Any]:
         column = _PROPERTY_COLUMNS.get(label)
         if column is None or not value:
             continue
-        name, kind = column
-        value = value.removesuffix(" bytes")
+        name, unit, kind = column
+        value = value.removesuffix(unit) if unit else value
         try:
             out[name] = kind(value)
         except ValueError:

@@ -33,8 +33,11 @@ _UUID, _NAME, _PROCESS, _THREAD, _PARENT, _COUNTER = 1, 2, 3, 4, 5, 8
 _CHILD_ORDERING, _SIBLING_RANK = 11, 12
 _DESCRIPTION = 14
 #: The devices table's properties a GPU track's description carries: (column, label, unit).
-DEVICE_PROPERTIES = (("vendor", "vendor", ""), ("compute_capability", "compute capability", ""),
-                     ("sm_count", "SMs", ""), ("memory_bytes", "memory", " bytes"))
+#: The devices table's columns a GPU track's description gives: column, label, unit, type
+#: (the reader parses them back: ``read_tracks.device_properties``).
+DEVICE_PROPERTIES = (("vendor", "vendor", "", str),
+                     ("compute_capability", "compute capability", "", str),
+                     ("sm_count", "SMs", "", int), ("memory_bytes", "memory", " bytes", int))
 _EXPLICIT = 3
 _UNIT_SIZE_BYTES = 3
 _ROWS = 1 << 17  # rows planned at a time
@@ -330,7 +333,7 @@ class _Names:
         back by tracekit's Perfetto reader): ``vendor: nvidia; compute capability: 7.0;
         SMs: 80; memory: 34084028416 bytes``."""
         row = self.devices.get((self.sources[s], d), {})
-        parts = [f"{label}: {row[key]}{unit}" for key, label, unit in DEVICE_PROPERTIES
+        parts = [f"{label}: {row[key]}{unit}" for key, label, unit, _ in DEVICE_PROPERTIES
                  if row.get(key) is not None]
         return "; ".join(parts) or None
 
