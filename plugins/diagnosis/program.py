@@ -54,12 +54,16 @@ MPI = re.compile(r"^MPI_|^P?MPI_")
 COLLECTIVE = re.compile(r"(?i)^nccl[:A-Z]|^rccl|^c10d::|record_param_comms|^hccl")
 # The names that say which collective: PyTorch's record_param_comms wraps every one.
 NAMED_COLLECTIVE = re.compile(r"(?i)^nccl[:A-Z]|^rccl|^c10d::|^hccl")
+# cuBLAS's Hopper-and-later GEMMs (nvjet) spell their types after the prefix, one letter each,
+# the inputs' first: h fp16, t bf16, s fp32, q fp8 — nvjet_sm90_hsh_… is fp16, …_tst_… bf16,
+# …_qqtst_… fp8 (recorded in fixtures/torch-cuda/gemm_dtypes).
+NVJET_TYPES = r"^nvjet_(?:sm\d+_)?"
 PRECISION = {
-    "fp8": re.compile(r"(?i)fp8|e4m3|e5m2|mxfp4|nvfp4|f8f6f4"),
+    "fp8": re.compile(r"(?i)fp8|e4m3|e5m2|mxfp4|nvfp4|f8f6f4|" + NVJET_TYPES + "q"),
     # Tensile/hipBLASLt GEMMs name their data type after the layouts: Cijk_Alik_Bljk_B_BS…
     # (bf16), …_HHS_… (fp16); S is fp32.
     "bf16/fp16": re.compile(r"(?i)bf16|fp16|f16|half|h884|h1688|h16816|hmma|_BBS_|_HHS_|"
-                            r"^Cijk_A\w{3}_B\w{3}_[BH]"),
+                            r"^Cijk_A\w{3}_B\w{3}_[BH]|" + NVJET_TYPES + "[ht]"),
     "tf32": re.compile(r"(?i)tf32|s1688gemm|s16816gemm|xmma.*tf32"),
     "fp64": re.compile(r"(?i)fp64|dgemm|double|d884|dmma"),
 }
