@@ -97,15 +97,18 @@ def slow_step_finding(trace: Trace) -> Finding | None:
 
 #: Steps that grow: the last this many times the first (after warm-up) ...
 GROWTH_RATIO = 1.5
-#: ... with at least this share of the step-to-step changes increases.
+#: ... with at least this share of the step-to-step changes increases ...
 GROWTH_RISES = 0.8
+#: ... over at least this many steps after warm-up: three noisy steps rise by chance.
+GROWTH_MIN_STEPS = 5
 
 
 def _growth(number: np.ndarray, dur: np.ndarray) -> tuple[int, int, int, int, int] | None:
     """Steps (warm-up left out) that grow from first to last: (first step, its ns, last
-    step, its ns, steps), where the last is ``GROWTH_RATIO`` times the first or more and
-    ``GROWTH_RISES`` of the changes are rises; else None."""
-    if len(dur) < MIN_STEPS - 1 or dur[0] <= 0:
+    step, its ns, steps), where there are ``GROWTH_MIN_STEPS`` or more, the last is
+    ``GROWTH_RATIO`` times the first or more and ``GROWTH_RISES`` of the changes are rises;
+    else None."""
+    if len(dur) < GROWTH_MIN_STEPS or dur[0] <= 0:
         return None
     rises = np.diff(dur) > 0
     if dur[-1] < GROWTH_RATIO * dur[0] or rises.mean() < GROWTH_RISES:
