@@ -98,6 +98,10 @@ class Facts:
     shorter_than_launch_pct: float | None = None
     launches_per_s: int = 0
     gpu_can_run_per_s: int = 0
+    # launch gaps, and those of them that a host-device copy ends: (count, ns) each
+    launch_gaps: tuple[int, int] = (0, 0)
+    launch_gaps_to_copies: tuple[int, int] = (0, 0)
+    steps: int = 0  # ProfilerStep ranges (of every process)
     # sync
     host_reads: int = 0
     sync_apis: dict[str, int] = field(default_factory=dict)  # name -> calls
@@ -176,6 +180,12 @@ DDP_BUFFER_SYNC = re.compile(r"(?i)(un)?flatten_dense_tensors|broadcast|_sync_(m
 DDP_FORWARD = re.compile(r"DistributedDataParallel\.forward")
 
 
+# A Python frame the profiler recorded (with_stack=True): ``file.py(38): name`` or a built-in.
+PYTHON_FRAME = re.compile(r"\.py\(\d+\): |^<built-in ")
+# The framework's own Python (PyTorch's modules): per-op overhead, not the program's code.
+FRAMEWORK_FRAME = re.compile(r"(^|/)torch/")
+
+
 def place_of(innermost: str, path: list[str]) -> str:
     """Which kind of host work a gap's context is (``PLACES``), innermost range first."""
     if DDP_BUFFER_SYNC.search(innermost) and any(DDP_FORWARD.search(p) for p in path):
@@ -184,6 +194,8 @@ def place_of(innermost: str, path: list[str]) -> str:
         for place, pattern in PLACES:
             if pattern.search(name):
                 return place
+    if PYTHON_FRAME.search(innermost) and not FRAMEWORK_FRAME.search(innermost):
+        return "Python code"
     return "host code"
 
 
@@ -381,8 +393,12 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
             "(.item(), .cpu()), data preparation in Python and garbage collection"
             if p.pytorch else "sample the process (perf record -g) over the same window"),
             because))
+    if place == "Python code":
+        out.append(Fix("make the Python code the step runs between launches cheaper, run it "
+                       "less often (every N steps), or move it off the launching thread so it "
+                       "runs while the GPU works", because))
     if p.pytorch:
-        if place == "untraced host code":
+        if place in ("untraced host code", "Python code"):
             pass
         elif place == "data loading":  # the trace shows the loader, whatever the mode
             out.append(loader_fixes(example, because)[0])
@@ -405,6 +421,9 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
                            f"(device='cuda'), compute them once outside the loop, or {ahead} "
                            "so they are ready when the step starts", _long_host_work(f)))
         else:
+            reads = _reads_block_graphs(p, f)
+            if reads and not p.graphs:
+                out.append(reads)
             out.append(Fix("cut framework overhead per op: " + (
                 f"capture the step in {_torch_graphs(p)}" if not p.graphs else
                 "capture more of the step in the "
@@ -415,7 +434,7 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
             out.append(Fix("serve more requests per step (larger or continuous batches) so "
                            "each launch does more work", "inference: throughput grows with "
                            "batch while host cost per step stays"))
-    else:
+    elif place != "Python code":
         out.append(Fix("take the host work off the path between launches: launch "
                        "asynchronously on streams and overlap the CPU work with the GPU "
                        "(double buffering), or move it to the GPU", because))
@@ -486,6 +505,24 @@ def _input(p: Program, f: Facts) -> list[Fix]:
 def _launch(p: Program, f: Facts) -> list[Fix]:
     because = _launch_because(f)
     out: list[Fix] = []
+    copies, copy_ns = f.launch_gaps_to_copies
+    if copy_ns * 2 >= f.launch_gaps[1] > 0:
+        # The GPU waits for the next copy call, not the next kernel: graphs do not batch
+        # pageable copies, one copy of the whole batch does.
+        out.append(Fix(
+            "copy once per step instead of piece by piece: " + (
+                "build the batch on the host (torch.stack / torch.cat of CPU tensors, in pinned "
+                "memory) and move it with one .to(device, non_blocking=True)" if p.pytorch else
+                f"gather the pieces into one pinned host buffer and issue one "
+                f"{_runtime(p, 'MemcpyAsync')}"),
+            f"{copies:,} of the {f.launch_gaps[0]:,} launch gaps "
+            f"({_pct(100 * copy_ns / f.launch_gaps[1])} of their time) end in a host-device "
+            "copy issued right after the one before"))
+        if copy_ns * 4 >= f.launch_gaps[1] * 3:
+            return out
+    reads = _reads_block_graphs(p, f)
+    if reads and not p.graphs:
+        out.append(reads)
     if p.graphs:
         seen = p.evidence.get("graphs")
         out.append(Fix("graphs are in use: capture the launches still outside them, and fuse "
@@ -503,6 +540,24 @@ def _launch(p: Program, f: Facts) -> list[Fix]:
         out.append(Fix(f"fuse the short kernels or give each more work, and replay repeated "
                        f"sequences as a {api} (stream capture)", because))
     return out
+
+
+# Host reads of device values per recorded step from which a step cannot be captured whole in
+# a graph: a read at the end (logging the loss) leaves the rest capturable, two or more are
+# inside the step.
+STEP_READS_BLOCK_GRAPHS = 2
+
+
+def _reads_block_graphs(p: Program, f: Facts) -> Fix | None:
+    """Where graphs are the fix but the step reads device values between its launches: a
+    graph cannot capture a synchronizing read, so the reads must go first."""
+    if not p.pytorch or not f.steps or f.host_reads < STEP_READS_BLOCK_GRAPHS * f.steps:
+        return None
+    return Fix("take the reads of device values out of the step before capturing it: a graph "
+               "cannot capture .item(), .cpu() or an if on a GPU tensor, and each read drains "
+               "the queue the launches would fill; decide on the device (torch.where) or check "
+               "every N steps",
+               f"{f.host_reads:,} host reads of device values in {f.steps} steps")
 
 
 def _named(name: str) -> str:

@@ -97,6 +97,7 @@ from tracekit.toolkit import (
     restrict,
     short_name,
     short_names,
+    step_ranges,
 )
 from tracekit.toolkit import intervals as iv
 
@@ -122,6 +123,9 @@ COMPUTE_IDLE_PCT = 25.0
 # the GPU span of one tiny kernel is "100% compute" but says nothing about the program.
 TOO_LITTLE_GPU_NS = 1_000_000
 TOO_LITTLE_GPU_PCT = 1.0
+# Steps with GPU work in them that make a recording the steady state: however little the GPU
+# works there, that is the program's behaviour, not a capture too short to judge.
+STEADY_STEPS = 2
 STARTUP_ONLY_PCT = 50.0  # start-up over this share: the trace shows no steady state
 FIXES = {
     "compute": "the GPU is busy computing, so make the math cheaper: bf16/fp16 autocast, "
@@ -271,6 +275,10 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             facts.straggler = (lagging["rank"], lagging["last_at"], lagging["collectives"])
         if dict(ranked).get("launch"):
             evidence.launch_facts(facts)
+            copies_ns, gaps_ns = facts.launch_gaps_to_copies[1], facts.launch_gaps[1]
+            if verdict == "launch" and copies_ns * 4 >= gaps_ns * 3 > 0:
+                report.title = ("Bottleneck: CPU/launch-bound (small host-device copies issued "
+                                "one after another)")
         if verdict == "idle-other" and facts.no_kernels:
             report.title = ("Bottleneck: unknown, the trace records copies but no kernels "
                             "(kernel tracing was off)")
@@ -283,8 +291,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             "" if verdict == "mixed" else
             f", {top_share}% of the recorded span" if verdict == "startup" else
             f", rank {lagging['rank']}" if verdict == "straggler" and lagging else
-            f", {top_share}% of the GPU timeline waiting for data loading, then {ranked[0][0]} "
-            f"({percent(ranked[0][1], span)}%)" if verdict == "input" else
+            f", {top_share}% of the GPU timeline waiting for data loading (its largest cause: "
+            f"{ranked[0][0]}, {percent(ranked[0][1], span)}%)" if verdict == "input" else
             f", {top_share}% of the GPU timeline")
         verdict_fixes = []
         if verdict == "straggler" and lagging:
@@ -387,12 +395,25 @@ def _straggler(trace: Trace) -> dict[str, Any] | None:
     return straggler(ranks, skew) if skew is not None else None
 
 
+def _steps_with_gpu_work(trace: Trace, per_device: list[Gaps]) -> int:
+    """How many ``ProfilerStep#N`` ranges have GPU work starting inside them."""
+    steps = step_ranges(trace)
+    if not steps.num_rows or not per_device:
+        return 0
+    starts = np.sort(np.concatenate([g.timeline.work.start for g in per_device]))
+    lo = np.searchsorted(starts, steps["start"].to_numpy(), side="left")
+    hi = np.searchsorted(starts, steps["end"].to_numpy(), side="left")
+    return int(np.count_nonzero(hi > lo))
+
+
 def _too_little_gpu_work(trace: Trace, per_device: list[Gaps]) -> Report | None:
     """The report for a trace whose GPU work is too little to judge (``TOO_LITTLE_GPU_*``),
     or None."""
     busy = sum(iv.total(g.timeline.busy) for g in per_device)
     if busy >= TOO_LITTLE_GPU_NS:
         return None  # the common case: no need to look at the host side
+    if _steps_with_gpu_work(trace, per_device) >= STEADY_STEPS:
+        return None  # the steady state is recorded: the GPU starves, and the verdict says why
     ev = trace.events
     timed = ev.filter(pc.and_(ev["ts_ns"].is_valid(), pc.invert(pc.equal(
         ev["category"].cast(pa.string()), "host.profiler"))))
@@ -741,6 +762,7 @@ class Evidence:
             values, counts = np.unique(names.astype(str), return_counts=True)
             f.sync_apis = dict(zip(values.tolist(), counts.tolist(), strict=True))
         f.host_reads = host_reads(self.activity)
+        f.steps = step_ranges(self.trace).num_rows if self.activity.has_steps else 0
         return f
 
     def launch_facts(self, f: Facts) -> None:
@@ -749,6 +771,16 @@ class Evidence:
         f.shorter_than_launch_pct = rates.get("shorter_than_launch_pct")
         f.launches_per_s = rates.get("launches_per_s", 0)
         f.gpu_can_run_per_s = rates.get("gpu_can_run_per_s", 0)
+        launch = GAP_CAUSES.index("launch")
+        copy = self.activity.category.is_in(("gpu.memcpy",))
+        gaps = copies = gaps_ns = copies_ns = 0
+        for g in self.per_device:
+            mine = g.cause == launch
+            to_copy = mine & (g.next_row >= 0) & copy[np.maximum(g.next_row, 0)]
+            gaps, gaps_ns = gaps + int(mine.sum()), gaps_ns + int(g.dur[mine].sum())
+            copies += int(to_copy.sum())
+            copies_ns += int(g.dur[to_copy].sum())
+        f.launch_gaps, f.launch_gaps_to_copies = (gaps, gaps_ns), (copies, copies_ns)
 
     def _compute_facts(self, f: Facts) -> None:
         names, rows = self._work(COMPUTE)

@@ -48,6 +48,7 @@ from tracekit.plugins.diagnosis.activity import MEMORY, NO_GPU, READS_COLUMNS, A
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.toolkit import (
     COLLECTIVE_RANGE,
+    STEP_RANGE,
     STEPS_HELP,
     WINDOW_HELP,
     format_ns,
@@ -422,14 +423,21 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
         return GapContext("no recorded host activity", hi - lo, 0.0, [])
     overlap = np.minimum(e, hi) - np.maximum(s, lo)
     half = overlap * 2 >= hi - lo
-    if half.any():
+    # A step range encloses whatever the step does: it is where the gap is, never what.
+    step = _step_ranges(activity)[rows]
+    if (half & ~step).any():
         # Ranges that each cover most of the gap are nested: longest is outermost.
         enclosing = np.flatnonzero(half)
         enclosing = enclosing[np.lexsort((s[enclosing], -(e - s)[enclosing]))]
-        inner = int(enclosing[-1])
-        path = [activity.name(int(rows[i])) for i in enclosing[:-1]]
+        at = int(np.flatnonzero(~step[enclosing])[-1])
+        inner = int(enclosing[at])
+        path = [activity.name(int(rows[i])) for i in enclosing[:at]]
         return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
                           percent(overlap[inner], hi - lo), path)
+    rows, s, e = rows[~step], s[~step], e[~step]
+    if not len(rows):
+        return GapContext(UNTRACED, hi - lo, 100.0, [], ("", "", hi - lo))
+    overlap = overlap[~step]
     ranges = iv.union(np.maximum(s, lo), np.minimum(e, hi))
     covered = iv.covered_within(np.array([lo]), np.array([hi]), ranges)[0]
     if covered * 2 < hi - lo:
@@ -439,6 +447,13 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
     inner = int(np.lexsort((e - s, -overlap))[0])
     return GapContext(activity.name(int(rows[inner])), int(e[inner] - s[inner]),
                       percent(overlap[inner], hi - lo), [])
+
+
+def _step_ranges(activity: Activity) -> np.ndarray:
+    """Per events row: is it a ``ProfilerStep#N`` range (``STEP_RANGE``)?"""
+    if "step ranges" not in activity.cache:
+        activity.cache["step ranges"] = activity.name_codes.matches(STEP_RANGE)
+    return activity.cache["step ranges"]
 
 
 #: Calls that write a program's output (C stdio and the system calls under it): many of

@@ -1,0 +1,191 @@
+"""The diagnosis on real CUDA traces recorded by tracekit on an H200 (fixtures/torch-cuda):
+the verdict an expert gives each program, and the figures behind it against the raw JSON and
+the program's own counts (manifest.json)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import pytest
+import tracekit
+from helpers import FIXTURES
+from independent import load, merge, ns
+
+CUDA = FIXTURES / "torch-cuda"
+MANIFEST = json.loads((CUDA / "manifest.json").read_text())["scenarios"]
+EXPECTED = {name: s["cause"] for name, s in MANIFEST.items() if s.get("cause")}
+# The larger recordings (with_stack, models): the full suite reads them.
+LARGE = {"dataloader_stall", "item_sync_stack", "resnet18_fp32", "resnet18_amp",
+         "transformer_bf16", "tiny_kernels", "cuda_graph"}
+
+
+def path(name: str):
+    return CUDA / f"{name}.pt.trace.json.gz"
+
+
+def params(names):
+    return [pytest.param(n, marks=pytest.mark.slow) if n in LARGE else n for n in sorted(names)]
+
+
+@cache
+def bottleneck(name: str) -> tracekit.Report:
+    registry = tracekit.registry.load_registry(dists={"tracekit"}, environ={})
+    [report] = tracekit.analyze(tracekit.read(path(name), registry=registry), "bottleneck",
+                                registry=registry)
+    return report
+
+
+def finding(report: tracekit.Report, prefix: str) -> tracekit.Finding:
+    return next(f for f in report.findings if f.title.startswith(prefix))
+
+
+def raw(name: str, *categories: str) -> list[dict]:
+    _, events = load(path(name))
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") in categories]
+
+
+def test_every_recording_is_in_the_manifest():
+    assert sorted(p.name.removesuffix(".pt.trace.json.gz") for p in CUDA.glob("*.gz")) == \
+        sorted(MANIFEST)
+    assert all("error" not in s for s in MANIFEST.values())
+
+
+@pytest.mark.parametrize("name", params(EXPECTED))
+def test_verdict_is_the_experts(name):
+    verdict = bottleneck(name).findings[0]
+    assert verdict.evidence["verdict"] == EXPECTED[name], verdict.title
+
+
+@pytest.mark.parametrize("name", params(MANIFEST))
+def test_span_and_kernels_match_the_raw_json(name):
+    """The verdict's span is the GPU activity's extent and the compute finding counts every
+    kernel, computed from the JSON by hand."""
+    doc, events = load(path(name))
+    work = [(ns(doc, e["ts"]), ns(doc, e["ts"] + e["dur"])) for e in events
+            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    busy = merge(work)
+    report = bottleneck(name)
+    assert report.findings[0].evidence["span_ns"] == pytest.approx(
+        busy[-1][1] - busy[0][0], abs=2)
+    kernels = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")
+    compute = [f for f in report.findings if f.title.startswith("compute:")]
+    if report.findings[0].evidence["compute_pct"] < 5:  # min_share_pct: no finding of its own
+        assert not compute
+    else:
+        assert compute[0].evidence["kernels"] == kernels
+
+
+def test_pageable_copies_carry_the_programs_bytes():
+    """4 steps of one 256 MiB pageable host-to-device copy: 1.07 GB, as the JSON's bytes."""
+    copies = raw("pageable_h2d", "gpu_memcpy")
+    per_step = MANIFEST["pageable_h2d"]["h2d_bytes_per_step"]
+    assert [c["args"]["bytes"] for c in copies] == [per_step] * 4
+    transfer = finding(bottleneck("pageable_h2d"), "transfer:")
+    assert transfer.evidence["HtoD pageable"].startswith("4 copies: 1.07 GB in ")
+    assert "pin the host buffers" in bottleneck("pageable_h2d").findings[0].suggestion
+
+
+@pytest.mark.slow
+def test_tiny_kernels_launch_gaps():
+    """1,000 kernels a step for 4 steps; every hole between them is a launch or host gap."""
+    kernels = raw("tiny_kernels", "kernel")
+    assert len(kernels) == 4 * MANIFEST["tiny_kernels"]["kernels_per_step"]
+    report = bottleneck("tiny_kernels")
+    launch = finding(report, "launch:").evidence
+    assert launch["shorter_than_launch_pct"] == 100.0 and launch["gaps"] == 3995
+    assert "CUDA graphs" in report.findings[0].suggestion
+
+
+@pytest.mark.parametrize("name", ["matmul_loop", "pinned_overlap", "transformer_bf16",
+                                  "resnet18_amp"])
+def test_bf16_programs_are_not_told_to_use_bf16(name):
+    """cuBLAS's nvjet GEMMs (nvjet_sm90_tst_…) are bf16: no 'try bf16 autocast' advice."""
+    report = bottleneck(name)
+    assert "bf16/fp16" in tracekit.plugins.diagnosis.program.classify(
+        tracekit.read(path(name))).precisions
+    assert not any("autocast" in (f.suggestion or "") for f in report.findings)
+
+
+def test_gemm_precisions_from_kernel_names():
+    """One range per precision; the kernels cuBLAS ran in each tell it (fp32 has none)."""
+    program = tracekit.plugins.diagnosis.program.classify(tracekit.read(path("gemm_dtypes")))
+    assert program.precisions == {"fp8", "bf16/fp16", "tf32"}
+    fp32 = tracekit.plugins.diagnosis.program.classify(tracekit.read(path("matmul_fp32")))
+    assert fp32.precisions == set()
+    assert "tensor cores" in bottleneck("matmul_fp32").findings[0].suggestion
+
+
+def test_item_sync_names_the_python_after_the_read():
+    """The host's 3 ms of Python after loss.item(), not per-op overhead, bounds the step:
+    without stacks it is time no op covers, right after aten::item."""
+    verdict = bottleneck("item_sync").findings[0]
+    assert "untraced host code" in verdict.suggestion
+    assert "after aten::item" in verdict.suggestion
+    assert "framework overhead" not in verdict.suggestion
+
+
+@pytest.mark.slow
+def test_item_sync_with_stacks_names_the_python_function():
+    verdict = bottleneck("item_sync_stack").findings[0]
+    assert verdict.suggestion.startswith("make the Python code the step runs between launches")
+    assert "in Python code, e.g. record_cuda.py(38): busy_python" in verdict.suggestion
+
+
+@pytest.mark.slow
+def test_loader_stall_is_input_bound_however_little_the_gpu_works():
+    """The GPU works 0.3% of the recording, but four whole steps are recorded: the loader
+    starves it, which is the verdict, not a capture too short to judge."""
+    report = bottleneck("dataloader_stall")
+    assert report.findings[0].evidence["verdict"] == "input"
+    assert report.findings[0].evidence["gpu_busy_pct"] < 2
+    assert "num_workers=0" in report.findings[0].suggestion
+
+
+@pytest.mark.slow
+def test_resnet18_fp32_is_told_channels_last():
+    report = bottleneck("resnet18_fp32")
+    assert "channels_last" in report.findings[0].suggestion
+
+
+def test_allocator_churn_points_at_the_allocations():
+    assert "keep allocations out of the step" in bottleneck("allocator_churn").findings[0] \
+        .suggestion
+
+
+def test_small_copies_are_told_to_copy_once():
+    """2,000 pageable 4 KiB copies in 4 steps; nearly every launch gap ends in one."""
+    doc, events = load(path("small_copies"))
+    copies = [e for e in events if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy"]
+    expected = MANIFEST["small_copies"]
+    assert len(copies) == 4 * expected["copies_per_step"]
+    assert {c["args"]["bytes"] for c in copies} == {expected["bytes_per_copy"]}
+    report = bottleneck("small_copies")
+    assert report.title == ("Bottleneck: CPU/launch-bound (small host-device copies issued one "
+                            "after another)")
+    fix = report.findings[0].suggestion
+    assert fix.startswith("copy once per step instead of piece by piece: build the batch on "
+                          "the host")
+    # Holes in the GPU's busy time that a copy ends, from the JSON: an upper bound on the
+    # launch gaps the fix counts.
+    work = sorted((ns(doc, e["ts"]), ns(doc, e["ts"] + e["dur"]), e["cat"]) for e in events
+                  if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy",
+                                                              "gpu_memset"))
+    end, holes_to_copies = work[0][1], 0
+    for start, stop, cat in work[1:]:
+        holes_to_copies += start > end and cat == "gpu_memcpy"
+        end = max(end, stop)
+    copies_in_fix = int(fix.rsplit("(", 2)[1].split(" of the ")[0].replace(",", ""))
+    assert 0.95 * len(copies) <= copies_in_fix <= holes_to_copies
+
+
+def test_reads_inside_the_step_come_before_graphs():
+    """24 .item() per step: a CUDA graph cannot capture them, so the fix says so first."""
+    _, events = load(path("sync_per_layer"))
+    reads = sum(1 for e in events if e.get("name") == "aten::_local_scalar_dense")
+    assert reads == 4 * MANIFEST["sync_per_layer"]["item_calls_per_step"] == 96
+    fix = bottleneck("sync_per_layer").findings[0].suggestion
+    assert fix.startswith("take the reads of device values out of the step before capturing")
+    assert "(96 host reads of device values in 4 steps); launch fewer kernels: CUDA graphs" in fix
+    # One read at the end of a step (logging the loss) leaves the step capturable.
+    assert "take the reads" not in bottleneck("item_sync").findings[0].suggestion
