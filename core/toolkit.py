@@ -41,6 +41,7 @@ from tracekit.optimizers import (
     FUSED_OPTIMIZERS,
     OPTIMIZER_STEP_RANGE,
     optimizer_fix,
+    optimizer_implementation,
 )
 from tracekit.outputs import check_not_input, open_output, preflight, write_bytes
 from tracekit.pipeline import default_registry
@@ -180,7 +181,8 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
       "check_align", "ALIGN_CHOICES",
       "shift_sources", "world_size", "untraced_ns"]),
     ("Advice", "Fixes that several analyzers give, worded once.",
-     ["optimizer_fix", "OPTIMIZER_STEP_RANGE", "FOREACH_OPTIMIZERS", "FUSED_OPTIMIZERS"]),
+     ["optimizer_fix", "optimizer_implementation", "OPTIMIZER_STEP_RANGE",
+      "FOREACH_OPTIMIZERS", "FUSED_OPTIMIZERS"]),
     ("Reports", "Building report tables and the numbers in findings.",
      ["report_table", "percent", "short_name", "format_ns", "format_bytes",
       "short_names", "format_evidence", "table_subject"]),
@@ -312,6 +314,7 @@ __all__ = [
     "not_one_run",
     "open_output",
     "optimizer_fix",
+    "optimizer_implementation",
     "percent",
     "plural",
     "preflight",

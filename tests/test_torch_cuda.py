@@ -15,9 +15,9 @@ from independent import load, merge, ns
 CUDA = FIXTURES / "torch-cuda"
 MANIFEST = json.loads((CUDA / "manifest.json").read_text())["scenarios"]
 EXPECTED = {name: s["cause"] for name, s in MANIFEST.items() if s.get("cause")}
-# The larger recordings (with_stack, models): the full suite reads them.
-LARGE = {"dataloader_stall", "item_sync_stack", "resnet18_fp32", "resnet18_amp",
-         "transformer_bf16", "tiny_kernels", "cuda_graph"}
+# The recordings over 100 KB (with_stack, models, many kernels): the full suite reads them.
+LARGE = {p.name.removesuffix(".pt.trace.json.gz") for p in CUDA.glob("*.gz")
+         if p.stat().st_size > 100_000}
 
 
 def path(name: str):
@@ -97,8 +97,8 @@ def test_tiny_kernels_launch_gaps():
     assert "CUDA graphs" in report.findings[0].suggestion
 
 
-@pytest.mark.parametrize("name", ["matmul_loop", "pinned_overlap", "transformer_bf16",
-                                  "resnet18_amp"])
+@pytest.mark.parametrize("name", params(["matmul_loop", "pinned_overlap", "transformer_bf16",
+                                         "resnet18_amp"]))
 def test_bf16_programs_are_not_told_to_use_bf16(name):
     """cuBLAS's nvjet GEMMs (nvjet_sm90_tst_…) are bf16: no 'try bf16 autocast' advice."""
     report = bottleneck(name)
@@ -153,6 +153,7 @@ def test_allocator_churn_points_at_the_allocations():
         .suggestion
 
 
+@pytest.mark.slow
 def test_small_copies_are_told_to_copy_once():
     """2,000 pageable 4 KiB copies in 4 steps; nearly every launch gap ends in one."""
     doc, events = load(path("small_copies"))
@@ -189,3 +190,48 @@ def test_reads_inside_the_step_come_before_graphs():
     assert "(96 host reads of device values in 4 steps); launch fewer kernels: CUDA graphs" in fix
     # One read at the end of a step (logging the loss) leaves the step capturable.
     assert "take the reads" not in bottleneck("item_sync").findings[0].suggestion
+
+
+@pytest.mark.parametrize("name", params(["resnet18_fp16_scaler", "transformer_bf16"]))
+def test_optimizer_implementation_is_read_from_the_ops_in_its_steps(name):
+    """SGD and AdamW run foreach on CUDA by default: their steps hold aten::_foreach_ ops."""
+    _, events = load(path(name))
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("cat") == "user_annotation" and e["name"].startswith("Optimizer.step#")]
+    inside = {e["name"] for e in events if e.get("cat") == "cpu_op"
+              and any(a <= e["ts"] <= b for a, b in steps)}
+    assert any(n.startswith("aten::_foreach_") for n in inside)
+    assert not any(n.startswith("aten::_fused_") for n in inside)
+    assert tracekit.toolkit.optimizer_implementation(tracekit.read(path(name))) == "foreach"
+
+
+@pytest.mark.slow
+def test_foreach_optimizer_is_told_fused_not_foreach():
+    fix = bottleneck("resnet18_fp16_scaler").findings[0].suggestion
+    assert fix.startswith("the step already runs foreach ops: use torch.optim.SGD(..., "
+                          "fused=True)")
+
+
+def test_foreach_ops_outside_the_step_do_not_count(tmp_path):
+    """Gradient clipping's _foreach_norm runs before the step: not the optimizer's."""
+    def x(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+    doc = {"traceEvents": [x("aten::_foreach_norm", 0, 5),
+                           x("Optimizer.step#SGD.step", 10, 20, "user_annotation"),
+                           x("aten::add_", 12, 2)]}
+    trace_path = tmp_path / "clip.json"
+    trace_path.write_text(json.dumps(doc))
+    assert tracekit.toolkit.optimizer_implementation(tracekit.read(trace_path)) is None
+    doc["traceEvents"].append(x("aten::_fused_sgd_", 15, 3))
+    trace_path.write_text(json.dumps(doc))
+    assert tracekit.toolkit.optimizer_implementation(tracekit.read(trace_path)) == "fused"
+
+
+def test_decode_in_a_graph_is_gpu_bound_with_small_grids():
+    report = bottleneck("llm_decode_graph")
+    assert report.findings[0].evidence["verdict"] == "compute"
+    program = tracekit.plugins.diagnosis.program.classify(tracekit.read(path("llm_decode_graph")))
+    assert program.graphs and "bf16/fp16" in program.precisions
+    small = finding(report, "GPU 0: grid too small")
+    assert small.severity == "critical" and small.evidence["blocks"] == 1

@@ -102,6 +102,7 @@ class Facts:
     launch_gaps: tuple[int, int] = (0, 0)
     launch_gaps_to_copies: tuple[int, int] = (0, 0)
     steps: int = 0  # ProfilerStep ranges (of every process)
+    optimizer: str | None = None  # what the optimizer steps run: "fused", "foreach" or None
     # sync
     host_reads: int = 0
     sync_apis: dict[str, int] = field(default_factory=dict)  # name -> calls
@@ -403,7 +404,7 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         elif place == "data loading":  # the trace shows the loader, whatever the mode
             out.append(loader_fixes(example, because)[0])
         elif place == "optimizer":
-            out.append(Fix(optimizer_fix(example), because))
+            out.append(Fix(optimizer_fix(example, implementation=f.optimizer), because))
         elif place == "synchronizing call":
             out.append(Fix("remove the host read or synchronize inside the step (.item(), "
                            ".cpu(), torch.cuda.synchronize())", because))
@@ -839,7 +840,8 @@ def _idle_other(p: Program, f: Facts) -> list[Fix]:
                     " of the idle time is not in the trace")]
     out: list[Fix] = []
     if f.queued_place:
-        shorten = (optimizer_fix(f.queued_example) + ", so that its step launches its "
+        shorten = (optimizer_fix(f.queued_example, implementation=f.optimizer) +
+                   ", so that its step launches its "
                    "kernels sooner" if f.queued_place == "optimizer" and p.pytorch
                    else "shorten it or move it off the step's critical path")
         out.append(Fix(f"the queued work waits for host work on another thread: {shorten}",

@@ -91,6 +91,7 @@ from tracekit.toolkit import (
     grouped_stats,
     is_in,
     matches,
+    optimizer_implementation,
     percent,
     plural,
     report_table,
@@ -763,6 +764,7 @@ class Evidence:
             f.sync_apis = dict(zip(values.tolist(), counts.tolist(), strict=True))
         f.host_reads = host_reads(self.activity)
         f.steps = step_ranges(self.trace).num_rows if self.activity.has_steps else 0
+        f.optimizer = optimizer_implementation(self.trace)
         return f
 
     def launch_facts(self, f: Facts) -> None:
