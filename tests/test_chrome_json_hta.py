@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 import tracekit
-from helpers import shared_path
+from helpers import FIXTURES, shared_path
 
 pytest.importorskip("hta", reason="HolisticTraceAnalysis is not installed: "
                                   "pip install -e '.[test]'")
@@ -51,6 +51,27 @@ def test_hta_temporal_breakdown_and_overlap_match_the_original(rel, tmp_path, re
     x = original.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].to_numpy()
     y = converted.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].to_numpy()
     assert np.array_equal(x, y, equal_nan=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["two_streams", "pinned_overlap", "cuda_graph"])
+def test_hta_reads_converted_cuda13_recordings_as_the_originals(name, tmp_path, registry):
+    """tracekit's own H200 recordings (two streams, a copy stream, CUDA graph kernels):
+    HTA's temporal breakdown and kernel breakdown of the Chrome JSON tracekit writes equal
+    those of the original. (HTA's own temporal breakdown fails an assertion on the original
+    llm_decode_graph, a negative non-compute time, so that one is not here.)"""
+    path = FIXTURES / "torch-cuda" / f"{name}.pt.trace.json.gz"
+    original = _analysis(path, tmp_path, "original")
+    converted = _analysis(_converted(path, tmp_path, registry), tmp_path, "converted")
+    a = original.get_temporal_breakdown(visualize=False)
+    b = converted.get_temporal_breakdown(visualize=False)
+    assert b.to_dict("records") == a.to_dict("records")
+    assert a["kernel_time(us)"].iloc[0] > 0
+    kernels = [analysis.get_gpu_kernel_breakdown(visualize=False, num_kernels=10_000,
+                                                 duration_ratio=1.0)[1]
+               for analysis in (original, converted)]
+    assert kernels[1].sort_values("name").to_dict("records") == \
+        kernels[0].sort_values("name").to_dict("records")
 
 
 @pytest.mark.slow

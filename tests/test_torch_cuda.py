@@ -10,7 +10,7 @@ from functools import cache
 import pytest
 import tracekit
 from helpers import FIXTURES
-from independent import load, merge, ns
+from independent import hta_temporal_breakdown, load, merge, ns
 
 CUDA = FIXTURES / "torch-cuda"
 MANIFEST = json.loads((CUDA / "manifest.json").read_text())["scenarios"]
@@ -235,3 +235,18 @@ def test_decode_in_a_graph_is_gpu_bound_with_small_grids():
     assert program.graphs and "bf16/fp16" in program.precisions
     small = finding(report, "GPU 0: grid too small")
     assert small.severity == "critical" and small.evidence["blocks"] == 1
+
+
+@pytest.mark.parametrize("name", params(MANIFEST))
+def test_breakdown_matches_htas_definition(name):
+    """Idle, compute and non-compute time per device, by HTA's definitions computed from the
+    JSON in plain Python."""
+    doc, events = load(path(name))
+    [want] = hta_temporal_breakdown(events, doc).values()
+    registry = tracekit.registry.load_registry(dists={"tracekit"}, environ={})
+    [report] = tracekit.analyze(tracekit.read(path(name), registry=registry), "breakdown",
+                                registry=registry)
+    [got] = report.tables["devices"].to_pylist()
+    assert (got["span"], got["idle"], got["compute"]) == (want["span"], want["idle"],
+                                                          want["compute"])
+    assert got["comm"] + got["mem"] == want["non_compute"]
