@@ -250,3 +250,45 @@ def test_breakdown_matches_htas_definition(name):
     assert (got["span"], got["idle"], got["compute"]) == (want["span"], want["idle"],
                                                           want["compute"])
     assert got["comm"] + got["mem"] == want["non_compute"]
+
+
+def sync_report(name: str) -> tracekit.Report:
+    registry = tracekit.registry.load_registry(dists={"tracekit"}, environ={})
+    [report] = tracekit.analyze(tracekit.read(path(name), registry=registry), "sync",
+                                registry=registry)
+    return report
+
+
+def test_the_profilers_stop_is_not_the_programs_sync():
+    """matmul_loop has no sync; the profiler's cudaDeviceSynchronize after the last step
+    waits for the queued GPU work and is left out."""
+    _, events = load(path("matmul_loop"))
+    steps = [e for e in events if e.get("cat") == "user_annotation"
+             and e["name"].startswith("ProfilerStep#")]
+    end = max(e["ts"] + e["dur"] for e in steps)
+    syncs = [e for e in events if e.get("cat") == "cuda_runtime"
+             and e["name"] == "cudaDeviceSynchronize"]
+    assert len(syncs) == 1 and syncs[0]["ts"] > end
+    assert sync_report("matmul_loop").findings == []
+
+
+@pytest.mark.slow
+def test_cpu_tensor_reads_are_not_device_reads():
+    """AdamW's step counters are CPU tensors: 576 reads, no API call inside any of them."""
+    _, events = load(path("transformer_bf16"))
+    assert sum(1 for e in events if e.get("name") == "aten::_local_scalar_dense") == 576
+    evidence = finding(bottleneck("transformer_bf16"), "verdict:")
+    assert "take the reads" not in evidence.suggestion
+    registry = tracekit.registry.load_registry(dists={"tracekit"}, environ={})
+    activity = tracekit.plugins.diagnosis.activity.Activity.of(
+        tracekit.read(path("transformer_bf16"), registry=registry))
+    assert tracekit.plugins.diagnosis.activity.host_reads(activity) == 0
+
+
+@pytest.mark.slow
+def test_copy_waits_without_reads_are_told_to_pin():
+    [wait, pageable] = sync_report("small_copies").findings
+    assert wait.evidence["host_reads"] == 0 and wait.evidence["sync_calls"] == 2000
+    assert wait.suggestion.startswith("drop explicit synchronize calls")
+    assert ".item()" not in wait.suggestion
+    assert pageable.evidence["copies"] == 2000

@@ -176,6 +176,26 @@ class Activity:
             self.cache["has_steps"] = step_ranges(Trace(self.events)).num_rows > 0
         return self.cache["has_steps"]
 
+    @functools.cached_property
+    def in_steps(self) -> np.ndarray:
+        """Per host call: whether it starts inside a ``ProfilerStep#N`` range of its input
+        (every call of an input that marks no steps). Calls outside the steps are set-up, or
+        the profiler's own: stopping, it synchronizes the device after the last step."""
+        calls = self.calls
+        inside = np.ones(len(calls.start), dtype=bool)
+        steps = step_ranges(Trace(self.events))
+        if not steps.num_rows:
+            return inside
+        names = self.events["source"].combine_chunks().dictionary.to_pylist()
+        step_source = steps["source"].to_numpy(zero_copy_only=False)
+        start, end = steps["start"].to_numpy(), steps["end"].to_numpy()
+        for source in np.unique(step_source).tolist():
+            mine = calls.source == names.index(source)
+            of_source = step_source == source
+            inside[mine] = iv.covered(calls.start[mine],
+                                      iv.union(start[of_source], end[of_source]))
+        return inside
+
     @classmethod
     def of(cls, trace: Trace) -> Activity:
         """The activity of ``trace``, computed on first use and kept on the trace."""
@@ -345,12 +365,39 @@ def _host_calls(events: pa.Table, rows: np.ndarray, ts: np.ndarray, end: np.ndar
                      prev)
 
 
-def host_reads(activity: Activity) -> int:
-    """How many times the host read a device value (``.item()`` and the like): the count of
-    ``aten::_local_scalar_dense`` ops, or of ``aten::item`` where the trace has only those."""
+def sync_api_calls(activity: Activity) -> np.ndarray:
+    """Per host call: a synchronizing API call (not an op) of the program's steps; where the
+    trace marks steps, those outside them are left out (``Activity.in_steps``)."""
     calls = activity.calls
-    names = activity.events["name"].take(pa.array(calls.row[calls.is_op])).cast(pa.string())
-    values = names.to_numpy(zero_copy_only=False)
-    return int(max((values == "aten::_local_scalar_dense").sum(), (values == "aten::item").sum()))
+    return calls.is_sync & ~calls.is_op & activity.in_steps
+
+
+def host_reads(activity: Activity) -> int:
+    """How many times the host read a device value (``.item()`` and the like) in the steps
+    (``Activity.in_steps``): ``aten::_local_scalar_dense`` ops, or ``aten::item`` where the
+    trace has only those, that make a GPU API call on their thread (the copy back and its
+    wait). A read of a CPU tensor (AdamW's step counter) makes none and is no device read;
+    where the trace holds no API call at all, every read counts."""
+    calls = activity.calls
+    op = np.flatnonzero(calls.is_op & activity.in_steps)
+    values = activity.events["name"].take(pa.array(calls.row[op])).cast(
+        pa.string()).to_numpy(zero_copy_only=False)
+    dense, item = values == "aten::_local_scalar_dense", values == "aten::item"
+    reads = op[dense] if dense.sum() >= item.sum() else op[item]
+    api = np.flatnonzero(~calls.is_op)
+    if not len(reads) or not len(api):
+        return len(reads)
+    thread, _ = factorize(np.concatenate([calls.source[reads], calls.source[api]]),
+                          np.concatenate([calls.pid[reads], calls.pid[api]]),
+                          np.concatenate([calls.tid[reads], calls.tid[api]]))
+    read_thread, api_thread = thread[:len(reads)], thread[len(reads):]
+    device = 0
+    for t in np.unique(read_thread).tolist():
+        starts = np.sort(calls.start[api[api_thread == t]])
+        mine = reads[read_thread == t]
+        first = np.searchsorted(starts, calls.start[mine], side="left")
+        last = np.searchsorted(starts, calls.end[mine], side="right")
+        device += int(np.count_nonzero(last > first))
+    return device
 
 

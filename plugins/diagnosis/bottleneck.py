@@ -40,6 +40,7 @@ from tracekit.plugins.diagnosis.activity import (
     SYNC_MEMSET_API,
     Activity,
     host_reads,
+    sync_api_calls,
 )
 from tracekit.plugins.diagnosis.advice import (
     WAITING_RATIO,
@@ -668,7 +669,7 @@ class Evidence:
 
     def _sync(self) -> dict[str, Any]:
         calls = self.activity.calls
-        api = calls.is_sync & ~calls.is_op
+        api = sync_api_calls(self.activity)
         sync_idx = [g.cause == GAP_CAUSES.index("sync") for g in self.per_device]
         return {"sync_calls": int(api.sum()),
                 "sync_call_ns": int((calls.end - calls.start)[api].sum()),
@@ -756,7 +757,7 @@ class Evidence:
         f.no_kernels = not self.activity.category.is_in(("gpu.kernel", "gpu.graph")).any()
         self._queued_facts(f)
         calls = self.activity.calls
-        api = calls.is_sync & ~calls.is_op
+        api = sync_api_calls(self.activity)
         if api.any():
             names = self.activity.events["name"].take(pa.array(calls.row[api])).cast(
                 pa.string()).to_numpy(zero_copy_only=False)

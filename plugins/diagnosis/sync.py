@@ -23,6 +23,7 @@ from tracekit.plugins.diagnosis.activity import (
     Activity,
     HostCalls,
     host_reads,
+    sync_api_calls,
 )
 from tracekit.plugins.diagnosis.program import Program, classify
 from tracekit.toolkit import (
@@ -188,7 +189,7 @@ def set_up_wait_ns(activity: Activity) -> int:
     first call that needs the context pays for it, seconds at times), not a habit of the
     loop."""
     calls = activity.calls
-    api = calls.is_sync & ~calls.is_op
+    api = sync_api_calls(activity)
     if activity.first_work_ns is None or not api.any():
         return 0
     waited = (calls.end - calls.start)[api]
@@ -211,7 +212,7 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
     program = program or Program()
     findings = []
     calls = activity.calls
-    api = calls.is_sync & ~calls.is_op
+    api = sync_api_calls(activity)
     set_up_ns = set_up_wait_ns(activity) if set_up_ns is None else set_up_ns
     api_time = int((calls.end - calls.start)[api].sum()) - set_up_ns
     if wall and percent(api_time, wall) >= min_share_pct:
@@ -224,10 +225,15 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
                           "needs: the GPU work they wait for is the critical path ('tracekit "
                           "analyze' for what bounds it); overlap only independent host work "
                           "with it")
-        elif program.pytorch:
+        elif program.pytorch and reads:
             suggestion = ("remove per-step host reads of device values (.item(), .cpu(), "
                           "printing a tensor) and explicit synchronize calls; keep metrics on "
                           "the device and read them every N steps")
+        elif program.pytorch:  # no read: the waits are synchronize calls and blocking copies
+            suggestion = ("drop explicit synchronize calls (torch.cuda.synchronize()) and "
+                          "blocking copies from the step: .to(device, non_blocking=True) from "
+                          "pinned memory (pin_memory=True); a copy from pageable memory waits "
+                          "however it is called")
         else:
             prefix = "hip" if program.api == "HIP" else "cuda"
             suggestion = (f"replace blocking calls in the loop with stream-ordered ones "
