@@ -292,3 +292,34 @@ def test_copy_waits_without_reads_are_told_to_pin():
     assert wait.suggestion.startswith("drop explicit synchronize calls")
     assert ".item()" not in wait.suggestion
     assert pageable.evidence["copies"] == 2000
+
+
+def test_steps_follow_the_gpu_work_they_launched():
+    """matmul_loop's host runs ahead: each 2-3 ms host step range ends long before its GPU
+    work. A step's row spans to the end of the work it launched (by correlation), so steps
+    after the first take the time between the ends of consecutive steps' work, as measured
+    outside the profiler (manifest: 17.5 ms)."""
+    doc, events = load(path("matmul_loop"))
+    steps = sorted((ns(doc, e["ts"]), ns(doc, e["ts"] + e["dur"]), int(e["name"][13:]))
+                   for e in events if e.get("cat") == "user_annotation"
+                   and e["name"].startswith("ProfilerStep#"))
+    launch = {e["args"]["correlation"]: ns(doc, e["ts"]) for e in events
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]}
+    gpu_end = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            at = launch.get(e["args"].get("correlation"), ns(doc, e["ts"]))
+            step = next((n for s, t, n in steps if s <= at < t), None)
+            if step is not None:
+                gpu_end[step] = max(gpu_end.get(step, 0), ns(doc, e["ts"] + e["dur"]))
+    assert all(t < gpu_end[n] for _, t, n in steps)  # every host range ends before its work
+    registry = tracekit.registry.load_registry(dists={"tracekit"}, environ={})
+    [report] = tracekit.analyze(tracekit.read(path("matmul_loop"), registry=registry),
+                                "breakdown", registry=registry)
+    rows = {r["step"]: r for r in report.tables["steps"].to_pylist()}
+    for step in (3, 4, 5):
+        assert rows[step]["duration"] == gpu_end[step] - gpu_end[step - 1]
+        assert rows[step]["host_range"] < 4_000_000
+        assert rows[step]["duration"] == pytest.approx(
+            MANIFEST["matmul_loop"]["step_ms_median"] * 1e6, rel=0.1)
+        assert rows[step]["compute_pct"] > 95

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Report, Trace
-from tracekit.plugins.diagnosis.activity import NO_GPU, READS_COLUMNS
+from tracekit.plugins.diagnosis.activity import NO_GPU, READS_COLUMNS, Activity
 from tracekit.plugins.diagnosis.timeline import DeviceTimeline, device_timelines
 from tracekit.toolkit import (
     STEPS_HELP,
@@ -57,7 +57,8 @@ class BreakdownAnalyzer(tracekit.Analyzer):
         report.table_titles["devices"] = "Per device, first to last GPU activity"
         if self.options.per_step:
             report.tables["steps"] = steps_table(trace, timelines)
-            report.table_titles["steps"] = "Per step (ProfilerStep#N host ranges)"
+            report.table_titles["steps"] = ("Per step (ProfilerStep#N, to the end of the GPU "
+                                            "work it launched)")
         return report
 
 
@@ -79,10 +80,34 @@ def devices_table(timelines: list[DeviceTimeline], compact: bool = False) -> pa.
     return report_table(spec)
 
 
+def step_windows(activity: Activity, tl: DeviceTimeline, start: np.ndarray, end: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's window on device ``tl``: from its host range's start (or the end of the
+    step before, if later) to the end of its host range or of the GPU work it launched,
+    whichever is later. A host that runs ahead of its GPU ends its step ranges long before
+    their work runs; the work is the step's by its launching call (by its own start where
+    the call is not known). ``start``/``end``: the host ranges, sorted by start."""
+    work = tl.work
+    known = work.api >= 0
+    launched = np.where(known, activity.calls.start[np.maximum(work.api, 0)], work.start) \
+        if len(activity.calls.start) else work.start
+    step = np.searchsorted(start, launched, side="right") - 1
+    ours = (step >= 0) & (launched < end[np.maximum(step, 0)])
+    gpu_end = np.full(len(start), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(gpu_end, step[ours], work.end[ours])
+    lo, hi = np.empty_like(start), np.empty_like(end)
+    before = np.iinfo(np.int64).min
+    for i in range(len(start)):  # steps: a few to a few thousand
+        lo[i] = max(int(start[i]), before)
+        hi[i] = max(int(end[i]), int(gpu_end[i]), int(lo[i]))
+        before = int(hi[i])
+    return lo, hi
+
+
 def steps_table(trace: Trace, timelines: list[DeviceTimeline]) -> pa.Table:
     """One row per (step, device of the step's input)."""
     spans = step_ranges(trace)
-    cols: dict[str, list[Any]] = {k: [] for k in ("step", "device", "dur", *PARTS)}
+    cols: dict[str, list[Any]] = {k: [] for k in ("step", "device", "dur", "host", *PARTS)}
     pids = trace.events["pid"]
     for tl in timelines:
         mine = spans.filter(pc.equal(spans["source"], tl.work.source))
@@ -95,17 +120,19 @@ def steps_table(trace: Trace, timelines: list[DeviceTimeline]) -> pa.Table:
                     sorted(p for p in own if p is not None), mine["pid"].type)))
         if not mine.num_rows:
             continue
-        lo, hi = mine["start"].to_numpy(), mine["end"].to_numpy()
+        host_lo, host_hi = mine["start"].to_numpy(), mine["end"].to_numpy()
+        lo, hi = step_windows(Activity.of(trace), tl, host_lo, host_hi)
         parts = tl.within(lo, hi)
         cols["step"].extend(mine["step"].to_pylist())
         cols["device"].extend([tl.work.label] * mine.num_rows)
         cols["dur"].extend((hi - lo).tolist())
+        cols["host"].extend((host_hi - host_lo).tolist())
         for part in PARTS:
             cols[part].extend(parts[part].tolist())
     dur = np.asarray(cols["dur"], dtype=np.int64)
     spec: list[tuple[str, str, str | None, Any]] = [
         ("step", "int", None, cols["step"]), ("device", "str", None, cols["device"]),
-        ("duration", "int", "ns", cols["dur"])]
+        ("duration", "int", "ns", cols["dur"]), ("host_range", "int", "ns", cols["host"])]
     for part in PARTS:
         spec.append((f"{LABELS[part]}_pct", "float", "%",
                      [percent(v, d) for v, d in zip(cols[part], dur.tolist(), strict=True)]))
