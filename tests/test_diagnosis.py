@@ -94,7 +94,7 @@ def test_input_bound_wait_equals_the_idle_time_inside_dataloader_ranges(registry
     span = busy[-1][1] - busy[0][0]
     verdict = report_of(path, "bottleneck", registry).findings[0]
     assert verdict.title.startswith("verdict: input, ")
-    assert "(its largest cause: compute, " in verdict.title
+    assert "waiting for data loading (compute takes " in verdict.title
     assert verdict.evidence["span_ns"] == span
     assert verdict.evidence["input_wait_pct"] == round(100 * expected / span, 1) == 27.1
     assert "DataLoader(num_workers>0" in verdict.suggestion

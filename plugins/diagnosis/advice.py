@@ -231,6 +231,14 @@ DISPATCH_GAP_NS = 10_000
 DISPATCH_GAPS_MIN = 100
 # Reduced precision is advised when matmuls and convolutions take this share of compute.
 MATMUL_CONV_PCT = 10.0
+# Places of host time that a larger batch would not spread: it is not paid per launch.
+NOT_PER_REQUEST = ("data loading", "memory management", "synchronizing call", "Python code",
+                   "untraced host code", "writing output", "benchmark harness")
+# A free call to the driver, as the innermost host range of a gap (``_cpu``).
+FREE_OUTSIDE_OPS = re.compile(r"^(cuda|hip)Free\b|^cuMemFree")
+# Where reduced precision is in use, FP32 GEMMs without tensor cores taking this share of
+# compute are left outside it.
+FP32_LEFT_PCT = 25.0
 # Host gaps this long on average are host computation, not per-op framework overhead.
 LONG_HOST_GAP_MS = 1.0
 
@@ -269,7 +277,14 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
     pre_ampere = f.compute_capability is not None and f.compute_capability < 8.0
     if p.pytorch:
         if "fp8" in p.precisions or "bf16/fp16" in p.precisions:
-            pass  # reduced precision already in use: no precision advice
+            # Reduced precision is in use: advice only for FP32 matmuls left outside it.
+            if f.fp32_no_tensor_core_pct >= FP32_LEFT_PCT:
+                out.append(Fix("run the FP32 matmuls left outside reduced precision on tensor "
+                               "cores: bring them under torch.autocast, or set "
+                               "torch.backends.cuda.matmul.allow_tf32 = True",
+                               f"FP32 GEMMs and convolutions without tensor cores take "
+                               f"{_pct(f.fp32_no_tensor_core_pct)} of compute beside the "
+                               "reduced-precision kernels"))
         elif f.matmul_conv_pct < MATMUL_CONV_PCT:
             pass  # too few matmuls and convolutions for reduced precision to matter
         elif pre_ampere:
@@ -408,6 +423,13 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
         elif place == "synchronizing call":
             out.append(Fix("remove the host read or synchronize inside the step (.item(), "
                            ".cpu(), torch.cuda.synchronize())", because))
+        elif place == "memory management" and FREE_OUTSIDE_OPS.search(example) and \
+                "aten::" not in example:
+            # PyTorch's caching allocator frees to the driver only in empty_cache() (or to
+            # retry a failed allocation, inside an op): a free outside any op is empty_cache.
+            out.append(Fix("remove torch.cuda.empty_cache() from the loop: it hands the cached "
+                           "blocks back to the driver (cudaFree), so each later allocation is a "
+                           "cudaMalloc again", because))
         elif place == "memory management":
             out.append(Fix("keep allocations out of the step: reuse tensors; the caching "
                            "allocator should make cudaMalloc/cudaFree rare after warm-up",
@@ -431,7 +453,7 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
                 "graphs already used") + (", compile the model with torch.compile"
                                           if not p.compiled else "") +
                 ", larger batches so each op does more work", because))
-        if p.mode == "inference" and place != "data loading":
+        if p.mode == "inference" and place not in NOT_PER_REQUEST:
             out.append(Fix("serve more requests per step (larger or continuous batches) so "
                            "each launch does more work", "inference: throughput grows with "
                            "batch while host cost per step stays"))

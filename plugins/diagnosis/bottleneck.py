@@ -293,8 +293,11 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             "" if verdict == "mixed" else
             f", {top_share}% of the recorded span" if verdict == "startup" else
             f", rank {lagging['rank']}" if verdict == "straggler" and lagging else
-            f", {top_share}% of the GPU timeline waiting for data loading (its largest cause: "
-            f"{ranked[0][0]}, {percent(ranked[0][1], span)}%)" if verdict == "input" else
+            f", {top_share}% of the GPU timeline waiting for data loading" + (
+                f", part of its {ranked[0][0]} time ({percent(ranked[0][1], span)}%)"
+                if ranked[0][0] not in ("compute", "communication", "transfer") else
+                f" ({ranked[0][0]} takes {percent(ranked[0][1], span)}%)")
+            if verdict == "input" else
             f", {top_share}% of the GPU timeline")
         verdict_fixes = []
         if verdict == "straggler" and lagging:

@@ -309,6 +309,8 @@ class GapContext:
     def describe(self, depth: int = 3) -> str:
         """``aten::addmm (92% of the gap, in a 1.2ms call) in ProfilerStep#3 > DDP.forward``:
         the call's own length beside its share of the gap, which may be far shorter."""
+        if self.innermost == NO_HOST_ACTIVITY:
+            return NO_HOST_ACTIVITY
         if self.innermost == UNTRACED:
             before, after, stretch = self.between or ("", "", 0)
             return (f"{UNTRACED} ({self.share:.0f}% of the gap in no recorded op"
@@ -336,6 +338,8 @@ class GapContext:
 #: What a gap's context is called when the launching thread's recorded ranges cover less than
 #: half of it (Python between ops, or work the profiler does not see).
 UNTRACED = "untraced host time"
+#: What it is called when the launching thread recorded nothing at all during the gap.
+NO_HOST_ACTIVITY = "no recorded host activity"
 
 
 class HostRanges:
@@ -420,7 +424,7 @@ def gap_context(trace: Trace, gaps: Gaps, index: int) -> GapContext | None:
     rows, s, e = HostRanges.of(activity).during(gaps.timeline.work.source, int(calls.pid[call]),
                                                 lo, hi, int(calls.tid[call]), same=True)
     if not len(rows):
-        return GapContext("no recorded host activity", hi - lo, 0.0, [])
+        return GapContext(NO_HOST_ACTIVITY, hi - lo, 0.0, [])
     overlap = np.minimum(e, hi) - np.maximum(s, lo)
     half = overlap * 2 >= hi - lo
     # A step range encloses whatever the step does: it is where the gap is, never what.

@@ -363,7 +363,7 @@ def launch_findings(stats: list[LaunchStats], tiny_us: float,
         if launch_idle_pct is not None and (idle or 0.0) < LAUNCH_IDLE_PCT:
             continue
         evidence: dict[str, Any] = {"kernels": s.kernels, "tiny": s.tiny,
-                                    "short_than_launch_pct": percent(s.short, s.linked),
+                                    "shorter_than_launch_pct": percent(s.short, s.linked),
                                     "launches_per_s": round(s.launch_rate),
                                     "gpu_can_run_per_s": round(s.exec_rate)}
         if idle is not None:
