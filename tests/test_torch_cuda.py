@@ -337,3 +337,28 @@ def test_steps_follow_the_gpu_work_they_launched():
         assert rows[step]["duration"] == pytest.approx(
             MANIFEST["matmul_loop"]["step_ms_median"] * 1e6, rel=0.1)
         assert rows[step]["compute_pct"] > 95
+
+
+def cpu_report(name: str) -> tracekit.Report:
+    registry = load_registry(dists={"tracekit"}, environ={})
+    [report] = tracekit.analyze(tracekit.read(path(name), registry=registry), "cpu",
+                                registry=registry)
+    return report
+
+
+def test_cpu_report_tells_host_and_gpu_memory_apart():
+    """Kineto records GPU allocations as host [memory] events: Device Type 1 is the GPU's."""
+    _, events = load(path("memory_profile"))
+    memory = [e["args"] for e in events if e.get("name") == "[memory]"]
+    host = [a for a in memory if a["Device Type"] == 0]
+    gpu = [a for a in memory if a["Device Type"] == 1]
+    found = finding(cpu_report("memory_profile"), "Memory:").evidence
+    assert found["largest_allocation_bytes"] == max(a["Bytes"] for a in host)
+    assert found["peak_allocated_bytes"] == max(a["Total Allocated"] for a in host)
+    assert found["gpu0_peak_allocated_bytes"] == max(a["Total Allocated"] for a in gpu)
+    assert found["gpu0_peak_reserved_bytes"] == max(a["Total Reserved"] for a in gpu)
+
+
+def test_cpu_report_of_a_gpu_trace_gives_no_cpu_gemm_advice():
+    report = cpu_report("pinned_overlap")
+    assert not any("CPU GEMM" in (f.suggestion or "") for f in report.findings)

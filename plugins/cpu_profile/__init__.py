@@ -634,7 +634,7 @@ class CpuAnalyzer(tracekit.Analyzer):
         in_step = _in_optimizer(ev, ops, top_level) if training else None
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
                                             training, shares, torch, cover, in_step,
-                                            _processes_per_host(trace)))
+                                            _processes_per_host(trace), gpu))
         compiled = _compiled_code_finding(ranked, total_self) if torch and not gpu else None
         if compiled is not None:
             report.findings.append(compiled)
@@ -1434,8 +1434,9 @@ def innermost_times(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _memory_finding(events: pa.Table, ops: pa.Table) -> Finding | None:
     """What a profile_memory=True trace says of host memory: the peak of the allocator's
-    "CPU memory allocated" counter, and the largest single allocation with the innermost op
-    on its thread at that moment (the op that asked for it)."""
+    "CPU memory allocated" counter, and the largest single host allocation with the
+    innermost op on its thread at that moment (the op that asked for it); and, where the
+    trace has GPU allocations too, each GPU's peak allocated and reserved memory."""
     peak = events.filter(pc.and_(equals(events["name"], "CPU memory allocated"),
                                  equals(events["kind"], "counter")))
     if not peak.num_rows:
@@ -1445,6 +1446,13 @@ def _memory_finding(events: pa.Table, ops: pa.Table) -> Finding | None:
     title = f"Memory: host allocations peak at {format_bytes(top or 0)}"
     allocs = events.filter(pc.and_(equals(events["category"], "host.memory"),
                                    pc.greater(pc.fill_null(events["bytes"], 0), 0)))
+    # Kineto's [memory] events of GPU memory are recorded on the host too: "Device Type"
+    # 0 is the CPU, any other an accelerator.
+    device_type = pc.struct_field(pc.extract_regex(
+        allocs["args"].cast(pa.string()), r'"Device Type"\s*:\s*(?P<v>-?\d+)'), "v")
+    allocs = allocs.filter(pc.fill_null(pc.equal(device_type, "0"), True))
+    gpu = events.filter(pc.and_(equals(events["kind"], "counter"),
+                                matches(events["name"], r"^GPU \S+ memory (allocated|reserved)$")))
     if allocs.num_rows:
         row = allocs.slice(pc.index(allocs["bytes"], pc.max(allocs["bytes"])).as_py(), 1)
         size, at = row["bytes"][0].as_py(), row["ts_ns"][0].as_py()
@@ -1458,6 +1466,19 @@ def _memory_finding(events: pa.Table, ops: pa.Table) -> Finding | None:
             by = str(mine["name"][int(np.argmax(mine["ts_ns"].to_numpy()))].as_py())
             evidence["largest_by"] = short_name(by, 60)
             title += f", by {short_name(by, 60)}"
+    if gpu.num_rows:
+        peaks = gpu.group_by("name", use_threads=False).aggregate([("value", "max")])
+        most = dict(zip(peaks["name"].cast(pa.string()).to_pylist(),
+                        peaks["value_max"].to_pylist(), strict=True))
+        for name in sorted(n for n in most if n.endswith(" allocated")):
+            where = name.removesuffix(" memory allocated")
+            reserved = most.get(f"{where} memory reserved")
+            key = where.lower().replace(" ", "")
+            evidence[f"{key}_peak_allocated_bytes"] = int(most[name])
+            title += f"; {where} allocations peak at {format_bytes(most[name])}"
+            if reserved is not None:
+                evidence[f"{key}_peak_reserved_bytes"] = int(reserved)
+                title += f" ({format_bytes(reserved)} reserved)"
     return Finding("info", title, evidence)
 
 
@@ -1601,7 +1622,7 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
                  shares: dict[str, float] | None = None, torch: bool = True,
                  cover: _Cover | None = None,
                  in_step: tuple[np.ndarray, str] | None = None,
-                 per_host: int = 1) -> list[Finding]:
+                 per_host: int = 1, gpu: bool = False) -> list[Finding]:
     """Findings from host ops' self time (``ranked``) and the durations of the top-level ops
     (``top_level``: ops no other op on their thread encloses, the calls the program made).
 
@@ -1616,7 +1637,8 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
     - Ops covering under ``OP_COVER_PCT`` of the span on their busiest thread (``cover``):
       the time is outside ops; its Python frames and ranges there are named.
     - Matrix math ≥ 30% of op self time, where ops do cover the span: otherwise making them
-      faster cannot make the program much faster."""
+      faster cannot make the program much faster. Not in a trace with GPU work (``gpu``):
+      there the ops' host time is launching the GPU's matmuls, not computing them."""
     out: list[Finding] = []
     if not ranked or not total:
         return out
@@ -1650,7 +1672,7 @@ def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: 
     if low and cover is not None:
         out.append(_cover_finding(cover, shares or {}, torch))
     math = sum(s for n, s in ranked if MATMUL_OPS.match(n))
-    if math / total >= 0.3 and not low:
+    if math / total >= 0.3 and not low and not gpu:
         convs = any(CONV_OPS.match(n) for n, _ in ranked)
         threads_fix = ("use torch.set_num_threads() up to the physical cores" if per_host <= 1
                        else f"{per_host} processes share one host here: give each "
