@@ -194,10 +194,29 @@ def test_short_traces_are_no_finding(parts, kernel_us):
     assert _grid(kernel_findings(tracekit.read(path))) == []
 
 
-def test_the_grid_fix_names_the_occupancy_call_of_the_gpus_vendor():
-    """mi210 (AMD): CUs and hipOccupancyMaxActiveBlocksPerMultiprocessor only; the program
-    line names RCCL, not NCCL."""
+def test_a_frameworks_kernel_is_told_more_work_not_launch_parameters():
+    """mi210 (AMD): PyTorch's own batch_norm_backward_kernel sizes its grid from its tensors,
+    so the fix is more work per launch, with the device's CUs; never CUDA's names."""
     path = shared_path("torch-trace", "tracelens", "mi210_gpu_only_trace.json.gz")
     (finding,) = _grid(kernel_findings(tracekit.read(path)))
-    assert "CUs x hipOccupancyMaxActiveBlocksPerMultiprocessor" in finding.suggestion
+    assert "at::native::batch_norm_backward_kernel" in finding.evidence["kernel"]
+    assert finding.suggestion == (
+        "this is PyTorch's own kernel, its grid sized by its tensors: give each launch more "
+        "work (a larger batch, or fuse the small ops with torch.compile) so it has 104 blocks "
+        "or more")
     assert "cuda" not in finding.suggestion.lower()
+
+
+def test_the_grid_fix_names_the_occupancy_call_of_the_gpus_vendor(tmp_path):
+    """A program's own kernel on an AMD GPU: CUs and hipOccupancyMaxActiveBlocksPerMultiprocessor
+    only; on an NVIDIA one, SMs and cudaOccupancyMaxActiveBlocksPerMultiprocessor."""
+    trace = _trace(tmp_path, [("my_stencil", 10, 2000)] * 3)
+    (nvidia,) = _grid(kernel_findings(trace))
+    assert "SMs x cudaOccupancyMaxActiveBlocksPerMultiprocessor" in nvidia.suggestion
+    doc = json.loads((tmp_path / "t.json").read_text())
+    doc["deviceProperties"][0]["name"] = "AMD Instinct MI210"
+    amd_path = tmp_path / "amd.json"
+    amd_path.write_text(json.dumps(doc))
+    (amd,) = _grid(kernel_findings(tracekit.read(amd_path)))
+    assert "CUs x hipOccupancyMaxActiveBlocksPerMultiprocessor" in amd.suggestion
+    assert "cuda" not in amd.suggestion.lower()

@@ -35,6 +35,7 @@ choose their registers and tiles on purpose: they are listed, but raise no occup
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,6 +63,11 @@ LIBRARY_KERNEL = (r"(?i)cutlass|cublas|cudnn|cask_|xmma|_trt$|^trt_|nvjet|^(sm\d
                   r"|at::native|at::cuda|c10::|^triton_|fmha|flash_?attn|^void (cutlass|cub|at)"
                   r"|elementwise_kernel|vectorized_|reduce_kernel|miopen|rocblas|hipblas|Tensile"
                   r"|^Cijk_")
+
+
+# PyTorch's own kernels (ATen, c10, Inductor's Triton kernels).
+FRAMEWORK_KERNEL = re.compile(r"at::native|at::cuda|c10::|^triton_|^void at::|"
+                              r"elementwise_kernel|vectorized_|reduce_kernel")
 
 
 @dataclass(frozen=True)
@@ -351,12 +357,19 @@ def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
                   "small_grid_configs": len(small), "small_grid_time_ns": small_ns,
                   "gpu_time_pct": share, "idle_sm_time_ns": round(lost_ns),
                   "idle_sm_time_pct": lost, "idle_sm_span_pct": lost_of_span},
-        suggestion=f"give each launch at least {sms} blocks (one per {unit[:-1]}, better "
-                   "several): "
-                   "more, smaller blocks or fewer elements per thread; size a grid-stride "
-                   f"loop's grid from the device ({unit} x {occupancy_api}) instead of a "
-                   "constant; batch small independent launches into one, or run them on "
-                   "separate streams; for framework kernels, a larger batch",
+        suggestion=(
+            # A framework's or library's kernel sizes its grid from the tensors: only more
+            # work per launch fills it, not launch parameters the program does not set.
+            "this is PyTorch's own kernel, its grid sized by its tensors: give each launch "
+            f"more work (a larger batch, or fuse the small ops with torch.compile) so it has "
+            f"{sms} blocks or more" if FRAMEWORK_KERNEL.search(name) else
+            "this is a library's kernel, its grid chosen for the problem's size: a larger "
+            f"batch (larger matrices) gives it {sms} blocks or more"
+            if _is_library(name) else
+            f"give each launch at least {sms} blocks (one per {unit[:-1]}, better several): "
+            "more, smaller blocks or fewer elements per thread; size a grid-stride loop's "
+            f"grid from the device ({unit} x {occupancy_api}) instead of a constant; batch "
+            "small independent launches into one, or run them on separate streams"),
         cost_ns=None)]
 
 
