@@ -4,8 +4,10 @@ one table as CSV); plugins add more as ``ReportFormat`` components."""
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -279,8 +281,15 @@ def table_subject(report: Report, name: str) -> str:
 
 
 def render_text(reports: list[Report], width: int | None = None) -> str:
-    """Render reports for a terminal: findings first, then each table."""
-    width = width or shutil.get_terminal_size((100, 24)).columns
+    """Render reports for a terminal: findings first, then each table. Without ``width``,
+    the terminal's (``COLUMNS`` where set); where the output is no terminal (a pipe, a file)
+    and ``COLUMNS`` is not set, findings wrap at 100 and tables keep names whole, for grep
+    and diff."""
+    table_width = width
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns
+        to_terminal = "COLUMNS" in os.environ or sys.stdout.isatty()
+        table_width = width if to_terminal else UNCUT
     out: list[str] = []
     for report in reports:
         out.append(report.title)
@@ -303,7 +312,7 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
                 continue
             out.append("")
             out.append(report.table_titles.get(name, name))
-            out.append(render_table(table, width))
+            out.append(render_table(table, table_width))
         if empty:
             out.append("")
             out.extend(textwrap.wrap(f"(nothing in this trace for: {', '.join(empty)})",
@@ -312,6 +321,10 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
             out.append(f"note: {note}")
         out.append("")
     return "\n".join(out)
+
+
+#: A table width that cuts no name.
+UNCUT = 1 << 20
 
 
 def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:

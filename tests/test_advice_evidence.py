@@ -133,6 +133,7 @@ def test_compute_time_is_counted_once_for_copies_and_collectives():
         f"({format_ns(compute)} against {format_ns(comm)} of collectives)")
 
 
+@pytest.mark.slow
 def test_collective_kernels_far_longer_than_the_median_are_waits_for_other_ranks():
     """tracelens_908 (rocprofv3 JSON, one rank of a run): 19 RCCL kernels of 10x the median
     or more hold 64% of its collective time, the longest 733 ms against a median of 1.22 ms:

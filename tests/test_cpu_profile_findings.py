@@ -1589,6 +1589,7 @@ def test_column_wise_nesting_agrees_with_the_stack_loop():
         assert np.array_equal(top, want_top), spans
 
 
+@pytest.mark.slow
 def test_the_cpu_report_of_a_gpu_trace_says_it_is_the_host_side():
     """``-a cpu`` on a GPU training trace (HTA's trace_diff control rank): its title and
     input say the trace has GPU work; the main thread waiting in backward while autograd's

@@ -284,6 +284,7 @@ def test_memsets_on_device_memory_are_no_waits(registry):
     assert names == {"cudaEventSynchronize", "cudaMemcpy", "cudaDeviceSynchronize"}
 
 
+@pytest.mark.slow
 def test_steps_of_a_2021_trace_written_as_operators_are_steps(registry):
     """resnet50 (2021) writes ProfilerStep#N with cat Operator: still the steps to split by."""
     path = shared_path("torch-trace", "kineto-tb_plugin", "resnet50_v100_2021.pt.trace.json.gz")

@@ -114,6 +114,7 @@ def test_mpi_calls_are_host_ops_on_their_thread(tmp_path, registry):
     tracekit.write(trace, tmp_path / "o.pftrace", registry=registry)
 
 
+@pytest.mark.slow
 def test_mpi_ranks_number_the_inputs_of_a_run(tmp_path, registry):
     # nsys's usual per-rank output names (report.%q{OMPI_COMM_WORLD_RANK}) say no "rank N":
     # without MPI_RANKS they are numbered by input order.

@@ -468,6 +468,7 @@ def test_annotations_named_as_columns_and_tracekit_device_tracks(tmp_path, regis
         [{"device": 0, "name": "NVIDIA H100"}]
 
 
+@pytest.mark.slow
 def test_device_properties_survive_a_round_trip(tmp_path, registry):
     """A V100's compute capability, SMs and memory ride on its GPU track's description, so
     the analysis of the Perfetto file advises what the V100 supports (fp16), as the

@@ -362,3 +362,20 @@ def test_cpu_report_tells_host_and_gpu_memory_apart():
 def test_cpu_report_of_a_gpu_trace_gives_no_cpu_gemm_advice():
     report = cpu_report("pinned_overlap")
     assert not any("CPU GEMM" in (f.suggestion or "") for f in report.findings)
+
+
+def test_text_tables_keep_names_whole_outside_a_terminal(monkeypatch):
+    """Written to a pipe or a file (no COLUMNS), a kernel name stays whole for grep and diff;
+    on an 80-column terminal it is cut to fit."""
+    from tracekit.report import render_text
+
+    registry = load_registry(dists={"tracekit"}, environ={})
+    [report] = tracekit.analyze(tracekit.read(path("cuda_graph"), registry=registry),
+                                "kernels", registry=registry)
+    name = report.tables["kernels"]["name"][0].as_py()
+    assert len(name) > 150
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert name in render_text([report])  # pytest's captured stdout is no terminal
+    assert name not in render_text([report], width=80)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert name not in render_text([report])
