@@ -379,3 +379,20 @@ def test_text_tables_keep_names_whole_outside_a_terminal(monkeypatch):
     assert name not in render_text([report], width=80)
     monkeypatch.setenv("COLUMNS", "80")
     assert name not in render_text([report])
+
+
+def test_perfetto_says_which_args_it_writes_as_text(tmp_path):
+    """Perfetto's annotations hold no empty list or null: 'Input Dims' [[]] of scalar inputs
+    and a null 'Python parent id' are written as texts, and convert says for how many."""
+    _, events = load(path("item_sync_stack"))
+
+    def odd(value):
+        return value is None or value in ([], {}) or (
+            isinstance(value, list) and any(odd(v) for v in value))
+
+    expected = sum(1 for e in events if e.get("ph") in ("X", "i", "I")
+                   and any(odd(v) for v in (e.get("args") or {}).values()))
+    assert expected == 453
+    result = tracekit.write(tracekit.read(path("item_sync_stack")), tmp_path / "t.pftrace")
+    [(key, n)] = [(k, n) for k, n in result.skipped.items() if "empty lists" in k]
+    assert n == expected and "written as the texts" in key

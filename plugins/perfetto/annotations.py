@@ -319,6 +319,10 @@ def _string(s: str) -> bytes:
     return _STRING + _varint(len(data)) + data
 
 
+#: A JSON value that is an empty list or object, or null (RE2): after a key, in a list.
+EMPTY_OR_NULL = r'[:,\[]\s*(null|\[\s*\]|\{\s*\})\s*[,\]}]'
+
+
 def annotated_args(events: pa.Table, native: dict[str, Any], keep_args: bool,
                    skipped: Counter[str]) -> ArgColumns:
     """Each row's args and the typed columns its track and event do not hold, to add by the
@@ -346,6 +350,16 @@ def annotated_args(events: pa.Table, native: dict[str, Any], keep_args: bool,
         for key, values in found.keys.items():
             if key != "stack_id":  # rows with one are counted below
                 args.add(key, values)
+    if keep_args:
+        # Perfetto's annotations hold no empty list or object and no null: _value writes
+        # them as texts. Counted per event, by a JSON value of that form in its args.
+        odd = pc.fill_null(pc.match_substring_regex(events["args"], EMPTY_OR_NULL), False)
+        changed = int(pc.sum(pc.and_(odd, pa.array(~sample))).as_py() or 0)
+        if changed:
+            skipped[fields.field_skip(
+                "args' empty lists and nulls", fields.BY_FORMAT + "Perfetto's annotations "
+                "hold no empty list, empty object or null: written as the texts \"[]\", "
+                "\"{}\" and \"null\"")] += changed
     stacks = events["stack_id"].is_valid().to_numpy(zero_copy_only=False) & ~sample
     if stacks.any():  # ids into the stacks table, which only samples' callstacks carry
         skipped[fields.field_skip("stack_id", "only CPU samples carry a call stack in "
