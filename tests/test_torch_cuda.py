@@ -396,3 +396,19 @@ def test_perfetto_says_which_args_it_writes_as_text(tmp_path):
     result = tracekit.write(tracekit.read(path("item_sync_stack")), tmp_path / "t.pftrace")
     [(key, n)] = [(k, n) for k, n in result.skipped.items() if "empty lists" in k]
     assert n == expected and "written as the texts" in key
+
+
+def test_device_properties_not_kept_are_named():
+    """The H200's deviceProperties holds 14 keys; the devices table keeps 6 of them (with
+    the id): the reader names the other 8 rather than dropping them unsaid."""
+    doc, _ = load(path("matmul_loop"))
+    [props] = doc["deviceProperties"]
+    kept = {"id", "name", "gcnArchName", "numSms", "totalGlobalMem", "computeMajor",
+            "computeMinor"}
+    others = sorted(set(props) - kept)
+    assert len(others) == 8 and "regsPerMultiprocessor" in others and "warpSize" in others
+    trace = tracekit.read(path("matmul_loop"))
+    notes = [outcome for (_, kind, outcome), n in trace.log.outcomes.items()
+             if kind == "deviceProperties" and n == 1]
+    assert f"keys not kept (the devices table holds name, SMs, memory and compute " \
+           f"capability): {', '.join(others)}" in notes

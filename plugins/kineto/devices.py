@@ -165,6 +165,11 @@ def _property_ids(ctx: Context, props: Any) -> dict[int, int]:
     return dict(zip(ids, used, strict=True))
 
 
+#: The deviceProperties keys the devices table holds (with the id).
+_KEPT_PROPERTIES = frozenset({"id", "name", "gcnArchName", "numSms", "totalGlobalMem",
+                              "computeMajor", "computeMinor"})
+
+
 def _device_properties(ctx: Context, props: Any, vendor_hint: str | None,
                        ids: dict[int, int] | None = None) -> set[int]:
     """Add the devices of ``deviceProperties`` (their ids mapped by ``ids``); return the ids
@@ -176,12 +181,14 @@ def _device_properties(ctx: Context, props: Any, vendor_hint: str | None,
         return set()
     named: set[int] = set()
     skipped = odd = 0
+    others: set[str] = set()
     for p in props:
         device = as_int(p.get("id")) if type(p) is dict else None
         if device is None or not INT32[0] <= device <= INT32[1]:
             skipped += 1
             continue
         device = (ids or {}).get(device, device)
+        others.update(k for k in p if k not in _KEPT_PROPERTIES)
         fields = {k: p.get(k) for k in ("name", "gcnArchName")}
         fields.update({k: as_int(p.get(k)) for k in ("numSms", "totalGlobalMem",
                                                        "computeMajor", "computeMinor")})
@@ -206,6 +213,10 @@ def _device_properties(ctx: Context, props: Any, vendor_hint: str | None,
                             memory_bytes=fields["totalGlobalMem"],
                             compute_capability=fields["gcnArchName"] or cc)
     ctx.out.note("deviceProperties", "devices", len(props) - skipped)
+    if others:  # the devices table holds the kept ones; the rest are named, not lost unsaid
+        ctx.out.note("deviceProperties", "keys not kept (the devices table holds name, SMs, "
+                     "memory and compute capability): " + ", ".join(sorted(others)),
+                     len(props) - skipped)
     ctx.out.note("deviceProperties", "skipped: no integer id in int32 range", skipped)
     if odd:
         ctx.warn("deviceProperties", "a field has the wrong type or range (ignored)",
