@@ -412,3 +412,14 @@ def test_device_properties_not_kept_are_named():
              if kind == "deviceProperties" and n == 1]
     assert f"keys not kept (the devices table holds name, SMs, memory and compute " \
            f"capability): {', '.join(others)}" in notes
+
+
+def test_autograd_thread_keeps_its_own_name():
+    """Kineto names the autograd thread twice: '(pt_autograd_0)', then the recording
+    thread's '(python3)'. The first is the thread's own."""
+    _, events = load(path("matmul_loop"))
+    names = [e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e["name"] == "thread_name" and e["tid"] == 597]
+    assert names == ["thread 597 (pt_autograd_0)", "thread 597 (python3)"]
+    threads = {r["tid"]: r["name"] for r in tracekit.read(path("matmul_loop")).threads.to_pylist()}
+    assert threads[597] == "thread 597 (pt_autograd_0)"

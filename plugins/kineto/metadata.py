@@ -29,8 +29,14 @@ def metadata_events(ctx: Context, evs: Events) -> None:
             ctx.process_names[pid] = value
             ctx.out.note("M:process_name", "process names")
         elif name == "thread_name" and value is not None:
-            ctx.thread_names[(pid, int(ctx.ids([tid], "tid", "M")[0]))] = value
-            ctx.out.note("M:thread_name", "thread names")
+            key = (pid, int(ctx.ids([tid], "tid", "M")[0]))
+            if ctx.thread_names.setdefault(key, value) == value:
+                ctx.out.note("M:thread_name", "thread names")
+            else:
+                # Kineto names PyTorch's autograd thread twice, "(pt_autograd_0)" first,
+                # then with the name of the thread that recorded it ("(pt_main_thread)").
+                ctx.out.note("M:thread_name", "second name of a named thread (the first "
+                             "kept)")
         elif name == "process_labels" and type(args.get("labels")) is str:
             ctx.process_labels[pid] = args["labels"]
             ctx.out.note("M:process_labels", "process and device labels")
