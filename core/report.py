@@ -318,7 +318,7 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
             out.extend(textwrap.wrap(f"(nothing in this trace for: {', '.join(empty)})",
                                      width=min(width, 100)))
         for note in report.notes:
-            out.append(f"note: {note}")
+            out.extend(textwrap.wrap(f"note: {note}", width=width, subsequent_indent="    "))
         out.append("")
     return "\n".join(out)
 

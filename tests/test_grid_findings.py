@@ -195,15 +195,16 @@ def test_short_traces_are_no_finding(parts, kernel_us):
 
 
 def test_a_frameworks_kernel_is_told_more_work_not_launch_parameters():
-    """mi210 (AMD): PyTorch's own batch_norm_backward_kernel sizes its grid from its tensors,
-    so the fix is more work per launch, with the device's CUs; never CUDA's names."""
+    """mi210 (AMD): PyTorch's own batch_norm_backward_kernel has one block per channel, so
+    a larger batch is no fix, nor are launch parameters; never CUDA's names."""
     path = shared_path("torch-trace", "tracelens", "mi210_gpu_only_trace.json.gz")
     (finding,) = _grid(kernel_findings(tracekit.read(path)))
     assert "at::native::batch_norm_backward_kernel" in finding.evidence["kernel"]
+    # ATen launches it with one block per channel (dim3 blocks(input.size(1))).
     assert finding.suggestion == (
-        "this is PyTorch's own kernel, its grid sized by its tensors: give each launch more "
-        "work (a larger batch, or fuse the small ops with torch.compile) so it has 104 blocks "
-        "or more")
+        "this is PyTorch's own kernel with one block per channel: a larger batch adds no "
+        "blocks (more channels would); torch.compile may generate a fused kernel with another "
+        "grid")
     assert "cuda" not in finding.suggestion.lower()
 
 

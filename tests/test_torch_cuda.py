@@ -9,7 +9,7 @@ from functools import cache
 
 import pytest
 import tracekit
-from helpers import FIXTURES
+from helpers import FIXTURES, shared_path
 from independent import hta_temporal_breakdown, load, merge, ns
 from tracekit.plugins.diagnosis.activity import Activity, host_reads
 from tracekit.plugins.diagnosis.program import classify
@@ -331,8 +331,9 @@ def test_steps_follow_the_gpu_work_they_launched():
     [report] = tracekit.analyze(tracekit.read(path("matmul_loop"), registry=registry),
                                 "breakdown", registry=registry)
     rows = {r["step"]: r for r in report.tables["steps"].to_pylist()}
-    for step in (3, 4, 5):
-        assert rows[step]["duration"] == gpu_end[step] - gpu_end[step - 1]
+    for step in (2, 3, 4, 5):
+        if step > 2:
+            assert rows[step]["duration"] == gpu_end[step] - gpu_end[step - 1]
         assert rows[step]["host_range"] < 4_000_000
         assert rows[step]["duration"] == pytest.approx(
             MANIFEST["matmul_loop"]["step_ms_median"] * 1e6, rel=0.1)
@@ -423,3 +424,31 @@ def test_autograd_thread_keeps_its_own_name():
     assert names == ["thread 597 (pt_autograd_0)", "thread 597 (python3)"]
     threads = {r["tid"]: r["name"] for r in tracekit.read(path("matmul_loop")).threads.to_pylist()}
     assert threads[597] == "thread 597 (pt_autograd_0)"
+
+
+@pytest.mark.slow
+def test_work_queued_before_the_recording_is_no_steps():
+    """mi300_resnet_act_checkpoint: 968 GPU ops with no launch in the trace run in the first
+    30 ms; the first step's window starts after them, so it takes what the others take."""
+    trace_path = shared_path("torch-trace", "tracelens", "mi300_resnet_act_checkpoint.json.gz")
+    registry = load_registry(dists={"tracekit"}, environ={})
+    [report] = tracekit.analyze(tracekit.read(trace_path, registry=registry), "breakdown",
+                                registry=registry)
+    rows = {r["step"]: r["duration"] for r in report.tables["steps"].to_pylist()
+            if r["device"] == "GPU 2"}
+    assert sorted(rows) == [15, 16, 17]
+    assert max(rows.values()) < 1.1 * min(rows.values())
+
+
+@pytest.mark.slow
+def test_device_to_device_copies_are_not_told_to_copy_from_the_host():
+    """nccl_data_rank0's launch gaps end in DDP's device-to-device bucket copies: batching on
+    the host would remove none of them."""
+    trace_path = shared_path("torch-trace", "hta", "nccl_data_rank0_a100.json.gz")
+    _, events = load(trace_path)
+    copies = {e["name"] for e in events if e.get("cat") == "gpu_memcpy"}
+    assert copies == {"Memcpy DtoD (Device -> Device)"}
+    registry = load_registry(dists={"tracekit"}, environ={})
+    [report] = tracekit.analyze(tracekit.read(trace_path, registry=registry), "bottleneck",
+                                registry=registry)
+    assert not any("copy once per step" in (f.suggestion or "") for f in report.findings)

@@ -578,8 +578,9 @@ def _reads_block_graphs(p: Program, f: Facts) -> Fix | None:
         return None
     return Fix("take the reads of device values out of the step before capturing it: a graph "
                "cannot capture .item(), .cpu() or an if on a GPU tensor, and each read drains "
-               "the queue the launches would fill; decide on the device (torch.where) or check "
-               "every N steps",
+               "the queue the launches would fill; a check or a metric can stay on the device "
+               "(torch.where) or be read every N steps; a read that sets a shape (split sizes "
+               "of an all-to-all) leaves graphs for the parts between reads",
                f"{f.host_reads:,} host reads of device values in {f.steps} steps")
 
 

@@ -778,7 +778,12 @@ class Evidence:
         f.launches_per_s = rates.get("launches_per_s", 0)
         f.gpu_can_run_per_s = rates.get("gpu_can_run_per_s", 0)
         launch = GAP_CAUSES.index("launch")
-        copy = self.activity.category.is_in(("gpu.memcpy",))
+        # Host-device copies only: a device-to-device copy (DDP's bucket copies) is not
+        # batched on the host.
+        ev = self.activity.events
+        copy = self.activity.category.is_in(("gpu.memcpy",)) & pc.fill_null(pc.is_in(
+            ev["copy_kind"].cast(pa.string()), pa.array(["HtoD", "DtoH"])), False).to_numpy(
+            zero_copy_only=False)
         gaps = copies = gaps_ns = copies_ns = 0
         for g in self.per_device:
             mine = g.cause == launch

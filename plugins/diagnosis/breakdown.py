@@ -86,17 +86,26 @@ def step_windows(activity: Activity, tl: DeviceTimeline, start: np.ndarray, end:
     step before, if later) to the end of its host range or of the GPU work it launched,
     whichever is later. A host that runs ahead of its GPU ends its step ranges long before
     their work runs; the work is the step's by its launching call (by its own start where
-    the call is not known). ``start``/``end``: the host ranges, sorted by start."""
+    the call is not known). Work with no launching call before the first work with one was
+    launched before the recording: the first step's window starts after it. ``start``/``end``:
+    the host ranges, sorted by start."""
     work = tl.work
     known = work.api >= 0
     launched = np.where(known, activity.calls.start[np.maximum(work.api, 0)], work.start) \
         if len(activity.calls.start) else work.start
+    # Work with no launching call that runs before the first work whose call the trace
+    # holds was launched before the recording began: no step's, and the first step starts
+    # after it.
+    first_known = work.start[known].min() if known.any() else None
+    before_recording = ~known & (work.start < first_known) if first_known is not None else \
+        np.zeros(len(known), dtype=bool)
     step = np.searchsorted(start, launched, side="right") - 1
-    ours = (step >= 0) & (launched < end[np.maximum(step, 0)])
+    ours = (step >= 0) & (launched < end[np.maximum(step, 0)]) & ~before_recording
     gpu_end = np.full(len(start), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(gpu_end, step[ours], work.end[ours])
     lo, hi = np.empty_like(start), np.empty_like(end)
-    before = np.iinfo(np.int64).min
+    before = int(work.end[before_recording].max()) if before_recording.any() else \
+        np.iinfo(np.int64).min
     for i in range(len(start)):  # steps: a few to a few thousand
         lo[i] = max(int(start[i]), before)
         hi[i] = max(int(end[i]), int(gpu_end[i]), int(lo[i]))

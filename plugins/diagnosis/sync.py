@@ -92,6 +92,18 @@ class SyncAnalyzer(tracekit.Analyzer):
                    ("async_calls", "int", None, copies.asynchronous),
                    ("bytes", "int", "bytes", copies.bytes), ("time", "int", "ns", copies.time)])
         report.table_titles["pageable"] = "Copies to or from pageable host memory"
+        left_out = int((calls.is_sync & ~calls.is_op & ~activity.in_steps).sum())
+        if left_out:
+            report.notes.append(f"{left_out:,} synchronizing call{'s' if left_out != 1 else ''}"
+                                " outside the ProfilerStep ranges (set-up, the profiler's own "
+                                f"stop) {'are' if left_out != 1 else 'is'} in the table, not "
+                                "the findings")
+        reads = host_reads(activity)
+        op_reads = _op_count(activity, "aten::_local_scalar_dense")
+        if op_reads > reads:
+            report.notes.append(f"{op_reads - reads:,} of the aten::_local_scalar_dense calls "
+                                "read a CPU tensor or run outside the steps (no GPU call in "
+                                "them): in the table, not the findings' host_reads")
         set_up = set_up_wait_ns(activity)
         report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct,
                                              classify(trace), set_up, processes))
@@ -99,6 +111,13 @@ class SyncAnalyzer(tracekit.Analyzer):
             report.notes.append(f"{format_ns(set_up)} of waits before the first GPU work "
                                 "(set-up) are in the table, not the findings")
         return report
+
+
+def _op_count(activity: Activity, name: str) -> int:
+    """How many synchronizing ops named ``name`` the trace holds."""
+    calls = activity.calls
+    names = activity.events["name"].take(pa.array(calls.row[calls.is_op])).cast(pa.string())
+    return int(pc.sum(pc.equal(names, name)).as_py() or 0)
 
 
 #: The categories of a host process's own calls: each process that makes them waits on its
