@@ -32,12 +32,16 @@ def params(names):
     return [pytest.param(n, marks=pytest.mark.slow) if n in LARGE else n for n in sorted(names)]
 
 
+def analysis(name: str, analyzer: str) -> tracekit.Report:
+    registry = load_registry(dists={"tracekit"}, environ={})
+    [result] = tracekit.analyze(tracekit.read(path(name), registry=registry), analyzer,
+                                registry=registry)
+    return result
+
+
 @cache
 def bottleneck(name: str) -> tracekit.Report:
-    registry = load_registry(dists={"tracekit"}, environ={})
-    [report] = tracekit.analyze(tracekit.read(path(name), registry=registry), "bottleneck",
-                                registry=registry)
-    return report
+    return analysis(name, "bottleneck")
 
 
 def finding(report: tracekit.Report, prefix: str) -> tracekit.Finding:
@@ -257,20 +261,10 @@ def test_breakdown_matches_htas_definition(name):
     JSON in plain Python."""
     doc, events = load(path(name))
     [want] = hta_temporal_breakdown(events, doc).values()
-    registry = load_registry(dists={"tracekit"}, environ={})
-    [report] = tracekit.analyze(tracekit.read(path(name), registry=registry), "breakdown",
-                                registry=registry)
-    [got] = report.tables["devices"].to_pylist()
+    [got] = analysis(name, "breakdown").tables["devices"].to_pylist()
     assert (got["span"], got["idle"], got["compute"]) == (want["span"], want["idle"],
                                                           want["compute"])
     assert got["comm"] + got["mem"] == want["non_compute"]
-
-
-def sync_report(name: str) -> tracekit.Report:
-    registry = load_registry(dists={"tracekit"}, environ={})
-    [report] = tracekit.analyze(tracekit.read(path(name), registry=registry), "sync",
-                                registry=registry)
-    return report
 
 
 def test_the_profilers_stop_is_not_the_programs_sync():
@@ -283,7 +277,7 @@ def test_the_profilers_stop_is_not_the_programs_sync():
     syncs = [e for e in events if e.get("cat") == "cuda_runtime"
              and e["name"] == "cudaDeviceSynchronize"]
     assert len(syncs) == 1 and syncs[0]["ts"] > end
-    assert sync_report("matmul_loop").findings == []
+    assert analysis("matmul_loop", "sync").findings == []
 
 
 @pytest.mark.slow
@@ -301,7 +295,7 @@ def test_cpu_tensor_reads_are_not_device_reads():
 
 @pytest.mark.slow
 def test_copy_waits_without_reads_are_told_to_pin():
-    [wait, pageable] = sync_report("small_copies").findings
+    [wait, pageable] = analysis("small_copies", "sync").findings
     assert wait.evidence["host_reads"] == 0 and wait.evidence["sync_calls"] == 2000
     assert wait.suggestion.startswith("drop explicit synchronize calls")
     assert ".item()" not in wait.suggestion
@@ -327,10 +321,7 @@ def test_steps_follow_the_gpu_work_they_launched():
             if step is not None:
                 gpu_end[step] = max(gpu_end.get(step, 0), ns(doc, e["ts"] + e["dur"]))
     assert all(t < gpu_end[n] for _, t, n in steps)  # every host range ends before its work
-    registry = load_registry(dists={"tracekit"}, environ={})
-    [report] = tracekit.analyze(tracekit.read(path("matmul_loop"), registry=registry),
-                                "breakdown", registry=registry)
-    rows = {r["step"]: r for r in report.tables["steps"].to_pylist()}
+    rows = {r["step"]: r for r in analysis("matmul_loop", "breakdown").tables["steps"].to_pylist()}
     for step in (2, 3, 4, 5):
         if step > 2:
             assert rows[step]["duration"] == gpu_end[step] - gpu_end[step - 1]
@@ -340,20 +331,13 @@ def test_steps_follow_the_gpu_work_they_launched():
         assert rows[step]["compute_pct"] > 95
 
 
-def cpu_report(name: str) -> tracekit.Report:
-    registry = load_registry(dists={"tracekit"}, environ={})
-    [report] = tracekit.analyze(tracekit.read(path(name), registry=registry), "cpu",
-                                registry=registry)
-    return report
-
-
 def test_cpu_report_tells_host_and_gpu_memory_apart():
     """Kineto records GPU allocations as host [memory] events: Device Type 1 is the GPU's."""
     _, events = load(path("memory_profile"))
     memory = [e["args"] for e in events if e.get("name") == "[memory]"]
     host = [a for a in memory if a["Device Type"] == 0]
     gpu = [a for a in memory if a["Device Type"] == 1]
-    found = finding(cpu_report("memory_profile"), "Memory:").evidence
+    found = finding(analysis("memory_profile", "cpu"), "Memory:").evidence
     assert found["largest_allocation_bytes"] == max(a["Bytes"] for a in host)
     assert found["peak_allocated_bytes"] == max(a["Total Allocated"] for a in host)
     assert found["gpu0_peak_allocated_bytes"] == max(a["Total Allocated"] for a in gpu)
@@ -361,7 +345,7 @@ def test_cpu_report_tells_host_and_gpu_memory_apart():
 
 
 def test_cpu_report_of_a_gpu_trace_gives_no_cpu_gemm_advice():
-    report = cpu_report("pinned_overlap")
+    report = analysis("pinned_overlap", "cpu")
     assert not any("CPU GEMM" in (f.suggestion or "") for f in report.findings)
 
 
@@ -370,16 +354,14 @@ def test_text_tables_keep_names_whole_outside_a_terminal(monkeypatch):
     on an 80-column terminal it is cut to fit."""
     from tracekit.report import render_text
 
-    registry = load_registry(dists={"tracekit"}, environ={})
-    [report] = tracekit.analyze(tracekit.read(path("cuda_graph"), registry=registry),
-                                "kernels", registry=registry)
-    name = report.tables["kernels"]["name"][0].as_py()
+    kernels = analysis("cuda_graph", "kernels")
+    name = kernels.tables["kernels"]["name"][0].as_py()
     assert len(name) > 150
     monkeypatch.delenv("COLUMNS", raising=False)
-    assert name in render_text([report])  # pytest's captured stdout is no terminal
-    assert name not in render_text([report], width=80)
+    assert name in render_text([kernels])  # pytest's captured stdout is no terminal
+    assert name not in render_text([kernels], width=80)
     monkeypatch.setenv("COLUMNS", "80")
-    assert name not in render_text([report])
+    assert name not in render_text([kernels])
 
 
 def test_perfetto_says_which_args_it_writes_as_text(tmp_path):
@@ -432,9 +414,9 @@ def test_work_queued_before_the_recording_is_no_steps():
     30 ms; the first step's window starts after them, so it takes what the others take."""
     trace_path = shared_path("torch-trace", "tracelens", "mi300_resnet_act_checkpoint.json.gz")
     registry = load_registry(dists={"tracekit"}, environ={})
-    [report] = tracekit.analyze(tracekit.read(trace_path, registry=registry), "breakdown",
-                                registry=registry)
-    rows = {r["step"]: r["duration"] for r in report.tables["steps"].to_pylist()
+    [breakdown] = tracekit.analyze(tracekit.read(trace_path, registry=registry), "breakdown",
+                                   registry=registry)
+    rows = {r["step"]: r["duration"] for r in breakdown.tables["steps"].to_pylist()
             if r["device"] == "GPU 2"}
     assert sorted(rows) == [15, 16, 17]
     assert max(rows.values()) < 1.1 * min(rows.values())
@@ -449,6 +431,6 @@ def test_device_to_device_copies_are_not_told_to_copy_from_the_host():
     copies = {e["name"] for e in events if e.get("cat") == "gpu_memcpy"}
     assert copies == {"Memcpy DtoD (Device -> Device)"}
     registry = load_registry(dists={"tracekit"}, environ={})
-    [report] = tracekit.analyze(tracekit.read(trace_path, registry=registry), "bottleneck",
-                                registry=registry)
-    assert not any("copy once per step" in (f.suggestion or "") for f in report.findings)
+    [verdict] = tracekit.analyze(tracekit.read(trace_path, registry=registry), "bottleneck",
+                                 registry=registry)
+    assert not any("copy once per step" in (f.suggestion or "") for f in verdict.findings)
