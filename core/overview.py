@@ -231,6 +231,7 @@ def conversion_lines(trace: Trace, result: WriteResult) -> list[str]:
     for (n, why), names in columns.items():
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
         kind = "note" if why.startswith(fields.BY_FORMAT) else "warning"
-        out.append(f"{kind}: {n:,} event{'s' if n != 1 else ''} written without their {listed}: "
+        whose = "their" if n != 1 else "its"
+        out.append(f"{kind}: {n:,} event{'s' if n != 1 else ''} written without {whose} {listed}: "
                    f"{why.removeprefix(fields.BY_FORMAT)}")
     return out
