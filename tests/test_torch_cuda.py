@@ -434,3 +434,26 @@ def test_device_to_device_copies_are_not_told_to_copy_from_the_host():
     [verdict] = tracekit.analyze(tracekit.read(trace_path, registry=registry), "bottleneck",
                                  registry=registry)
     assert not any("copy once per step" in (f.suggestion or "") for f in verdict.findings)
+
+
+@pytest.mark.slow
+def test_diff_says_where_the_kernels_saving_went():
+    """bf16 autocast cut ResNet-18's kernel time by more than half, its GPU span by 8%: the
+    rest became idle time (the host overhead the FP32 kernels hid)."""
+    times = {}
+    for name in ("resnet18_fp32", "resnet18_amp"):
+        doc, events = load(path(name))
+        kernels = [(ns(doc, e["ts"]), ns(doc, e["ts"] + e["dur"])) for e in events
+                   if e.get("ph") == "X" and e.get("cat") == "kernel"]
+        work = merge([(ns(doc, e["ts"]), ns(doc, e["ts"] + e["dur"])) for e in events
+                      if e.get("ph") == "X"
+                      and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")])
+        times[name] = (sum(t - s for s, t in kernels), work[-1][1] - work[0][0])
+    (k_a, span_a), (k_b, span_b) = times["resnet18_fp32"], times["resnet18_amp"]
+    registry = load_registry(dists={"tracekit"}, environ={})
+    [diff] = tracekit.analyze(tracekit.read([path("resnet18_fp32"), path("resnet18_amp")],
+                                            registry=registry), "diff", registry=registry)
+    saving = finding(diff, "Kernels ")
+    assert saving.evidence["kernel_change_pct"] == round(100 * (k_b - k_a) / k_a, 1) == -58.1
+    assert saving.evidence["span_change_pct"] == round(100 * (span_b - span_a) / span_a, 1)
+    assert "idle gaps" in saving.suggestion

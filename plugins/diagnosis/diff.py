@@ -278,7 +278,7 @@ def _total_findings(totals: pa.Table) -> list[Finding]:
     if kernel is None or not (kernel["baseline"] or kernel["candidate"]):
         return _host_findings(rows)
     change = kernel["change"]
-    return [Finding(
+    total = Finding(
         severity="info" if change <= 0 else "warning",
         title=f"GPU kernel time {'+' if change > 0 else ''}{format_ns(change)} "
               f"({'+' if change > 0 else ''}{kernel['change_pct']}%)"
@@ -287,7 +287,32 @@ def _total_findings(totals: pa.Table) -> list[Finding]:
         evidence={"baseline_ns": kernel["baseline"], "candidate_ns": kernel["candidate"],
                   "idle_change_ns": rows["GPU idle in span"]["change"]},
         suggestion="" if change <= 0 else "the kernels below changed the most",
-        cost_ns=max(change, 0))]
+        cost_ns=max(change, 0))
+    return [total, *_saving_lost(kernel, rows.get("GPU active span"),
+                                 rows.get("GPU idle in span"))]
+
+
+#: Kernel time that falls by at least this share ...
+KERNEL_SAVING_PCT = 20.0
+
+
+def _saving_lost(kernel: dict, span: dict | None, idle: dict | None) -> list[Finding]:
+    """Kernels much faster (``KERNEL_SAVING_PCT``) while the GPU's active span shrinks by less
+    than half as much: the time saved became idle time, and something else (host work
+    between launches, as a rule) now sets the pace."""
+    if not span or not idle or not kernel["baseline"] or not span["baseline"]:
+        return []
+    if kernel["change_pct"] > -KERNEL_SAVING_PCT or span["change_pct"] * 2 <= kernel["change_pct"]:
+        return []
+    return [Finding(
+        "warning", f"Kernels {-kernel['change_pct']:g}% faster, the GPU's span only "
+        f"{-span['change_pct']:g}% shorter: the GPU idles {format_ns(idle['change'])} more",
+        {"kernel_change_pct": kernel["change_pct"], "span_change_pct": span["change_pct"],
+         "idle_change_ns": idle["change"]},
+        "the time the kernels saved went to idle gaps: see what bounds the candidate now "
+        "('tracekit analyze CANDIDATE'); host work between launches, which the slower kernels "
+        "hid, as a rule (CUDA graphs, torch.compile)",
+        cost_ns=max(int(idle["change"]), 0))]
 
 
 def _host_findings(rows: dict[str, dict]) -> list[Finding]:
