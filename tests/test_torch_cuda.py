@@ -253,6 +253,11 @@ def test_decode_in_a_graph_is_gpu_bound_with_small_grids():
     assert program.graphs and "bf16/fp16" in program.precisions
     small = finding(report, "GPU 0: grid too small")
     assert small.severity == "critical" and small.evidence["blocks"] == 1
+    # Busy is not full: one block on 132 SMs leaves 60% of the span's SM time idle.
+    assert small.evidence["idle_sm_span_pct"] >= 50
+    assert report.title == ("Bottleneck: GPU-bound, but most SMs idle (kernels of fewer blocks "
+                            "than SMs)")
+    assert report.findings[0].suggestion.startswith(small.suggestion)
 
 
 @pytest.mark.parametrize("name", params(MANIFEST))

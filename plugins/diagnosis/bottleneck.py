@@ -307,6 +307,17 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         else:
             verdict_fixes = fixes_for(verdict, program, facts)
             suggestion = render(verdict_fixes) or MIXED_FIX
+        kernels = kernel_findings(trace)
+        grid = _small_grids(kernels) if verdict == "compute" else None
+        if grid is not None:
+            # Busy is not full: the SMs the small grids leave idle are the lever.
+            report.title = ("Bottleneck: GPU-bound, but most SMs idle (kernels of fewer "
+                            "blocks than SMs)")
+            verdict_fixes = [Fix(grid.suggestion,
+                                 f"launches with fewer blocks than SMs leave "
+                                 f"{grid.evidence['idle_sm_span_pct']:g}% of the SM time of the "
+                                 "span idle"), *verdict_fixes]
+            suggestion = render(verdict_fixes)
         unknown = verdict == "idle-other" and facts.no_kernels  # no verdict to stand by
         report.findings.append(Finding(
             severity="info" if verdict == "compute" else
@@ -377,8 +388,20 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                 suggestion="" if cause == verdict else render(
                     _not_given(fixes_for(cause, program, facts), verdict_fixes)),
                 cost_ns=ns))
-        report.findings.extend(kernel_findings(trace))
+        report.findings.extend(kernels)
         return report
+
+
+# A compute verdict whose small grids leave this share of the span's SM time idle is said to
+# be bound by them (the grid finding's idle_sm_span_pct).
+SMALL_GRID_VERDICT_PCT = 50.0
+
+
+def _small_grids(kernels: list[Finding]) -> Finding | None:
+    """The grid-too-small finding whose idle SMs take ``SMALL_GRID_VERDICT_PCT`` of its
+    device's span or more, if any."""
+    return next((f for f in kernels if "grid too small" in f.title
+                 and f.evidence.get("idle_sm_span_pct", 0) >= SMALL_GRID_VERDICT_PCT), None)
 
 
 def _not_given(fixes: list[Fix], given: list[Fix]) -> list[Fix]:
