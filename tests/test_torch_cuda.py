@@ -302,7 +302,9 @@ def test_cpu_tensor_reads_are_not_device_reads():
 def test_copy_waits_without_reads_are_told_to_pin():
     [wait, pageable] = analysis("small_copies", "sync").findings
     assert wait.evidence["host_reads"] == 0 and wait.evidence["sync_calls"] == 2000
-    assert wait.suggestion.startswith("drop explicit synchronize calls")
+    # Each copy's wait runs inside its aten::copy_: a blocking copy, not an explicit sync.
+    assert wait.evidence["inside"] == "copy 2,000"
+    assert wait.suggestion.startswith("no blocking copies in the step")
     assert ".item()" not in wait.suggestion
     assert pageable.evidence["copies"] == 2000
 
@@ -462,3 +464,30 @@ def test_diff_says_where_the_kernels_saving_went():
     assert saving.evidence["kernel_change_pct"] == round(100 * (k_b - k_a) / k_a, 1) == -58.1
     assert saving.evidence["span_change_pct"] == round(100 * (span_b - span_a) / span_a, 1)
     assert "idle gaps" in saving.suggestion
+
+
+def test_waits_inside_data_dependent_ops_are_told_static_shapes():
+    """x[x > 0] runs aten::nonzero, which reads the count of true elements back: each of the
+    200 stream synchronizes is inside one, and the fix is shapes, not .item() or copies."""
+    _, events = load(path("mask_indexing"))
+    nonzero = [(e["ts"], e["ts"] + e["dur"], e["tid"]) for e in events
+               if e.get("name") == "aten::nonzero"]
+    syncs = [e for e in events if e.get("name") == "cudaStreamSynchronize"]
+    assert len(nonzero) == len(syncs) == 4 * MANIFEST["mask_indexing"]["nonzero_per_step"]
+    assert all(any(a <= s["ts"] <= b and t == s["tid"] for a, b, t in nonzero) for s in syncs)
+    [wait] = analysis("mask_indexing", "sync").findings
+    assert wait.evidence["inside"] == "shape 200" and wait.evidence["host_reads"] == 0
+    assert wait.suggestion.startswith("keep shapes static")
+
+
+def test_offloaded_weights_are_told_to_stay_resident():
+    """Weights copied in from pinned host memory layer by layer each step: transfer-bound,
+    and the fix is to keep them on the GPU, not to pin them."""
+    _, events = load(path("offload_inference"))
+    copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
+    assert {e["args"]["bytes"] for e in copies} == {4096 * 4096 * 2}
+    assert all("Pinned" in e["name"] for e in copies)
+    verdict = bottleneck("offload_inference").findings[0]
+    assert verdict.evidence["verdict"] == "transfer"
+    assert "weights offloaded and fetched again" in verdict.suggestion
+    assert "pin the host buffers" not in verdict.suggestion

@@ -106,6 +106,8 @@ class Facts:
     # sync
     host_reads: int = 0
     sync_apis: dict[str, int] = field(default_factory=dict)  # name -> calls
+    # what the synchronizing calls run inside: "shape", "read", "copy", "explicit" -> calls
+    sync_sources: dict[str, int] = field(default_factory=dict)
 
 
 # The kind of collective by kernel name (NCCL/RCCL ``ncclKernel_AllReduce_…``,
@@ -693,6 +695,15 @@ def _sync(p: Program, f: Facts) -> list[Fix]:
                                                      key=lambda kv: -kv[1])[:3])
     out: list[Fix] = []
     if p.pytorch:
+        shape = f.sync_sources.get("shape", 0)
+        if shape * 2 >= sum(f.sync_sources.values()) > 0:
+            out.append(Fix("keep shapes static: boolean-mask indexing x[mask] (aten::nonzero), "
+                           "unique, masked_select or repeat_interleave read their output size "
+                           "back and wait; use torch.where(mask, x, 0) or (x * mask).sum(), or "
+                           "give the size (repeat_interleave(output_size=), "
+                           "torch.nonzero_static)",
+                           f"{shape:,} synchronizing calls run inside ops whose output size "
+                           "depends on the data"))
         if f.host_reads:
             out.append(Fix("keep values on the device: no .item(), .cpu(), .tolist() or "
                            "printing of device tensors in the step (read metrics every N "

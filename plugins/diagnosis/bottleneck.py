@@ -84,6 +84,7 @@ from tracekit.plugins.diagnosis.ranks import (
 )
 from tracekit.plugins.diagnosis.recorded import unrecorded_copies_finding
 from tracekit.plugins.diagnosis.steps import slow_step_finding
+from tracekit.plugins.diagnosis.sync import sync_sources
 from tracekit.toolkit import (
     STEPS_HELP,
     WINDOW_HELP,
@@ -790,6 +791,7 @@ class Evidence:
             values, counts = np.unique(names.astype(str), return_counts=True)
             f.sync_apis = dict(zip(values.tolist(), counts.tolist(), strict=True))
         f.host_reads = host_reads(self.activity)
+        f.sync_sources = sync_sources(self.activity, api)
         f.steps = step_ranges(self.trace).num_rows if self.activity.has_steps else 0
         f.optimizer = optimizer_implementation(self.trace)
         return f

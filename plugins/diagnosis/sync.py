@@ -215,6 +215,69 @@ def set_up_wait_ns(activity: Activity) -> int:
     return int(np.clip(activity.first_work_ns - calls.start[api], 0, waited).sum())
 
 
+#: Framework ops whose output size depends on the data: they read it back from the device,
+#: and the host waits (``x[mask]`` runs aten::nonzero).
+SHAPE_FROM_DATA = (r"^aten::(nonzero|masked_select|unique|_unique2|unique_consecutive|"
+                   r"unique_dim|repeat_interleave|bincount|histc|nonzero_numpy)$")
+#: Ops that read one value back (``.item()``), and ops that copy (a blocking ``.to()``).
+READ_OPS = r"^aten::(_local_scalar_dense|item)$"
+COPY_OPS = r"^aten::(copy_|to|_to_copy)$"
+
+
+def sync_sources(activity: Activity, api: np.ndarray) -> dict[str, int]:
+    """Per kind, how many of the synchronizing API calls ``api`` (a mask over
+    ``Activity.calls``) run inside a framework op of that kind on their thread: "shape"
+    (an op whose output size comes from the data, ``SHAPE_FROM_DATA``), "read"
+    (``.item()``), "copy" (a blocking copy), else "explicit" (no such op around it)."""
+    calls = activity.calls
+    at = np.flatnonzero(api)
+    if not len(at):
+        return {}
+    ev = activity.events
+    kind = np.full(len(at), "explicit", dtype=object)
+    is_op = activity.category.is_in(("host.op",))
+    timed = ev["ts_ns"].is_valid().to_numpy(zero_copy_only=False) & \
+        ev["dur_ns"].is_valid().to_numpy(zero_copy_only=False)
+    for label, pattern in (("copy", COPY_OPS), ("read", READ_OPS), ("shape", SHAPE_FROM_DATA)):
+        rows = np.flatnonzero(is_op & timed & activity.name_codes.matches(pattern))
+        if not len(rows):
+            continue
+        start = ev["ts_ns"].take(pa.array(rows)).to_numpy()
+        end = start + ev["dur_ns"].take(pa.array(rows)).to_numpy()
+        source = ev["source"].take(pa.array(rows)).combine_chunks().indices.to_numpy(
+            zero_copy_only=False)
+        pid = ev["pid"].take(pa.array(rows)).fill_null(-1).to_numpy()
+        tid = ev["tid"].take(pa.array(rows)).fill_null(-1).to_numpy()
+        thread, _ = factorize(np.concatenate([source, calls.source[at]]).astype(np.int64),
+                              np.concatenate([pid, calls.pid[at]]),
+                              np.concatenate([tid, calls.tid[at]]))
+        op_thread, call_thread = thread[:len(rows)], thread[len(rows):]
+        for t in np.unique(call_thread).tolist():
+            mine = op_thread == t
+            if not mine.any():
+                continue
+            these = call_thread == t
+            inside = iv.covered(calls.start[at[these]], iv.union(start[mine], end[mine]))
+            kind[np.flatnonzero(these)[inside]] = label  # later labels are more specific
+    labels, counts = np.unique(kind.astype(str), return_counts=True)
+    return dict(zip(labels.tolist(), counts.tolist(), strict=True))
+
+
+#: The PyTorch fix for synchronizing calls, by what they run inside (``sync_sources``).
+_TORCH_SYNC_FIX = {
+    "shape": "keep shapes static: an op whose output size depends on the data (boolean-mask "
+             "indexing x[mask] runs aten::nonzero; unique, masked_select, repeat_interleave) "
+             "reads that size back and waits; use torch.where(mask, x, 0) or (x * mask).sum(), "
+             "or give the size (repeat_interleave(output_size=), torch.nonzero_static)",
+    "read": "remove per-step host reads of device values (.item(), .cpu(), printing a "
+            "tensor); keep metrics on the device and read them every N steps",
+    "copy": "no blocking copies in the step: .to(device, non_blocking=True) from pinned memory "
+            "(pin_memory=True); a copy from pageable memory waits however it is called",
+    "explicit": "drop explicit synchronize calls (torch.cuda.synchronize()) from the step; "
+                "wait on events only where the host needs a result",
+}
+
+
 def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
                   min_share_pct: float = 5.0, program: Program | None = None,
                   set_up_ns: int | None = None, processes: int = 1) -> list[Finding]:
@@ -238,21 +301,16 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
         top = grouped_stats(activity.events["name"].take(pa.array(calls.row[api])),
                             pa.array((calls.end - calls.start)[api]))
         count, reads = int(api.sum()), host_reads(activity)
+        sources = sync_sources(activity, api)
         few = count <= FEW_SYNCS and not reads and not activity.has_steps
         if few:
             suggestion = (f"{count} wait{'s' if count != 1 else ''} for results the host "
                           "needs: the GPU work they wait for is the critical path ('tracekit "
                           "analyze' for what bounds it); overlap only independent host work "
                           "with it")
-        elif program.pytorch and reads:
-            suggestion = ("remove per-step host reads of device values (.item(), .cpu(), "
-                          "printing a tensor) and explicit synchronize calls; keep metrics on "
-                          "the device and read them every N steps")
-        elif program.pytorch:  # no read: the waits are synchronize calls and blocking copies
-            suggestion = ("drop explicit synchronize calls (torch.cuda.synchronize()) and "
-                          "blocking copies from the step: .to(device, non_blocking=True) from "
-                          "pinned memory (pin_memory=True); a copy from pageable memory waits "
-                          "however it is called")
+        elif program.pytorch:
+            suggestion = "; ".join(_TORCH_SYNC_FIX[k] for k, _ in sorted(
+                sources.items(), key=lambda kv: -kv[1]) if k in _TORCH_SYNC_FIX)
         else:
             prefix = "hip" if program.api == "HIP" else "cuda"
             suggestion = (f"replace blocking calls in the loop with stream-ordered ones "
@@ -268,6 +326,8 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
                       "wall_ns": wall, **({"processes": processes} if processes > 1 else {}),
                       "top_call": top["key"][0] if top["key"] else "-",
                       "host_reads": reads,
+                      "inside": ", ".join(f"{k} {n:,}" for k, n in sorted(
+                          sources.items(), key=lambda kv: -kv[1])),
                       **({"set_up_sync_ns": set_up_ns} if set_up_ns else {})},
             suggestion=suggestion,
             cost_ns=api_time))
