@@ -378,16 +378,19 @@ class BottleneckAnalyzer(tracekit.Analyzer):
             report.notes.append(f"the steady state is {format_ns(span)} of GPU timeline: too "
                                 "short to judge its causes (the causes table has them)")
             ranked = []
+        given = list(verdict_fixes)  # each fix once: the verdict's, then each cause's new ones
         for cause, ns in ranked:
             if percent(ns, span) < self.options.min_share_pct or ns == 0:
                 continue
+            fixes = [] if cause == verdict else _not_given(fixes_for(cause, program, facts),
+                                                           given)
+            given.extend(fixes)
             report.findings.append(Finding(
                 severity="info" if cause == "compute" else
                 ("critical" if percent(ns, span) >= 50 and not unknown else "warning"),
                 title=f"{cause}: {format_ns(ns)} ({percent(ns, span)}% of the GPU timeline)",
                 evidence=evidence.of(cause),
-                suggestion="" if cause == verdict else render(
-                    _not_given(fixes_for(cause, program, facts), verdict_fixes)),
+                suggestion=render(fixes),
                 cost_ns=ns))
         report.findings.extend(kernels)
         return report
