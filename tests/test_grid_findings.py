@@ -202,9 +202,8 @@ def test_a_frameworks_kernel_is_told_more_work_not_launch_parameters():
     assert "at::native::batch_norm_backward_kernel" in finding.evidence["kernel"]
     # ATen launches it with one block per channel (dim3 blocks(input.size(1))).
     assert finding.suggestion == (
-        "this is PyTorch's own kernel with one block per channel: a larger batch adds no "
-        "blocks (more channels would); torch.compile may generate a fused kernel with another "
-        "grid")
+        "this batch norm kernel runs one block per channel: a larger batch adds no blocks "
+        "(more channels would); torch.compile may generate a fused kernel with another grid")
     assert "cuda" not in finding.suggestion.lower()
 
 

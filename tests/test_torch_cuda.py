@@ -157,6 +157,14 @@ def test_loader_stall_is_input_bound_however_little_the_gpu_works():
 def test_resnet18_fp32_is_told_channels_last():
     report = bottleneck("resnet18_fp32")
     assert "channels_last" in report.findings[0].suggestion
+    # cuDNN's NCHW batch norm runs one block per channel: ResNet-18's channel counts.
+    _, events = load(path("resnet18_fp32"))
+    grids = {e["args"]["grid"][0] for e in events
+             if e.get("cat") == "kernel" and "bn_bw_1C11" in e["name"]}
+    assert grids == {64, 128, 256, 512}
+    grid = finding(report, "GPU 0: grid too small")
+    assert "bn_bw_1C11" in grid.evidence["kernel"]
+    assert grid.suggestion.startswith("this batch norm kernel runs one block per channel")
 
 
 def test_allocator_churn_names_empty_cache():
@@ -491,3 +499,17 @@ def test_offloaded_weights_are_told_to_stay_resident():
     assert verdict.evidence["verdict"] == "transfer"
     assert "weights offloaded and fetched again" in verdict.suggestion
     assert "pin the host buffers" not in verdict.suggestion
+
+
+@pytest.mark.slow
+def test_diff_of_a_much_shorter_run_is_no_regression():
+    """tiny_kernels -> cuda_graph: more kernel time (the graph runs 2,000 ops a step against
+    1,000, and kernels queued before the recording), but a GPU span 86% shorter."""
+    registry = load_registry(dists={"tracekit"}, environ={})
+    [diff] = tracekit.analyze(tracekit.read([path("tiny_kernels"), path("cuda_graph")],
+                                            registry=registry), "diff", registry=registry)
+    total = diff.findings[0]
+    assert total.title.startswith("GPU kernel time +") and total.severity == "info"
+    assert total.suggestion.startswith("the run is shorter, though: the GPU's active span -86%")
+    spans = {r["metric"]: r for r in diff.tables["totals"].to_pylist()}["GPU active span"]
+    assert spans["change_pct"] == -86.0

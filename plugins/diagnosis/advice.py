@@ -290,13 +290,14 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
         elif f.matmul_conv_pct < MATMUL_CONV_PCT:
             pass  # too few matmuls and convolutions for reduced precision to matter
         elif pre_ampere:
-            out.append(Fix("use fp16 mixed precision (torch.autocast(dtype=torch.float16) with "
-                           "a GradScaler for training): this GPU has fp16 tensor cores but no "
+            out.append(Fix("use fp16 mixed precision (torch.autocast('cuda', "
+                           "dtype=torch.float16) with a GradScaler for training): this GPU has "
+                           "fp16 tensor cores but no "
                            "bf16 or TF32", f"compute capability {f.compute_capability:g}, no "
                            "reduced-precision kernel in the trace"))
         elif f.fp32_no_tensor_core_pct >= 10:
             out.append(Fix("run matmuls and convolutions on tensor cores: "
-                           "torch.autocast(dtype=torch.bfloat16), or TF32: "
+                           "torch.autocast('cuda', dtype=torch.bfloat16), or TF32: "
                            "torch.backends.cuda.matmul.allow_tf32 = True (convolutions: "
                            "torch.backends.cudnn.allow_tf32, on by default)",
                            f"FP32 GEMMs and convolutions without tensor cores take "

@@ -65,10 +65,11 @@ LIBRARY_KERNEL = (r"(?i)cutlass|cublas|cudnn|cask_|xmma|_trt$|^trt_|nvjet|^(sm\d
                   r"|^Cijk_")
 
 
-# ATen's kernels that launch one block per channel (batch norm's backward and statistics
-# reductions: dim3 blocks(input.size(1))): the batch does not change their grid.
+# Batch norm kernels that launch one block per channel, ATen's (backward and statistics
+# reductions: dim3 blocks(input.size(1))) and cuDNN's NCHW ones (bn_bw_1C11_…, 64 to 512
+# blocks in ResNet-18, its channel counts): the batch does not change their grid.
 PER_CHANNEL_KERNEL = re.compile(r"batch_norm_(backward|collect_statistics|backward_reduce)"
-                                r"_kernel")
+                                r"_kernel|\bbn_(bw|fw_tr|fw_inf)_1C11_")
 # PyTorch's own kernels (ATen, c10, Inductor's Triton kernels).
 FRAMEWORK_KERNEL = re.compile(r"at::native|at::cuda|c10::|^triton_|^void at::|"
                               r"elementwise_kernel|vectorized_|reduce_kernel")
@@ -364,7 +365,7 @@ def _grid_findings(c: KernelConfigs, min_share_pct: float) -> list[Finding]:
         suggestion=(
             # A framework's or library's kernel sizes its grid from the tensors: only more
             # work per launch fills it, not launch parameters the program does not set.
-            "this is PyTorch's own kernel with one block per channel: a larger batch adds no "
+            "this batch norm kernel runs one block per channel: a larger batch adds no "
             "blocks (more channels would); torch.compile may generate a fused kernel with "
             "another grid" if PER_CHANNEL_KERNEL.search(name) else
             "this is PyTorch's own kernel, its grid sized by its tensors: give each launch "
