@@ -234,8 +234,11 @@ def test_optimizer_implementation_is_read_from_the_ops_in_its_steps(name):
 @pytest.mark.slow
 def test_foreach_optimizer_is_told_fused_not_foreach():
     fix = bottleneck("resnet18_fp16_scaler").findings[0].suggestion
-    assert fix.startswith("the step already runs foreach ops: use torch.optim.SGD(..., "
-                          "fused=True)")
+    # Per-op overhead (backward, host code: 36% of the longest gaps) comes first; the
+    # optimizer's 33% gets its fix after it, and not "use foreach".
+    assert fix.startswith("cut framework overhead per op")
+    assert "; the step already runs foreach ops: use torch.optim.SGD(..., fused=True)" in fix
+    assert "use a fused or foreach optimizer" not in fix
 
 
 def test_foreach_ops_outside_the_step_do_not_count(tmp_path):

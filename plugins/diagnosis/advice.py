@@ -233,6 +233,9 @@ DISPATCH_GAP_NS = 10_000
 DISPATCH_GAPS_MIN = 100
 # Reduced precision is advised when matmuls and convolutions take this share of compute.
 MATMUL_CONV_PCT = 10.0
+# The optimizer's own fix follows another place's when its gaps take this share (%) of the
+# longest gaps' time.
+SECOND_PLACE_PCT = 25.0
 # Places of host time that a larger batch would not spread: it is not paid per launch.
 NOT_PER_REQUEST = ("data loading", "memory management", "synchronizing call", "Python code",
                    "untraced host code", "writing output", "benchmark harness")
@@ -363,17 +366,40 @@ def _vendor_gemm(p: Program, f: Facts, tool: str) -> Fix:
                "not a library kernel")
 
 
+# Places that are all the framework's per-op host work: weighed together against the others,
+# since one fix (graphs, compiling, larger batches) serves them all.
+PER_OP_PLACES = ("forward", "backward", "host code")
+
+
 def _gap_place(f: Facts) -> tuple[str, str]:
+    """The place of the longest gaps that takes most of their time (the per-op places
+    weighed together), and an example of it."""
     if not f.gap_places:
         return "", ""
-    place = max(f.gap_places, key=lambda k: f.gap_places[k])
+    weight = {k: v for k, v in f.gap_places.items() if k not in PER_OP_PLACES}
+    per_op = {k: v for k, v in f.gap_places.items() if k in PER_OP_PLACES}
+    if per_op:
+        weight[max(per_op, key=lambda k: per_op[k])] = sum(per_op.values())
+    place = max(weight, key=lambda k: weight[k])
     return place, f.gap_examples.get(place, place)
+
+
+def _place_share(f: Facts, place: str) -> float:
+    """The share (%) of the longest gaps' time in ``place``, the per-op places together."""
+    total = sum(f.gap_places.values())
+    mine = sum(v for k, v in f.gap_places.items() if k in PER_OP_PLACES) \
+        if place in PER_OP_PLACES else f.gap_places.get(place, 0)
+    return 100 * mine / total if total else 0.0
 
 
 def _cpu(p: Program, f: Facts) -> list[Fix]:
     place, example = _gap_place(f)
-    share = _pct(100 * f.gap_places[place] / sum(f.gap_places.values())) if place else ""
-    if place == "untraced host code" and example.startswith(UNTRACED_EXAMPLE):
+    share = _pct(_place_share(f, place)) if place else ""
+    if place in PER_OP_PLACES and sum(1 for k in f.gap_places if k in PER_OP_PLACES) > 1:
+        because = (f"of the longest host gaps between launches, {share} of the time is in "
+                   f"framework ops ({', '.join(k for k in PER_OP_PLACES if k in f.gap_places)})"
+                   f", e.g. {example}")
+    elif place == "untraced host code" and example.startswith(UNTRACED_EXAMPLE):
         example = example.removeprefix(UNTRACED_EXAMPLE).strip()  # said by the place already
         because = (f"of the longest host gaps between launches, {share} of the time is in "
                    f"{place} {example}")
@@ -456,6 +482,11 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
                 "graphs already used") + (", compile the model with torch.compile"
                                           if not p.compiled else "") +
                 ", larger batches so each op does more work", because))
+        if place != "optimizer" and _place_share(f, "optimizer") >= SECOND_PLACE_PCT:
+            out.append(Fix(optimizer_fix(f.gap_examples.get("optimizer", ""),
+                                         implementation=f.optimizer),
+                           f"{_pct(_place_share(f, 'optimizer'))} of the longest gaps' time is "
+                           "in the optimizer step"))
         if p.mode == "inference" and place not in NOT_PER_REQUEST:
             out.append(Fix("serve more requests per step (larger or continuous batches) so "
                            "each launch does more work", "inference: throughput grows with "
