@@ -516,3 +516,20 @@ def test_diff_of_a_much_shorter_run_is_no_regression():
     assert total.suggestion.startswith("the run is shorter, though: the GPU's active span -86%")
     spans = {r["metric"]: r for r in diff.tables["totals"].to_pylist()}["GPU active span"]
     assert spans["change_pct"] == -86.0
+
+
+@pytest.mark.slow
+def test_work_queued_before_the_recording_is_noted():
+    """cuda_graph: the GPU runs a warm-up replay's kernels into the recording; they have no
+    launching call in the trace and run before the first kernel that has one."""
+    doc, events = load(path("cuda_graph"))
+    launched = {e["args"]["correlation"] for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]}
+    work = sorted((ns(doc, e["ts"]), e["args"].get("correlation") in launched) for e in events
+                  if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy",
+                                                              "gpu_memset"))
+    first = min(t for t, linked in work if linked)
+    early = sum(1 for t, linked in work if not linked and t < first)
+    assert early == 1837  # 9,837 kernels against 4 x 2,000 replayed in the window
+    assert any(n.startswith(f"{early:,} GPU operations ran before the first one")
+               for n in bottleneck("cuda_graph").notes)

@@ -393,7 +393,25 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                 suggestion=render(fixes),
                 cost_ns=ns))
         report.findings.extend(kernels)
+        early_work = _queued_before_recording(activity)
+        if early_work:
+            report.notes.append(
+                f"{early_work:,} GPU operation{'s' if early_work != 1 else ''} ran before the "
+                "first one whose launching call the trace holds: queued before the recording "
+                "began (counted in the span and its shares; -a breakdown's steps leave them "
+                "out)")
         return report
+
+
+def _queued_before_recording(activity: Activity) -> int:
+    """GPU work with no launching call that starts before the first work with one, on each
+    device where some work has a call: launched before the profiler started recording."""
+    count = 0
+    for w in activity.devices:
+        known = w.api >= 0
+        if known.any():
+            count += int((~known & (w.start < w.start[known].min())).sum())
+    return count
 
 
 # A compute verdict whose small grids leave this share of the span's SM time idle is said to
