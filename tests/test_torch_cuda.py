@@ -489,6 +489,10 @@ def test_waits_inside_data_dependent_ops_are_told_static_shapes():
     [wait] = analysis("mask_indexing", "sync").findings
     assert wait.evidence["inside"] == "shape 200" and wait.evidence["host_reads"] == 0
     assert wait.suggestion.startswith("keep shapes static")
+    # Those reads cannot be captured either: the launch finding says so before graphs.
+    launch = finding(bottleneck("mask_indexing"), "launch:").suggestion
+    assert launch.startswith("take the reads of device values out of the step")
+    assert "(200 host reads of device values in 4 steps)" in launch
 
 
 def test_offloaded_weights_are_told_to_stay_resident():

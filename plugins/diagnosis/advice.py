@@ -608,14 +608,17 @@ STEP_READS_BLOCK_GRAPHS = 2
 def _reads_block_graphs(p: Program, f: Facts) -> Fix | None:
     """Where graphs are the fix but the step reads device values between its launches: a
     graph cannot capture a synchronizing read, so the reads must go first."""
-    if not p.pytorch or not f.steps or f.host_reads < STEP_READS_BLOCK_GRAPHS * f.steps:
+    # Ops whose output size comes from the data (x[mask]) read it back too.
+    reads = f.host_reads + f.sync_sources.get("shape", 0)
+    if not p.pytorch or not f.steps or reads < STEP_READS_BLOCK_GRAPHS * f.steps:
         return None
     return Fix("take the reads of device values out of the step before capturing it: a graph "
-               "cannot capture .item(), .cpu() or an if on a GPU tensor, and each read drains "
-               "the queue the launches would fill; a check or a metric can stay on the device "
+               "cannot capture .item(), .cpu(), an if on a GPU tensor or an op whose output "
+               "size comes from the data (x[mask]), and each read drains the queue the "
+               "launches would fill; a check or a metric can stay on the device "
                "(torch.where) or be read every N steps; a read that sets a shape (split sizes "
                "of an all-to-all) leaves graphs for the parts between reads",
-               f"{f.host_reads:,} host reads of device values in {f.steps} steps")
+               f"{reads:,} host reads of device values in {f.steps} steps")
 
 
 def _named(name: str) -> str:
