@@ -314,9 +314,10 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
                            "the trace shows no compiled region"))
         if not out:
             tool = "rocprof-compute" if p.api == "HIP" else "Nsight Compute"
-            # No "the GPU is busy": this fix also follows a compute finding of a few percent.
-            out.append(Fix(f"profile the top kernels ({tool}) to see what limits them, or "
-                           "reduce the work (batch size, model size)", top))
+            # No "the GPU is busy", nor "a smaller batch": this fix also follows a compute
+            # finding of a few percent, in a report whose host fix may ask for larger batches.
+            out.append(Fix(f"profile the top kernels ({tool}) to see what limits them "
+                           "(memory bandwidth, math throughput, occupancy)", top))
     elif p.framework == "TensorRT":
         if not p.precisions & {"fp8", "bf16/fp16"}:
             out.append(Fix("build the engine with reduced precision (trtexec --fp16, --int8 "
