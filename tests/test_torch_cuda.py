@@ -176,7 +176,7 @@ def test_allocator_churn_names_empty_cache():
     assert not any(a <= f["ts"] < b for f in frees for a, b in ops)
     fix = bottleneck("allocator_churn").findings[0].suggestion
     assert fix.startswith("remove torch.cuda.empty_cache() from the loop")
-    assert "serve more requests" not in fix
+    assert "larger batches per step" not in fix
 
 
 @pytest.mark.slow

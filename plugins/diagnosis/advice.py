@@ -489,9 +489,9 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
                            f"{_pct(_place_share(f, 'optimizer'))} of the longest gaps' time is "
                            "in the optimizer step"))
         if p.mode == "inference" and place not in NOT_PER_REQUEST:
-            out.append(Fix("serve more requests per step (larger or continuous batches) so "
-                           "each launch does more work", "inference: throughput grows with "
-                           "batch while host cost per step stays"))
+            out.append(Fix(f"{_more_per_step(p)} so each launch does more work",
+                           "inference: throughput grows with batch while host cost per step "
+                           "stays"))
     elif place != "Python code":
         out.append(Fix("take the host work off the path between launches: launch "
                        "asynchronously on streams and overlap the CPU work with the GPU "
@@ -589,8 +589,8 @@ def _launch(p: Program, f: Facts) -> list[Fix]:
         out.append(Fix(f"launch fewer kernels: {_torch_graphs(p)}" + (
                            "" if p.compiled else ", torch.compile to fuse ops"), because))
         if p.mode == "inference":
-            out.append(Fix("batch more requests per step", "inference: the launch cost is "
-                           "per step, the work grows with the batch"))
+            out.append(Fix(_more_per_step(p), "inference: the launch cost is per step, the "
+                           "work grows with the batch"))
         else:
             out.append(Fix("larger batches per step", because))
     else:
@@ -620,6 +620,14 @@ def _reads_block_graphs(p: Program, f: Facts) -> Fix | None:
                "(torch.where) or be read every N steps; a read that sets a shape (split sizes "
                "of an all-to-all) leaves graphs for the parts between reads",
                f"{reads:,} host reads of device values in {f.steps} steps")
+
+
+def _more_per_step(p: Program) -> str:
+    """More work per inference step: a serving engine batches requests continuously; any
+    other loop without a backward pass, larger batches."""
+    if p.engine:
+        return "serve more requests per step (larger or continuous batches)"
+    return "larger batches per step (for a server, more requests per step: continuous batching)"
 
 
 def _named(name: str) -> str:
