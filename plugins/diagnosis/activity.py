@@ -130,6 +130,16 @@ class DeviceWork:
         """First work start to last work end (ns); 0 without work."""
         return int(self.end.max() - self.start.min()) if len(self.start) else 0
 
+    @property
+    def before_recording(self) -> np.ndarray:
+        """Per work: it has no launching call and starts before the first work that has one,
+        so it was queued before the profiler began recording (all False where no work has a
+        known call: then the trace holds no calls to tell by)."""
+        known = self.api >= 0
+        if not known.any():
+            return np.zeros(len(known), dtype=bool)
+        return ~known & (self.start < self.start[known].min())
+
 
 @dataclass
 class HostCalls:

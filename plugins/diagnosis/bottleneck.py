@@ -406,12 +406,7 @@ class BottleneckAnalyzer(tracekit.Analyzer):
 def _queued_before_recording(activity: Activity) -> int:
     """GPU work with no launching call that starts before the first work with one, on each
     device where some work has a call: launched before the profiler started recording."""
-    count = 0
-    for w in activity.devices:
-        known = w.api >= 0
-        if known.any():
-            count += int((~known & (w.start < w.start[known].min())).sum())
-    return count
+    return sum(int(w.before_recording.sum()) for w in activity.devices)
 
 
 # A compute verdict whose small grids leave this share of the span's SM time idle is said to

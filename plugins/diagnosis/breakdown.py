@@ -93,12 +93,8 @@ def step_windows(activity: Activity, tl: DeviceTimeline, start: np.ndarray, end:
     known = work.api >= 0
     launched = np.where(known, activity.calls.start[np.maximum(work.api, 0)], work.start) \
         if len(activity.calls.start) else work.start
-    # Work with no launching call that runs before the first work whose call the trace
-    # holds was launched before the recording began: no step's, and the first step starts
-    # after it.
-    first_known = work.start[known].min() if known.any() else None
-    before_recording = ~known & (work.start < first_known) if first_known is not None else \
-        np.zeros(len(known), dtype=bool)
+    # Work queued before the recording began is no step's: the first step starts after it.
+    before_recording = work.before_recording
     step = np.searchsorted(start, launched, side="right") - 1
     ours = (step >= 0) & (launched < end[np.maximum(step, 0)]) & ~before_recording
     gpu_end = np.full(len(start), np.iinfo(np.int64).min, dtype=np.int64)
