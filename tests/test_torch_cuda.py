@@ -537,3 +537,18 @@ def test_work_queued_before_the_recording_is_noted():
     assert early == 1837  # 9,837 kernels against 4 x 2,000 replayed in the window
     assert any(n.startswith(f"{early:,} GPU operations ran before the first one")
                for n in bottleneck("cuda_graph").notes)
+
+
+@pytest.mark.slow
+def test_a_cache_grown_by_cat_is_made_static_before_graphs():
+    """llm_decode_eager grows its key/value cache with torch.cat: two per attention call.
+    CUDA graphs need the cache static first; the graph-captured decode needs no such fix."""
+    _, events = load(path("llm_decode_eager"))
+    names = [e["name"] for e in events if e.get("cat") == "cpu_op"]
+    attention = names.count("aten::scaled_dot_product_attention")
+    assert attention == 4 * MANIFEST["llm_decode_eager"]["tokens_per_step"] * 4  # 4 blocks
+    assert names.count("aten::cat") == 2 * attention
+    fix = bottleneck("llm_decode_eager").findings[0].suggestion
+    assert fix.startswith("make the key/value cache static before capturing")
+    assert f"({2 * attention} aten::cat beside {attention} attention calls" in fix
+    assert "key/value cache" not in bottleneck("llm_decode_graph").findings[0].suggestion

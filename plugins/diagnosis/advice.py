@@ -103,6 +103,10 @@ class Facts:
     launch_gaps_to_copies: tuple[int, int] = (0, 0)
     steps: int = 0  # ProfilerStep ranges (of every process)
     optimizer: str | None = None  # what the optimizer steps run: "fused", "foreach" or None
+    # Host ops: attention calls (aten::scaled_dot_product_attention) and concatenations
+    # (aten::cat), for a key/value cache grown token by token
+    attention_calls: int = 0
+    cat_calls: int = 0
     # sync
     host_reads: int = 0
     sync_apis: dict[str, int] = field(default_factory=dict)  # name -> calls
@@ -474,9 +478,9 @@ def _cpu(p: Program, f: Facts) -> list[Fix]:
                            f"(device='cuda'), compute them once outside the loop, or {ahead} "
                            "so they are ready when the step starts", _long_host_work(f)))
         else:
-            reads = _reads_block_graphs(p, f)
-            if reads and not p.graphs:
-                out.append(reads)
+            for first in (_reads_block_graphs(p, f), _grown_cache(p, f)):
+                if first and not p.graphs:
+                    out.append(first)
             out.append(Fix("cut framework overhead per op: " + (
                 f"capture the step in {_torch_graphs(p)}" if not p.graphs else
                 "capture more of the step in the "
@@ -578,9 +582,9 @@ def _launch(p: Program, f: Facts) -> list[Fix]:
             "copy issued right after the one before"))
         if copy_ns * 4 >= f.launch_gaps[1] * 3:
             return out
-    reads = _reads_block_graphs(p, f)
-    if reads and not p.graphs:
-        out.append(reads)
+    for first in (_reads_block_graphs(p, f), _grown_cache(p, f)):
+        if first and not p.graphs:
+            out.append(first)
     if p.graphs:
         seen = p.evidence.get("graphs")
         out.append(Fix("graphs are in use: capture the launches still outside them, and fuse "
@@ -604,6 +608,26 @@ def _launch(p: Program, f: Facts) -> list[Fix]:
 # a graph: a read at the end (logging the loss) leaves the rest capturable, two or more are
 # inside the step.
 STEP_READS_BLOCK_GRAPHS = 2
+
+
+# Attention calls, and concatenations per attention call, that mark a key/value cache grown
+# by torch.cat each token (two per layer and token: keys and values).
+GROWN_CACHE_ATTENTION = 16
+GROWN_CACHE_CATS_PER_ATTENTION = 2
+
+
+def _grown_cache(p: Program, f: Facts) -> Fix | None:
+    """Where graphs are the fix for an inference loop whose attention calls each come with
+    two torch.cat (a key/value cache grown token by token): the cache must be static first."""
+    if not p.pytorch or p.mode != "inference" or f.attention_calls < GROWN_CACHE_ATTENTION \
+            or f.cat_calls < GROWN_CACHE_CATS_PER_ATTENTION * f.attention_calls:
+        return None
+    return Fix("make the key/value cache static before capturing: a cache grown by torch.cat "
+               "each token changes the shapes a graph would hold; preallocate it at full "
+               "length and write each token in place (index_copy_; Hugging Face: "
+               "cache_implementation='static'), then capture the decode step",
+               f"{f.cat_calls:,} aten::cat beside {f.attention_calls:,} attention calls: a "
+               "cache grown token by token")
 
 
 def _reads_block_graphs(p: Program, f: Facts) -> Fix | None:

@@ -810,6 +810,11 @@ class Evidence:
         f.sync_sources = sync_sources(self.activity, api)
         f.steps = step_ranges(self.trace).num_rows if self.activity.has_steps else 0
         f.optimizer = optimizer_implementation(self.trace)
+        ops = self.activity.category.is_in(("host.op",))
+        names = self.activity.name_codes
+        f.attention_calls = int((ops & names.matches(r"^aten::scaled_dot_product_attention$"))
+                                .sum())
+        f.cat_calls = int((ops & names.matches(r"^aten::cat$")).sum())
         return f
 
     def launch_facts(self, f: Facts) -> None:
