@@ -158,6 +158,52 @@ def _reach_before(group: np.ndarray, start: np.ndarray, end: np.ndarray
     return s, e, np.r_[np.iinfo(np.int64).min, reach[:-1]], first
 
 
+def _one_axis(point_group: np.ndarray, points: np.ndarray, group: np.ndarray,
+              start: np.ndarray, end: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points and intervals shifted group by group onto one axis, each group's past the
+    previous group's, so that one search serves every group."""
+    points = np.asarray(points, dtype=np.int64)
+    start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    codes = np.unique(np.concatenate([point_group, group]), return_inverse=True)[1]
+    codes = codes.reshape(-1).astype(np.int64)
+    base = min(int(start.min()), int(points.min()))
+    shift = codes * (max(int(end.max()), int(points.max())) - base + 1) - base
+    n = len(points)
+    return points + shift[:n], start + shift[n:], end + shift[n:]
+
+
+def covered_by_group(point_group: np.ndarray, points: np.ndarray, group: np.ndarray,
+                     start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per point: whether an interval ``[start, end)`` of its own group (a thread, an input)
+    covers it, as ``covered`` says group by group, with one union for all groups.
+
+    >>> covered_by_group(np.array([0, 1]), np.array([5, 5]), np.array([0]), np.array([0]),
+    ...                  np.array([10]))
+    array([ True, False])
+    """
+    if not len(points) or not len(start):
+        return np.zeros(len(points), dtype=bool)
+    p, s, e = _one_axis(point_group, points, group, start, end)
+    return covered(p, union(s, e))
+
+
+def holds_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray,
+                   point_group: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Per interval ``[start, end]`` (both ends included): whether a point of its own group
+    lies in it.
+
+    >>> holds_by_group(np.array([0, 0]), np.array([0, 20]), np.array([10, 30]),
+    ...                np.array([0, 1]), np.array([5, 25]))
+    array([ True, False])
+    """
+    if not len(start) or not len(points):
+        return np.zeros(len(start), dtype=bool)
+    p, s, e = _one_axis(point_group, points, group, start, end)
+    p = np.sort(p)
+    return np.searchsorted(p, e, side="right") > np.searchsorted(p, s, side="left")
+
+
 def starts_inside(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per interval: whether it starts inside another interval of its ``group`` (a thread)
     that started before it, or at the same time and lasts longer: nesting, or overlap."""

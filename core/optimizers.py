@@ -74,6 +74,30 @@ def optimizer_fix(where: str, cpu: bool = False, implementation: str | None = No
             "work per step (a multi-tensor implementation, its costly updates less often)")
 
 
+def in_optimizer_steps(events: pa.Table, rows: pa.Table) -> tuple[np.ndarray, str] | None:
+    """Per row of ``rows`` (events rows: ``source``, ``pid``, ``ts_ns``): whether it starts
+    inside an optimizer step (``OPTIMIZER_STEP_RANGE``, a host range) of its input and
+    process; and the longest step's name. None where ``events`` holds no step."""
+    timed = pc.and_(pc.is_valid(events["ts_ns"]), starts_with(events["category"], "host."))
+    steps = events.filter(pc.and_(timed, pc.and_(matches(events["name"], OPTIMIZER_STEP_RANGE),
+                                                  pc.is_valid(events["dur_ns"]))))
+    if not steps.num_rows:
+        return None
+    start = steps["ts_ns"].to_numpy(zero_copy_only=False)
+    end = start + steps["dur_ns"].to_numpy(zero_copy_only=False)
+    # Processes by (input, pid) codes shared by the steps and the rows: ranks may share pids.
+    process, _ = factorize(
+        np.concatenate([steps["source"].cast(pa.string()).to_numpy(zero_copy_only=False),
+                        rows["source"].cast(pa.string()).to_numpy(zero_copy_only=False)]),
+        np.concatenate([steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False),
+                        rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False)]))
+    n = steps.num_rows
+    inside = iv.covered_by_group(process[n:], rows["ts_ns"].fill_null(0).to_numpy(
+        zero_copy_only=False), process[:n], start, end)
+    names = steps["name"].cast(pa.string()).to_pylist()
+    return inside, names[int(np.argmax(end - start))]
+
+
 def optimizer_implementation(trace: Trace) -> str | None:
     """Which of torch.optim's implementations the trace's optimizer steps run, from the ops
     that start inside an ``Optimizer.step#`` range of the same process: "fused"
@@ -81,26 +105,13 @@ def optimizer_implementation(trace: Trace) -> str | None:
     no step). The same ops outside a step (gradient clipping's ``_foreach_norm``) do not
     count."""
     ev = trace.events
-    timed = pc.and_(pc.is_valid(ev["ts_ns"]), starts_with(ev["category"], "host."))
-    steps = ev.filter(pc.and_(timed, pc.and_(matches(ev["name"], OPTIMIZER_STEP_RANGE),
-                                              pc.is_valid(ev["dur_ns"]))))
-    ops = ev.filter(pc.and_(timed, matches(ev["name"], f"{FOREACH_OP}|{FUSED_OP}")))
-    if not steps.num_rows or not ops.num_rows:
+    ops = ev.filter(pc.and_(pc.and_(pc.is_valid(ev["ts_ns"]), starts_with(ev["category"],
+                                                                          "host.")),
+                            matches(ev["name"], f"{FOREACH_OP}|{FUSED_OP}")))
+    found = in_optimizer_steps(ev, ops) if ops.num_rows else None
+    if found is None:
         return None
-    start = steps["ts_ns"].to_numpy(zero_copy_only=False)
-    end = start + steps["dur_ns"].to_numpy(zero_copy_only=False)
-    at = ops["ts_ns"].to_numpy(zero_copy_only=False)
-    process, _ = factorize(
-        np.concatenate([steps["source"].cast(pa.string()).to_numpy(zero_copy_only=False),
-                        ops["source"].cast(pa.string()).to_numpy(zero_copy_only=False)]),
-        np.concatenate([steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False),
-                        ops["pid"].fill_null(-1).to_numpy(zero_copy_only=False)]))
-    step_process, op_process = process[:steps.num_rows], process[steps.num_rows:]
-    inside = np.zeros(len(at), dtype=bool)
-    for p in np.unique(step_process).tolist():
-        mine, of_process = step_process == p, op_process == p
-        inside[of_process] = iv.covered(at[of_process], iv.union(start[mine], end[mine]))
-    names = ops["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[inside]
+    names = ops["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[found[0]]
     if any(re.match(FUSED_OP, n) for n in set(names.tolist())):
         return "fused"
     return "foreach" if len(names) else None

@@ -52,3 +52,25 @@ def test_gaps_are_the_holes_between_intervals():
     u = iv.union(np.array([0, 5, 30, 12]), np.array([10, 8, 40, 20]))
     assert [x.tolist() for x in u] == [[0, 12, 30], [10, 20, 40]]
     assert [x.tolist() for x in iv.gaps(u)] == [[10, 20], [12, 30]]
+
+
+grouped = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 60), st.integers(0, 20)),
+                   max_size=12)
+grouped_points = st.lists(st.tuples(st.integers(0, 3), st.integers(-5, 90)), max_size=12)
+
+
+@given(grouped, grouped_points)
+def test_grouped_cover_and_hold_match_a_loop_over_groups(intervals, pts):
+    """covered_by_group and holds_by_group put every group on one axis: the answers are
+    those of a plain loop over the groups."""
+    group = np.array([g for g, _, _ in intervals], dtype=np.int64)
+    start = np.array([s for _, s, _ in intervals], dtype=np.int64)
+    end = start + np.array([d for _, _, d in intervals], dtype=np.int64)
+    point_group = np.array([g for g, _ in pts], dtype=np.int64)
+    at = np.array([t for _, t in pts], dtype=np.int64)
+    rows = list(zip(group, start, end, strict=True))
+    marks = list(zip(point_group, at, strict=True))
+    want_covered = [any(g == pg and s <= t < e for g, s, e in rows) for pg, t in marks]
+    assert iv.covered_by_group(point_group, at, group, start, end).tolist() == want_covered
+    want_holds = [any(g == pg and s <= t <= e for pg, t in marks) for g, s, e in rows]
+    assert iv.holds_by_group(group, start, end, point_group, at).tolist() == want_holds

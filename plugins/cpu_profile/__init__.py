@@ -57,6 +57,7 @@ from tracekit.toolkit import (
     format_ns,
     idle_comm_rows,
     idle_rows,
+    in_optimizer_steps,
     inputs_not_one_run,
     is_in,
     is_kernel,
@@ -631,7 +632,8 @@ class CpuAnalyzer(tracekit.Analyzer):
             ("optimizer steps", optimizer))
             if found is not None and cover is not None
             and (found.source, found.pid) == (cover.source, cover.thread[0])}
-        in_step = _in_optimizer(ev, ops, top_level) if training else None
+        in_step = in_optimizer_steps(ev, ops.take(pa.array(np.flatnonzero(top_level)))) \
+            if training else None
         report.findings.extend(_op_findings(ranked, durations, total_self, span, threads,
                                             training, shares, torch, cover, in_step,
                                             _processes_per_host(trace), gpu))
@@ -1585,36 +1587,6 @@ def _compiled_code_finding(ranked: list[tuple[str, float]], total: float) -> Fin
         "to see those kernels one by one, set torch._inductor.config.cpp.enable_kernel_profile"
         " = True (TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1) before compiling, so each is a "
         "range in the profiler; TORCH_LOGS=output_code prints their code")
-
-
-def _in_optimizer(events: pa.Table, ops: pa.Table, top_level: np.ndarray
-                  ) -> tuple[np.ndarray, str] | None:
-    """Per top-level op: whether it starts inside an optimizer step of its process, and the
-    longest step's name; None where the trace has no optimizer step."""
-    steps = events.filter(pc.and_(matches(events["name"], OPTIMIZER_STEP_RANGE),
-                                  pc.and_(starts_with(events["category"], "host."),
-                                          pc.is_valid(events["dur_ns"]))))
-    steps = steps.filter(pc.is_valid(steps["ts_ns"]))
-    if not steps.num_rows:
-        return None
-    start = steps["ts_ns"].to_numpy(zero_copy_only=False)
-    end = start + steps["dur_ns"].to_numpy(zero_copy_only=False)
-    rows = ops.take(pa.array(np.flatnonzero(top_level)))
-    at = rows["ts_ns"].to_numpy(zero_copy_only=False)
-    # Processes by (input, pid) codes shared by the steps and the ops: ranks may share pids.
-    n = steps.num_rows
-    process, _ = factorize(
-        np.concatenate([steps["source"].cast(pa.string()).to_numpy(zero_copy_only=False),
-                        rows["source"].cast(pa.string()).to_numpy(zero_copy_only=False)]),
-        np.concatenate([steps["pid"].fill_null(-1).to_numpy(zero_copy_only=False),
-                        rows["pid"].fill_null(-1).to_numpy(zero_copy_only=False)]))
-    step_process, op_process = process[:n], process[n:]
-    inside = np.zeros(len(at), dtype=bool)
-    for p in np.unique(step_process).tolist():
-        mine, of_process = step_process == p, op_process == p
-        inside[of_process] = iv.covered(at[of_process], iv.union(start[mine], end[mine]))
-    names = steps["name"].cast(pa.string()).to_pylist()
-    return inside, names[int(np.argmax(end - start))]
 
 
 def _op_findings(ranked: list[tuple[str, float]], top_level: np.ndarray, total: float,

@@ -196,14 +196,13 @@ class Activity:
         steps = step_ranges(Trace(self.events))
         if not steps.num_rows:
             return inside
-        names = self.events["source"].combine_chunks().dictionary.to_pylist()
-        step_source = steps["source"].to_numpy(zero_copy_only=False)
-        start, end = steps["start"].to_numpy(), steps["end"].to_numpy()
-        for source in np.unique(step_source).tolist():
-            mine = calls.source == names.index(source)
-            of_source = step_source == source
-            inside[mine] = iv.covered(calls.start[mine],
-                                      iv.union(start[of_source], end[of_source]))
+        code = {n: i for i, n in enumerate(
+            self.events["source"].combine_chunks().dictionary.to_pylist())}
+        step_source = np.array([code[n] for n in steps["source"].to_pylist()], dtype=np.int64)
+        marked = np.isin(calls.source, step_source)
+        inside[marked] = iv.covered_by_group(
+            calls.source[marked], calls.start[marked], step_source,
+            steps["start"].to_numpy(), steps["end"].to_numpy())
         return inside
 
     @classmethod
@@ -400,14 +399,7 @@ def host_reads(activity: Activity) -> int:
     thread, _ = factorize(np.concatenate([calls.source[reads], calls.source[api]]),
                           np.concatenate([calls.pid[reads], calls.pid[api]]),
                           np.concatenate([calls.tid[reads], calls.tid[api]]))
-    read_thread, api_thread = thread[:len(reads)], thread[len(reads):]
-    device = 0
-    for t in np.unique(read_thread).tolist():
-        starts = np.sort(calls.start[api[api_thread == t]])
-        mine = reads[read_thread == t]
-        first = np.searchsorted(starts, calls.start[mine], side="left")
-        last = np.searchsorted(starts, calls.end[mine], side="right")
-        device += int(np.count_nonzero(last > first))
-    return device
+    return int(iv.holds_by_group(thread[:len(reads)], calls.start[reads], calls.end[reads],
+                                 thread[len(reads):], calls.start[api]).sum())
 
 

@@ -251,14 +251,9 @@ def sync_sources(activity: Activity, api: np.ndarray) -> dict[str, int]:
         thread, _ = factorize(np.concatenate([source, calls.source[at]]).astype(np.int64),
                               np.concatenate([pid, calls.pid[at]]),
                               np.concatenate([tid, calls.tid[at]]))
-        op_thread, call_thread = thread[:len(rows)], thread[len(rows):]
-        for t in np.unique(call_thread).tolist():
-            mine = op_thread == t
-            if not mine.any():
-                continue
-            these = call_thread == t
-            inside = iv.covered(calls.start[at[these]], iv.union(start[mine], end[mine]))
-            kind[np.flatnonzero(these)[inside]] = label  # later labels are more specific
+        inside = iv.covered_by_group(thread[len(rows):], calls.start[at], thread[:len(rows)],
+                                     start, end)
+        kind[inside] = label  # later labels are more specific
     labels, counts = np.unique(kind.astype(str), return_counts=True)
     return dict(zip(labels.tolist(), counts.tolist(), strict=True))
 
