@@ -89,7 +89,10 @@ class Registry:
             return self.components[kind][name]
         except KeyError:
             known = ", ".join(sorted(self.components[kind])) or "none"
-            raise UnknownFormatError(f"no {kind} named '{name}' (known: {known})") from None
+            broken = [p for p in self.plugins if p.error]
+            # The component may be one a plugin that failed to load would have registered.
+            why = "".join(f"; plugin '{p.name}' failed to load: {p.error}" for p in broken)
+            raise UnknownFormatError(f"no {kind} named '{name}' (known: {known}){why}") from None
 
     @property
     def readers(self) -> dict[str, type[Reader]]:

@@ -66,6 +66,10 @@ def test_failing_register_hook_is_isolated():
     [bad] = [p for p in reg.plugins if p.name == "bad"]
     assert bad.status == "broken" and "boom" in bad.error
     assert "kineto" in reg.readers
+    # Asking for a component the broken plugin may have held names why it is missing.
+    with pytest.raises(UnknownFormatError, match=r"no analyzer named 'x' \(known: .*\); "
+                       r"plugin 'bad' failed to load: ValueError: boom$"):
+        reg.get("analyzer", "x")
 
 
 @pytest.mark.parametrize("name,error", [("Bad_Name", "kebab-case"), ("ok-name", None)])
