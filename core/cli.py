@@ -54,12 +54,18 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress and n
 ForceOpt = Annotated[bool, typer.Option("--force", "-f", help="Replace an existing output.")]
 
 
-def _start() -> None:
+def _start(warn: bool = True) -> None:
     """What every built-in command that reads traces or plugins does first: load the plugins,
-    sparing pyarrow its pandas import when all of them are tracekit's own."""
+    sparing pyarrow its pandas import when all of them are tracekit's own, and (``warn``) say
+    on stderr which plugins failed to load."""
     from tracekit.pipeline import default_registry
 
-    default_registry(spare_pandas=True)
+    registry = default_registry(spare_pandas=True)
+    for plugin in registry.plugins if warn else ():
+        if plugin.error:  # its components are missing: a default analyzer may be one of them
+            typer.echo(f"tracekit: warning: plugin '{plugin.name}' failed to load: "
+                       f"{plugin.error} ('tracekit plugins' lists the plugins; "
+                       "TRACEKIT_DISABLE_PLUGINS skips one)", err=True)
 
 
 def _progress(quiet: bool) -> Progress:
@@ -185,7 +191,7 @@ def plugins(
     json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List installed plugins, their components, the commands they add and load errors."""
-    _start()
+    _start(warn=False)  # the listing gives the errors
     from tracekit.frontend import plugins_listing
 
     _echo(plugins_listing(all_, json))

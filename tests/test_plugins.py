@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -123,9 +124,12 @@ def plugin_site(tmp_path_factory) -> Path:
     """The example plugin and a broken one, pip-installed into a private directory."""
     site = tmp_path_factory.mktemp("site")
     for project in (EXAMPLE, FIXTURES / "plugins" / "tracekit-broken"):
+        # Built from a copy: setuptools writes build/ and *.egg-info into the project, and two
+        # test workers building the same folder at once break each other's builds.
+        copy = shutil.copytree(project, tmp_path_factory.mktemp("project") / project.name)
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                         "--no-build-isolation", "--no-index", "--target", str(site),
-                        str(project)], check=True, capture_output=True, timeout=300)
+                        str(copy)], check=True, capture_output=True, timeout=300)
     return site
 
 
@@ -150,6 +154,11 @@ def test_pip_installed_plugin_is_listed_and_works(plugin_site, tmp_path):
     proc = _tracekit(plugin_site, "convert", str(EXAMPLE / "spans.csv"), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "2 slices" in proc.stderr
+    # Every command but 'plugins' (which lists the errors) says which plugin failed to load.
+    [warning] = [line for line in proc.stderr.splitlines() if "warning" in line]
+    assert warning.startswith("tracekit: warning: plugin 'broken' failed to load: ")
+    assert "this plugin is broken on purpose" in warning
+    assert "warning" not in _tracekit(plugin_site, "plugins").stderr
 
 
 @pytest.mark.slow
