@@ -179,6 +179,21 @@ def test_allocator_churn_names_empty_cache():
     assert "larger batches per step" not in fix
 
 
+def test_fill_kernels_are_not_called_fusable_elementwise_work():
+    """allocator_churn fills a 512 MiB tensor per step: a fill reads nothing, so the fix is to
+    fill less, not to fuse it; the shares are the kernels' time from the JSON."""
+    kernels = raw("allocator_churn", "kernel")
+    total = sum(k["dur"] for k in kernels)
+    fills = sum(k["dur"] for k in kernels if "FillFunctor" in k["name"])
+    others = sum(k["dur"] for k in kernels if "elementwise" in k["name"]
+                 and "FillFunctor" not in k["name"])
+    compute = finding(bottleneck("allocator_churn"), "compute:")
+    assert compute.suggestion.startswith("fill fewer tensors: allocate with torch.empty where "
+                                         "every value is written before it is read")
+    assert f"fill kernels take {round(100 * fills / total)}% of compute" in compute.suggestion
+    assert 100 * others / total < 20 and "torch.compile" not in compute.suggestion
+
+
 @pytest.mark.slow
 def test_small_copies_are_told_to_copy_once():
     """2,000 pageable 4 KiB copies in 4 steps; nearly every launch gap ends in one."""

@@ -39,7 +39,8 @@ class Facts:
     top_kernel: str = ""
     top_kernel_pct: float = 0.0
     top5_kernels_pct: float = 0.0  # the five kernel names that take most compute, together
-    elementwise_pct: float = 0.0
+    elementwise_pct: float = 0.0  # fills left out (fill_pct)
+    fill_pct: float = 0.0  # PyTorch's fill kernels (torch.zeros, fill_), % of compute
     layout_pct: float = 0.0
     fp32_no_tensor_core_pct: float = 0.0
     fp64_pct: float = 0.0
@@ -248,6 +249,8 @@ FREE_OUTSIDE_OPS = re.compile(r"^(cuda|hip)Free\b|^cuMemFree")
 # Where reduced precision is in use, FP32 GEMMs without tensor cores taking this share of
 # compute are left outside it.
 FP32_LEFT_PCT = 25.0
+# PyTorch's fill kernels (torch.zeros, fill_) taking this share of compute get their own fix.
+FILL_PCT = 20.0
 # Host gaps this long on average are host computation, not per-op framework overhead.
 LONG_HOST_GAP_MS = 1.0
 
@@ -285,6 +288,14 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
                        f"FP64 kernels take {_pct(f.fp64_pct)} of compute"))
     pre_ampere = f.compute_capability is not None and f.compute_capability < 8.0
     if p.pytorch:
+        fills = Fix("fill fewer tensors: allocate with torch.empty where every value is "
+                    "written before it is read, and fill constant tensors (torch.zeros, "
+                    "torch.full) once, outside the loop",
+                    f"fill kernels take {_pct(f.fill_pct)} of compute")
+        # The larger share first: fills before precision when they cost more.
+        fills_first = f.fill_pct >= max(FILL_PCT, f.fp32_no_tensor_core_pct)
+        if fills_first:
+            out.append(fills)
         if "fp8" in p.precisions or "bf16/fp16" in p.precisions:
             # Reduced precision is in use: advice only for FP32 matmuls left outside it.
             if f.fp32_no_tensor_core_pct >= FP32_LEFT_PCT:
@@ -312,6 +323,8 @@ def _compute(p: Program, f: Facts) -> list[Fix]:
         elif "tf32" not in p.precisions:
             out.append(Fix("try bf16 autocast (torch.autocast) for the matmuls and "
                            "convolutions", "no reduced-precision kernel in the trace"))
+        if f.fill_pct >= FILL_PCT and not fills_first:
+            out.append(fills)
         if f.elementwise_pct >= 20 and not p.compiled:
             out.append(Fix("fuse the elementwise ops with torch.compile",
                            f"elementwise kernels take {_pct(f.elementwise_pct)} of compute and "

@@ -585,6 +585,9 @@ def decide(costs: dict[str, int], span: int) -> tuple[str, list[tuple[str, int]]
 
 
 ELEMENTWISE = r"(?i)elementwise|vectorized_|unrolled_|triton_poi_"
+# PyTorch's fill kernels (torch.zeros/ones/full, Tensor.fill_/zero_): elementwise by name, but
+# a fill reads nothing, so there is no producer to fuse it into; what saves it is not filling.
+FILL = r"FillFunctor|fill_kernel"
 LAYOUT = r"(?i)nchwToNhwc|nhwcToNchw"
 FP32_NO_TENSOR_CORE = r"(?i)sgemm|gemm\w*_ffma|_ffma\w*gemm|scudnn|gcgemm|_cgemm"
 FP64 = r"(?i)dgemm|fp64|double|d884|dmma"
@@ -847,8 +850,11 @@ class Evidence:
         f.compute_ns = int(dur.sum())  # what copies or collectives could hide behind
         total = float(dur.sum()) or 1.0
 
-        def share(pattern: str) -> float:
-            hit = matches(names, pattern).to_numpy()  # per distinct name, not per kernel
+        def hits(pattern: str) -> np.ndarray:
+            return matches(names, pattern).to_numpy()  # per distinct name, not per kernel
+
+        def share(pattern: str | np.ndarray) -> float:
+            hit = hits(pattern) if isinstance(pattern, str) else pattern
             return round(100.0 * float(dur[hit].sum()) / total, 1)
 
         s = grouped_stats(names, pa.array(dur))
@@ -856,7 +862,9 @@ class Evidence:
             f.top_kernel = short_name(s["key"][0])
             f.top_kernel_pct = percent(s["total"][0], total)
             f.top5_kernels_pct = percent(float(np.sum(s["total"][:5])), total)
-        f.elementwise_pct = share(ELEMENTWISE)
+        fill = hits(FILL)
+        f.fill_pct = share(fill)
+        f.elementwise_pct = share(hits(ELEMENTWISE) & ~fill)
         f.layout_pct = share(LAYOUT)
         f.fp32_no_tensor_core_pct = share(FP32_NO_TENSOR_CORE)
         f.fp64_pct = share(FP64)
