@@ -6,6 +6,7 @@ Nothing here uses tracekit: timestamps are exact Decimal arithmetic on the JSON 
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from collections import Counter
 from decimal import Decimal
@@ -53,6 +54,14 @@ def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append([s, e])
     return [(s, e) for s, e in out]
+
+
+def idle_after(busy: list[tuple[int, int]], returns: list[int]) -> int:
+    """The idle time between the merged ``busy`` intervals, in the holes that hold one of
+    the times ``returns`` (a host call returning while the GPU is idle)."""
+    merged = merge(busy)
+    holes = [(a[1], b[0]) for a, b in itertools.pairwise(merged)]
+    return sum(hi - lo for lo, hi in holes if any(lo <= r <= hi for r in returns))
 
 
 def length(intervals: list[tuple[int, int]]) -> int:

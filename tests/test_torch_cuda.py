@@ -10,7 +10,7 @@ from functools import cache
 import pytest
 import tracekit
 from helpers import FIXTURES, shared_path
-from independent import hta_temporal_breakdown, load, merge, ns
+from independent import hta_temporal_breakdown, idle_after, load, merge, ns
 from tracekit.plugins.diagnosis.activity import Activity, host_reads
 from tracekit.plugins.diagnosis.program import classify
 from tracekit.registry import load_registry
@@ -503,7 +503,18 @@ def test_waits_inside_data_dependent_ops_are_told_static_shapes():
     assert all(any(a <= s["ts"] <= b and t == s["tid"] for a, b, t in nonzero) for s in syncs)
     [wait] = analysis("mask_indexing", "sync").findings
     assert wait.evidence["inside"] == "shape 200" and wait.evidence["host_reads"] == 0
-    assert wait.suggestion.startswith("keep shapes static")
+    assert "meanwhile, keep shapes static: an op whose output size depends on the data" in \
+        wait.suggestion
+    # The GPU stays busy through the waits (compute-bound): the idle holes a wait returns in
+    # are under 5% of its span, so the waits are information.
+    doc, events = load(path("mask_indexing"))
+    busy = merge([(ns(doc, e["ts"]), ns(doc, e["ts"] + e["dur"])) for e in events
+                  if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy",
+                                                              "gpu_memset")])
+    returns = [ns(doc, s["ts"] + s["dur"]) for s in syncs]
+    idle = idle_after(busy, returns)
+    assert wait.evidence["gpu_idle_after_ns"] == pytest.approx(idle, abs=200)
+    assert wait.severity == "info" and 100 * idle / (busy[-1][1] - busy[0][0]) < 5
     # Those reads cannot be captured either: the launch finding says so before graphs.
     launch = finding(bottleneck("mask_indexing"), "launch:").suggestion
     assert launch.startswith("take the reads of device values out of the step")

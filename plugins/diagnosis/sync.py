@@ -25,6 +25,8 @@ from tracekit.plugins.diagnosis.activity import (
     host_reads,
     sync_api_calls,
 )
+from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps
+from tracekit.plugins.diagnosis.launch import LAUNCH_GAP_US
 from tracekit.plugins.diagnosis.program import Program, classify
 from tracekit.toolkit import (
     factorize,
@@ -106,7 +108,8 @@ class SyncAnalyzer(tracekit.Analyzer):
                                 "them): in the table, not the findings' host_reads")
         set_up = set_up_wait_ns(activity)
         report.findings.extend(sync_findings(activity, wall, copies, self.options.min_share_pct,
-                                             classify(trace), set_up, processes))
+                                             classify(trace), set_up, processes,
+                                             all_gaps(trace, LAUNCH_GAP_US)))
         if set_up >= 1_000_000:  # the context's creation: seconds at times
             report.notes.append(f"{format_ns(set_up)} of waits before the first GPU work "
                                 "(set-up) are in the table, not the findings")
@@ -273,13 +276,82 @@ _TORCH_SYNC_FIX = {
 }
 
 
+#: A kind of native synchronizing call gets its fix when it takes this share of the waits.
+NATIVE_KIND_SHARE = 0.2
+#: Native synchronizing calls by kind (name patterns), for the CUDA/HIP fix.
+NATIVE_SYNC_KINDS = (("copy", r"^(cuda|hip|cu)Mem(cpy|set)"),
+                     ("event", r"^(cuda|hip)EventSynchronize|^cuEventSynchronize"),
+                     ("device", r"."))
+
+
+def native_sync_kinds(activity: Activity, api: np.ndarray) -> dict[str, int]:
+    """Per kind of the synchronizing API calls ``api`` (a mask over ``Activity.calls``), their
+    time (ns): "copy" (synchronous copies and memsets), "event" (event waits), "device"
+    (device, stream, context and signal waits)."""
+    calls = activity.calls
+    at = np.flatnonzero(api)
+    names = activity.events["name"].take(pa.array(calls.row[at])).cast(pa.string())
+    took = (calls.end - calls.start)[at]
+    left = np.ones(len(at), dtype=bool)
+    out = {}
+    for kind, pattern in NATIVE_SYNC_KINDS:
+        hit = left & pc.match_substring_regex(names, pattern).fill_null(False).to_numpy(
+            zero_copy_only=False)
+        left &= ~hit
+        if hit.any():
+            out[kind] = int(took[hit].sum())
+    return out
+
+
+def _native_sync_fix(kind: str, prefix: str) -> str:
+    """The CUDA/HIP fix for synchronizing calls of ``kind`` (``native_sync_kinds``)."""
+    return {
+        "copy": f"copy with {prefix}MemcpyAsync on a stream from pinned memory "
+                f"({prefix}HostAlloc) and wait once, where the host needs the data",
+        "event": "the host blocks on each event until the GPU reaches it: where the events "
+                 f"time kernels, read {prefix}EventElapsedTime after the loop, not after each "
+                 "launch; otherwise queue the next work before waiting",
+        "device": "wait for the result the host needs, not for the whole device or stream: "
+                  f"{prefix}EventRecord after the work, then {prefix}EventSynchronize where "
+                  f"the host reads it ({prefix}StreamWaitEvent between streams)",
+    }[kind]
+
+
+def gpu_idle_after_waits(activity: Activity, gaps: list[Gaps], api: np.ndarray) -> int:
+    """GPU idle time (ns) in the gaps in which a synchronizing call ``api`` (a mask over
+    ``Activity.calls``) of the process that ends the gap returns: what the GPU waits for
+    while the host, released, gets to its next launch."""
+    calls = activity.calls
+    at = np.flatnonzero(api)
+    idle = 0
+    for g in gaps:
+        ended = np.flatnonzero(g.call >= 0)
+        if not len(ended) or not len(at):
+            continue
+        launch = g.call[ended]
+        process, _ = factorize(np.concatenate([calls.source[launch], calls.source[at]])
+                               .astype(np.int64), np.concatenate([calls.pid[launch],
+                                                                  calls.pid[at]]))
+        process = process.reshape(-1)
+        holds = iv.holds_by_group(process[:len(ended)], g.lo[ended], g.hi[ended],
+                                  process[len(ended):], calls.end[at])
+        idle += int(g.dur[ended[holds]].sum())
+    return idle
+
+
 def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
                   min_share_pct: float = 5.0, program: Program | None = None,
-                  set_up_ns: int | None = None, processes: int = 1) -> list[Finding]:
+                  set_up_ns: int | None = None, processes: int = 1,
+                  gaps: list[Gaps] | None = None) -> list[Finding]:
     """Findings for heavy synchronization and for pageable async copies, worded for the
     program (PyTorch or the CUDA/HIP runtime). ``set_up_ns``: ``set_up_wait_ns(activity)``,
     where the caller has it already; ``processes``: how many processes' walls ``wall`` sums
-    (``wall_time``).
+    (``wall_time``); ``gaps``: the devices' idle gaps (``all_gaps``), for what the waits
+    cost the GPU.
+
+    The host's waits cost the GPU only where it idles after them, until the released host
+    launches again (``gpu_idle_after_waits``): under ``min_share_pct`` of the GPUs' time,
+    the GPU stayed busy through the waits and the finding is information.
 
     At most ``FEW_SYNCS`` synchronizing calls, in a trace without steps and without host
     reads of device values (``.item()``), are the host waiting for results it needs (a copy
@@ -298,6 +370,9 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
         count, reads = int(api.sum()), host_reads(activity)
         sources = sync_sources(activity, api)
         few = count <= FEW_SYNCS and not reads and not activity.has_steps
+        span = sum(g.timeline.span for g in gaps or [])
+        idle_after = gpu_idle_after_waits(activity, gaps, api) if gaps else 0
+        busy_through = bool(span) and percent(idle_after, span) < min_share_pct
         if few:
             suggestion = (f"{count} wait{'s' if count != 1 else ''} for results the host "
                           "needs: the GPU work they wait for is the critical path ('tracekit "
@@ -308,17 +383,25 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
                 sources.items(), key=lambda kv: -kv[1]) if k in _TORCH_SYNC_FIX)
         else:
             prefix = "hip" if program.api == "HIP" else "cuda"
-            suggestion = (f"replace blocking calls in the loop with stream-ordered ones "
-                          f"({prefix}MemcpyAsync, {prefix}MemsetAsync on a stream) and wait "
-                          f"only where the host needs a result ({prefix}EventRecord, then "
-                          f"{prefix}EventSynchronize or {prefix}StreamWaitEvent)")
+            kinds = native_sync_kinds(activity, api)
+            waited = sum(kinds.values()) or 1
+            suggestion = "; ".join(_native_sync_fix(k, prefix) for k, ns in sorted(
+                kinds.items(), key=lambda kv: -kv[1]) if ns >= NATIVE_KIND_SHARE * waited)
+        if busy_through and not few:
+            suggestion = ("the waits cost the GPU little: it idles "
+                          f"{format_ns(idle_after)} in the gaps they end in; where the host "
+                          "has other work to queue meanwhile, " + suggestion)
         findings.append(Finding(
-            severity="info" if few else "warning",
+            severity="info" if few or busy_through else "warning",
             title=f"the host waits for the GPU {percent(api_time, wall)}% of the wall time"
                   + (f" of its {processes} processes" if processes > 1 else "")
-                  + (f" in {count} call{'s' if count != 1 else ''}" if few else ""),
+                  + (f" in {count} call{'s' if count != 1 else ''}" if few else "")
+                  + (f"; the GPU idles {percent(idle_after, span)}% of its time after the "
+                     "waits" if span and not few else ""),
             evidence={"sync_calls": count, "sync_ns": api_time,
                       "wall_ns": wall, **({"processes": processes} if processes > 1 else {}),
+                      **({"gpu_idle_after_ns": idle_after,
+                          "gpu_idle_after_pct": percent(idle_after, span)} if span else {}),
                       "top_call": top["key"][0] if top["key"] else "-",
                       "host_reads": reads,
                       "inside": ", ".join(f"{k} {n:,}" for k, n in sorted(
