@@ -66,6 +66,9 @@ class Facts:
     one_copy_engine: bool = False  # every GPU that copies has one copy engine (nsys' count)
     # host-device copies per kind: (count, ns)
     copy_counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    copy_medians: dict[str, int] = field(default_factory=dict)  # kind -> median copy's ns
+    # kind -> (count, ns) of the copies that take ten times the median or more
+    stalled_copies: dict[str, tuple[int, int]] = field(default_factory=dict)
     host_copy_ns: int = 0  # time of the host-to-device and device-to-host copies
     compute_ns: int = 0  # time of the compute kernels: what copies or collectives could hide
     # behind
@@ -718,13 +721,25 @@ def _transfer(p: Program, f: Facts) -> list[Fix]:
         return out  # moving less, or overlapping, is moot where the copies can go
     for kind, (count, ns) in sorted(f.copy_counts.items()):
         size = f.copy_kinds.get(kind, 0) / count if count else 0
-        if count >= SMALL_COPIES and size < SMALL_COPY and f.host_copy_ns \
-                and ns * 4 >= f.host_copy_ns:
-            out.append(Fix(f"batch the small {kind} copies into fewer, larger ones (gather the "
-                           "values into one buffer, or keep them on the GPU): each copy pays a "
-                           "fixed latency whatever its size",
-                           f"{count:,} {kind} copies of {format_bytes(size)} on average take "
-                           f"{format_ns(ns)}"))
+        if not (count >= SMALL_COPIES and size < SMALL_COPY and f.host_copy_ns
+                and ns * 4 >= f.host_copy_ns):
+            continue
+        median = f.copy_medians.get(kind, 0)
+        stalled, stalled_ns = f.stalled_copies.get(kind, (0, 0))
+        if stalled_ns * 2 >= ns:
+            # A few copies that wait make the time, not the per-copy latency batching saves.
+            out.append(Fix(f"see what the longest {kind} copies wait for (the work before "
+                           "them on their stream, or the host's side of the copy): a copy of "
+                           f"{format_bytes(size)} takes {format_ns(median)} (median)",
+                           f"{stalled:,} of {count:,} {kind} copies take "
+                           f"{format_ns(stalled_ns)}, {_pct(100.0 * stalled_ns / ns)} of "
+                           f"their {format_ns(ns)}"))
+            continue
+        out.append(Fix(f"batch the small {kind} copies into fewer, larger ones (gather the "
+                       "values into one buffer, or keep them on the GPU): each copy pays a "
+                       "fixed latency whatever its size",
+                       f"{count:,} {kind} copies of {format_bytes(size)} on average take "
+                       f"{format_ns(ns)}, {format_ns(median)} each (median)"))
     if host_side:
         pinned = " pinned" if f.pinned_copies and not f.pageable_copies else ""
         resident = ("keep weights and data resident on the GPU" if p.mode else

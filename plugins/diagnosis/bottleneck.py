@@ -584,6 +584,8 @@ def decide(costs: dict[str, int], span: int) -> tuple[str, list[tuple[str, int]]
     return "mixed", ranked
 
 
+# A host-device copy this many times its kind's median copy waited for something else.
+STALLED_COPY = 10
 ELEMENTWISE = r"(?i)elementwise|vectorized_|unrolled_|triton_poi_"
 # PyTorch's fill kernels (torch.zeros/ones/full, Tensor.fill_/zero_): elementwise by name, but
 # a fill reads nothing, so there is no producer to fuse it into; what saves it is not filling.
@@ -961,6 +963,23 @@ class Evidence:
                 for name, ns in host_ops_during(self.trace, g, i).items():
                     f.gap_ops[name] = f.gap_ops.get(name, 0) + ns
 
+    @staticmethod
+    def _copy_medians(f: Facts, ev: pa.Table, rows: np.ndarray) -> None:
+        """Per host-device copy kind: the median copy's time, and the copies that take
+        ``STALLED_COPY`` times that or more (count, ns)."""
+        take = pa.array(rows, pa.int64())
+        kind = ev["copy_kind"].take(take).cast(pa.string()).fill_null("").to_numpy(
+            zero_copy_only=False)
+        dur = ev["dur_ns"].take(take).fill_null(0).to_numpy()
+        for name in ("HtoD", "DtoH"):
+            mine = dur[kind == name]
+            if not len(mine):
+                continue
+            median = int(np.median(mine))
+            stalled = mine[mine >= STALLED_COPY * max(median, 1)]
+            f.copy_medians[name] = median
+            f.stalled_copies[name] = (len(stalled), int(stalled.sum()))
+
     def _every_gpu(self, test: Callable[[str], Any]) -> str:
         """The first GPU's name when every named GPU of the trace passes ``test``, else ''."""
         devices = self.trace.devices
@@ -991,6 +1010,7 @@ class Evidence:
                 f.host_copy_ns += int(r["time"])
                 count, time = f.copy_counts.get(r["kind"], (0, 0))
                 f.copy_counts[r["kind"]] = (count + r["count"], time + int(r["time"]))
+        self._copy_medians(f, ev, rows)
         f.one_copy_engine = self._one_copy_engine()
         # Copies on a stream that also runs compute kernels serialize with them.
         stream = ev["stream"].fill_null(-1).to_numpy().astype(np.int64)
