@@ -1002,3 +1002,34 @@ def test_a_fix_the_verdict_gives_is_not_given_again() -> None:
     [idle] = [f for f in report.findings if f.title.startswith("idle-other:")]
     assert ("(the largest queued gap waits on Optimizer.step#Shampoo.step on another thread)"
             in idle.suggestion)
+
+
+def test_teardown_after_the_last_gpu_work_is_told() -> None:
+    """memfusion (TensorRT, nsys): the GPU timeline is 6.5 ms; after the last kernel the
+    program spends 479 ms unloading 5,490 modules. Only this finding tells of it. Figures
+    from the SQLite: the program's span is that of its calls, ranges and GPU work."""
+    import sqlite3
+
+    path = shared_path("nsys-sqlite", "memfusion_nsys2023.1.2_rtx3090_tensorrt.sqlite")
+    tables = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
+              "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        # Ranges only: a domain's creation is an NVTX row without an end (here at -1.9 s).
+        first, last = db.execute("SELECT min(start), max(end) FROM (" + " UNION ALL ".join(
+            f"SELECT start, end FROM {t} WHERE end IS NOT NULL" for t in tables)
+            + ")").fetchone()
+        gpu_end = db.execute("SELECT max(end) FROM (SELECT end FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                             "UNION ALL SELECT end FROM CUPTI_ACTIVITY_KIND_MEMCPY)").fetchone()[0]
+        count, unloading = db.execute(
+            "SELECT count(*), sum(r.end - max(r.start, ?)) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "JOIN StringIds s ON r.nameId = s.id WHERE s.value GLOB 'cuModuleUnload*' AND "
+            "r.end > ?", (gpu_end, gpu_end)).fetchone()
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [late] = [f for f in report.findings if f.title.startswith("after the last GPU work")]
+    assert (late.evidence["after_last_gpu_ns"], late.evidence["trace_ns"]) == (
+        last - gpu_end, last - first)
+    assert (late.evidence["top_call"], late.evidence["top_call_count"],
+            late.evidence["top_call_ns"]) == ("cuModuleUnload", count, unloading)
+    assert count == 5490 and late.severity == "info"
+    assert late.title.endswith(f"most of it in 5,490 cuModuleUnload calls, {format_ns(unloading)}")
+    assert late.suggestion.startswith("runtime calls take most of it: teardown")

@@ -1,15 +1,17 @@
-"""The host time a trace holds before its first GPU work: the GPU timeline starts at the
-first GPU work, so seconds of set-up before it (a lazy CUDA context created by the first
-``.to('cuda')``, a model loaded from disk) are in no cause. Where they are a large part of
-the trace, a finding says how long, and which runtime call took most of it."""
+"""The host time a trace holds before its first GPU work and after its last: the GPU timeline
+runs from the first GPU work to the end of the last, so seconds of set-up before it (a lazy
+CUDA context created by the first ``.to('cuda')``, a model loaded from disk) and of teardown
+after it (modules unloaded, memory freed) are in no cause. Where they are a large part of the
+trace, a finding says how long, and which runtime calls took most of it."""
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from tracekit import Finding, Trace
 from tracekit.plugins.diagnosis.activity import PROGRAM_CATEGORIES, Activity
 from tracekit.plugins.diagnosis.program import classify
-from tracekit.toolkit import format_ns, is_in, percent, time_span
+from tracekit.toolkit import format_ns, grouped_stats, is_in, percent, time_span
 from tracekit.toolkit import intervals as iv
 
 #: Host time before the first GPU work is told at this length or more, ...
@@ -18,15 +20,25 @@ MIN_NS = 1_000_000_000
 MIN_PCT = 25.0
 
 
+#: Host time after the last GPU work is told at this length or more (teardown is short
+#: unless something is wrong or the program goes on without the GPU), and from ``MIN_PCT``.
+MIN_AFTER_NS = 100_000_000
+
+
+def _program_span(trace: Trace) -> tuple[int, int] | None:
+    """First start and last end of the program's own activity and its OS calls: not the
+    profiler's range, its messages (nsys logs some from before the session starts) or what
+    it samples."""
+    ev = trace.events
+    return time_span(ev.filter(is_in(ev["category"], (*PROGRAM_CATEGORIES, "host.os"))))
+
+
 def before_first_gpu(trace: Trace, activity: Activity) -> Finding | None:
     """The finding on the host time before the first GPU work, where it is long."""
     calls, first_gpu = activity.calls, activity.first_work_ns
     if first_gpu is None or not len(calls.start):
         return None
-    ev = trace.events
-    # The program's own activity and its OS calls: not the profiler's range, its messages
-    # (nsys logs some from before the session starts) or what it samples.
-    span = time_span(ev.filter(is_in(ev["category"], (*PROGRAM_CATEGORIES, "host.os"))))
+    span = _program_span(trace)
     if span is None:
         return None
     first, last = span
@@ -61,3 +73,45 @@ def before_first_gpu(trace: Trace, activity: Activity) -> Finding | None:
            "the program's own set-up (reading and preparing data, building the model): "
            "start recording after it, or cut it off with -O window=START:END")
     return Finding("warning" if before * 2 >= last - first else "info", title, evidence, fix)
+
+
+def after_last_gpu(trace: Trace, activity: Activity) -> Finding | None:
+    """The finding on the host time after the last GPU work ends, where it is long: which
+    runtime calls take most of it (teardown: modules unloaded, memory freed), or the
+    program's own work after its GPU part."""
+    calls = activity.calls
+    ends = [int(w.end.max()) for w in activity.devices if len(w.end)]
+    span = _program_span(trace)
+    if not ends or span is None:
+        return None
+    first, last = span
+    last_gpu = max(ends)
+    after = last - last_gpu
+    if after < MIN_AFTER_NS or percent(after, last - first) < MIN_PCT:
+        return None
+    evidence: dict[str, object] = {"after_last_gpu_ns": after, "trace_ns": last - first,
+                                   "share_pct": percent(after, last - first)}
+    title = (f"after the last GPU work: {format_ns(after)} of host time "
+             f"({percent(after, last - first)}% of the {format_ns(last - first)} trace; the "
+             "GPU timeline ends before it)")
+    late = np.flatnonzero((calls.end > last_gpu) & ~calls.is_op)
+    in_calls = 0
+    if len(late):
+        start = np.maximum(calls.start[late], last_gpu)
+        dur = calls.end[late] - start
+        stats = grouped_stats(activity.events["name"].take(pa.array(calls.row[late])),
+                              pa.array(dur))
+        name, count, total = stats["key"][0], int(stats["count"][0]), int(stats["total"][0])
+        in_calls = iv.total(iv.union(start, calls.end[late]))
+        evidence.update({"top_call": name, "top_call_count": count, "top_call_ns": total,
+                         "in_runtime_calls_ns": in_calls})
+    if in_calls * 2 >= after:
+        title += f"; most of it in {count:,} {name} call{'s' if count != 1 else ''}, " \
+                 f"{format_ns(total)}"
+    fix = ("runtime calls take most of it: teardown (modules unloaded, memory and the context "
+           "freed), which the GPU timeline leaves out; stop recording before it, or cut it "
+           "off with -O window=START:END, for a trace of the work itself"
+           if in_calls * 2 >= after else
+           "the program's own work after its last GPU work (writing results, evaluation on "
+           "the host): not in the GPU timeline; cut it off with -O window=START:END")
+    return Finding("info", title, evidence, fix)

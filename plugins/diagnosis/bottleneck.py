@@ -50,7 +50,7 @@ from tracekit.plugins.diagnosis.advice import (
     place_of,
     render,
 )
-from tracekit.plugins.diagnosis.before_gpu import before_first_gpu
+from tracekit.plugins.diagnosis.before_gpu import after_last_gpu, before_first_gpu
 from tracekit.plugins.diagnosis.breakdown import devices_table
 from tracekit.plugins.diagnosis.capture import capture_fix, graph_capture
 from tracekit.plugins.diagnosis.collectives import kernel_kinds
@@ -370,9 +370,8 @@ class BottleneckAnalyzer(tracekit.Analyzer):
                    if loading else "")
                 + "): warm up before profiling, or keep it out with -O window=START:END",
                 cost_ns=startup))
-        early = before_first_gpu(trace, activity)
-        if early:
-            report.findings.append(early)
+        report.findings.extend(f for f in (before_first_gpu(trace, activity),
+                                           after_last_gpu(trace, activity)) if f)
         if verdict == "startup" and span < STEADY_MIN_MS * 1_000_000:
             # No steady state to speak of: causes of a few µs would be noise, not findings.
             report.notes.append(f"the steady state is {format_ns(span)} of GPU timeline: too "
