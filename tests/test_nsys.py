@@ -173,6 +173,23 @@ def test_sync_records_take_the_device_of_their_context(registry):
                                "record's deviceId differed)")] == 122
 
 
+def test_an_export_cut_to_a_window_says_so(registry):
+    """This export was cut to one second by a script that says so in META_DATA_EXPORT: the
+    GPU work that ran first was launched before the window, not before the recording."""
+    path = shared_path("nsys-sqlite", "nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite")
+    meta = dict(sql(path, "SELECT name, value FROM META_DATA_EXPORT"))
+    window = f"{meta['DERIVED_WINDOW_NS']} ns, derived by {meta['DERIVED_BY']}"
+    trace = tracekit.read(path, registry=registry)
+    assert trace.metadata["sources"][path.name]["export_window"] == window == (
+        "155330248986-156330248986 ns, derived by scripts/derive_test_fixture.py")
+    assert trace.log.outcomes[(path.name, "export", f"cut to a time window ({window}): GPU "
+                               "work that was launched before it has no launching call in "
+                               "the trace")] == 1
+    (report,) = tracekit.analyze(trace, "bottleneck", registry=registry)
+    [note] = [n for n in report.notes if "GPU operations ran before" in n]
+    assert f"launched before the window the export was cut to ({window})" in note
+
+
 def test_scheduling_slices_get_a_track_beside_their_thread(registry, tmp_path):
     """nsys' 'running' intervals cut across a thread's calls: on the thread's own track they
     made overlap lanes; on a '<thread> (scheduled)' track beside it they nest."""

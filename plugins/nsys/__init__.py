@@ -394,6 +394,11 @@ class NsysReader(tracekit.Reader):
                 meta["tool_version"] = values.get("EXPORT_PRODUCT_VERSION")
                 meta["schema_version"] = values.get("EXPORT_SCHEMA_VERSION")
                 break
+        window = _export_window(values)
+        if window:
+            meta["export_window"] = window
+            out.note("export", f"cut to a time window ({window}): GPU work that was launched "
+                     "before it has no launching call in the trace", 1)
         version = meta.get("schema_version")
         major = re.fullmatch(r"(\d{1,6})(\.\d{1,6})*", version.strip()) if version else None
         if version and major is None:
@@ -491,3 +496,17 @@ def register_readers(register: Any) -> None:
 
 
 
+
+
+def _export_window(values: dict[str | None, str | None]) -> str:
+    """The time window the export holds, where it was cut to one: by ``nsys export --times``
+    (``EXPORT_PARAM_TIMES_TO_EXPORT``), or by a script that derived it from a whole export and
+    said so (``DERIVED_WINDOW_NS``, ``DERIVED_BY``); '' for a whole session."""
+    times = (values.get("EXPORT_PARAM_TIMES_TO_EXPORT") or "").strip()
+    if times:
+        return f"nsys export --times {times}"
+    derived = (values.get("DERIVED_WINDOW_NS") or "").strip()
+    if derived:
+        by = (values.get("DERIVED_BY") or "").strip()
+        return f"{derived} ns, derived{f' by {by}' if by else ''}"
+    return ""
