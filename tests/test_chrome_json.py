@@ -121,7 +121,7 @@ def test_check_writer_fails_when_rows_are_not_accounted_for():
      {"[CUDA memcpy Host-to-Device]": "Memcpy HtoD (Pageable -> Device)",
       "[CUDA memcpy Device-to-Host]": "Memcpy DtoH (Device -> Pageable)",
       "[CUDA memset]": "Memset (Device)", "Event sync": "Event Sync",
-      "Stream wait sync": "Stream Wait Event"}),
+      "Context sync": "Context Sync"}),
     ("rocprof-v1/kokkos_2021_gfx906/results.json",
      {"CopyHostToDevice": "Memcpy HtoD", "CopyDeviceToHost": "Memcpy DtoH",
       "FillBuffer": "Memset"}),

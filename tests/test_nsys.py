@@ -173,6 +173,35 @@ def test_sync_records_take_the_device_of_their_context(registry):
                                "record's deviceId differed)")] == 122
 
 
+@pytest.mark.parametrize("name,want", [
+    ("mordred_nsys2021_quadro-rtx6000_report1.sqlite", {"Context sync": 9, "Event sync": 6}),
+    ("pipit_cloverleaf_nsys2024.5.1_a100.sqlite", {"Context sync": 1312}),
+    ("nsysai_h100_2gpu_1s_nsys2026.2.1_derived.sqlite", {"Stream sync": 8,
+                                                        "Stream wait sync": 236}),
+])
+def test_waits_are_named_by_the_call_that_made_them(name, want, registry):
+    """nsys records every cudaDeviceSynchronize of these exports as syncType 1, 'Event sync'
+    in the export's own enum, and mordred's cudaEventSynchronize as 2, 'Stream wait sync':
+    the runtime call of the same process and correlation says what the wait was."""
+    path = shared_path("nsys-sqlite", name)
+    kinds = {"cudaDeviceSynchronize": "Context sync", "cudaEventSynchronize": "Event sync",
+             "cudaStreamSynchronize": "Stream sync", "cudaStreamWaitEvent": "Stream wait sync"}
+    rows = sql(path, "SELECT s.syncType, n.value FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s "
+                     "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = s.correlationId "
+                     "AND r.globalTid >> 24 = s.globalPid >> 24 JOIN StringIds n "
+                     "ON n.id = r.nameId")
+    by_call = Counter(kinds[re.sub(r"_v\d+$", "", call)] for _, call in rows)
+    trace = tracekit.read(path, registry=registry)
+    sync = trace.events.filter(pc.equal(trace.events["category"].cast(pa.string()), "gpu.sync"))
+    assert Counter(sync["name"].cast(pa.string()).to_pylist()) == by_call == want
+    labels = {1: "Event sync", 2: "Stream wait sync", 3: "Stream sync", 4: "Context sync"}
+    differ = sum(1 for kind, call in rows if labels[kind] != kinds[re.sub(r"_v\d+$", "", call)])
+    assert trace.log.outcomes.get((path.name, "derived from CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+                                   "named by the runtime call "
+                                   "that made the wait (its syncType said another kind)"),
+                                  0) == differ
+
+
 def test_an_export_cut_to_a_window_says_so(registry):
     """This export was cut to one second by a script that says so in META_DATA_EXPORT: the
     GPU work that ran first was launched before the window, not before the recording."""
