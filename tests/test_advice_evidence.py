@@ -931,6 +931,10 @@ def test_a_few_bytes_of_pageable_async_copies_are_information() -> None:
     [finding] = [f for f in report.findings if "pageable" in f.title]
     assert (finding.evidence["bytes"], finding.evidence["time_ns"]) == (pageable[1], pageable[2])
     assert pageable[2] < 1_000_000 and finding.severity == "info"
+    # Inference: no DataLoader to pin, and nothing to gain at this size.
+    assert finding.suggestion.startswith("nothing to gain at this size; if these copies grow, "
+                                         "pin the host buffers")
+    assert "DataLoader" not in finding.suggestion
 
 
 def test_small_copies_of_equal_cost_are_batched() -> None:

@@ -421,10 +421,14 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
                   "(they run synchronously)",
             evidence={"copies": async_pageable, "bytes": sum(copies.bytes),
                       "time_ns": sum(copies.time), "main_kind": copies.kind[i]},
-            suggestion=f"pin the host buffers ({format_bytes(sum(copies.bytes))} in "
+            suggestion=("nothing to gain at this size; if these copies grow, " if small
+                        else "") +
+                       f"pin the host buffers ({format_bytes(sum(copies.bytes))} in "
                        f"{format_ns(sum(copies.time))}): " + (
-                           "DataLoader(pin_memory=True) or tensor.pin_memory(), then "
-                           ".to(device, non_blocking=True)" if program.pytorch else
+                           ("tensor.pin_memory() or one pinned staging buffer reused"
+                            if program.mode == "inference" else
+                            "DataLoader(pin_memory=True) or tensor.pin_memory()")
+                           + ", then .to(device, non_blocking=True)" if program.pytorch else
                            "hipHostMalloc or hipHostRegister" if program.api == "HIP" else
                            "cudaHostAlloc or cudaHostRegister"),
             cost_ns=sum(copies.time)))
