@@ -219,6 +219,11 @@ def test_small_copies_are_told_to_copy_once():
         end = max(end, stop)
     copies_in_fix = int(fix.rsplit("(", 2)[1].split(" of the ")[0].replace(",", ""))
     assert 0.95 * len(copies) <= copies_in_fix <= holes_to_copies
+    # '-a launch' says the same, not "fuse the small kernels" for its 28 kernels.
+    [launch] = analysis("small_copies", "launch").findings
+    assert launch.title == "GPU 0: the GPU waits for host-device copies issued one after another"
+    assert launch.evidence["ending_in_copy"] == copies_in_fix
+    assert launch.suggestion.startswith("copy once per step instead of piece by piece")
 
 
 def test_reads_inside_the_step_come_before_graphs():

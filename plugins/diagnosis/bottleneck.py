@@ -67,6 +67,7 @@ from tracekit.plugins.diagnosis.gaps import (
     host_calls,
     host_context,
     host_ops_during,
+    launch_gaps_to_copies,
 )
 from tracekit.plugins.diagnosis.kernels import kernel_findings
 from tracekit.plugins.diagnosis.launch import launch_stats
@@ -830,20 +831,9 @@ class Evidence:
         f.shorter_than_launch_pct = rates.get("shorter_than_launch_pct")
         f.launches_per_s = rates.get("launches_per_s", 0)
         f.gpu_can_run_per_s = rates.get("gpu_can_run_per_s", 0)
-        launch = GAP_CAUSES.index("launch")
-        # Host-device copies only: a device-to-device copy (DDP's bucket copies) is not
-        # batched on the host.
-        ev = self.activity.events
-        copy = self.activity.category.is_in(("gpu.memcpy",)) & pc.fill_null(pc.is_in(
-            ev["copy_kind"].cast(pa.string()), pa.array(["HtoD", "DtoH"])), False).to_numpy(
-            zero_copy_only=False)
-        gaps = copies = gaps_ns = copies_ns = 0
-        for g in self.per_device:
-            mine = g.cause == launch
-            to_copy = mine & (g.next_row >= 0) & copy[np.maximum(g.next_row, 0)]
-            gaps, gaps_ns = gaps + int(mine.sum()), gaps_ns + int(g.dur[mine].sum())
-            copies += int(to_copy.sum())
-            copies_ns += int(g.dur[to_copy].sum())
+        per_device = [launch_gaps_to_copies(self.activity, g) for g in self.per_device]
+        gaps, gaps_ns, copies, copies_ns = (sum(x) for x in zip(*per_device, strict=True)) \
+            if per_device else (0, 0, 0, 0)
         f.launch_gaps, f.launch_gaps_to_copies = (gaps, gaps_ns), (copies, copies_ns)
 
     def _compute_facts(self, f: Facts) -> None:

@@ -261,6 +261,20 @@ def first_launch_loads(activity: Activity) -> np.ndarray:
     return np.concatenate(found) if found else np.empty(0, np.int64)
 
 
+def launch_gaps_to_copies(activity: Activity, gaps: Gaps) -> tuple[int, int, int, int]:
+    """A device's launch gaps (count, ns) and of them those that a host-device copy ends
+    (count, ns): the GPU waited for the next copy call, not the next kernel. A device-to-device
+    copy (DDP's bucket copies) does not count: it is not batched on the host."""
+    ev = activity.events
+    copy = activity.category.is_in(("gpu.memcpy",)) & pc.fill_null(pc.is_in(
+        ev["copy_kind"].cast(pa.string()), pa.array(["HtoD", "DtoH"])), False).to_numpy(
+        zero_copy_only=False)
+    mine = gaps.cause == CAUSES.index("launch")
+    to_copy = mine & (gaps.next_row >= 0) & copy[np.maximum(gaps.next_row, 0)]
+    return (int(mine.sum()), int(gaps.dur[mine].sum()), int(to_copy.sum()),
+            int(gaps.dur[to_copy].sum()))
+
+
 def all_gaps(trace: Trace, launch_gap_us: float) -> list[Gaps]:
     """The attributed gaps of every device of ``trace``."""
     activity = Activity.of(trace)

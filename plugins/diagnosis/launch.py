@@ -35,7 +35,8 @@ from tracekit.plugins.diagnosis.activity import (
     DeviceWork,
     launches_work,  # noqa: F401 - part of this module's documented API
 )
-from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps
+from tracekit.plugins.diagnosis.advice import Facts, fixes_for
+from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps, launch_gaps_to_copies
 from tracekit.plugins.diagnosis.program import Program, classify
 from tracekit.toolkit import grouped_stats, percent, report_table
 from tracekit.toolkit import intervals as iv
@@ -213,8 +214,9 @@ class LaunchAnalyzer(tracekit.Analyzer):
         launch = CAUSES.index("launch")
         idle = {g.timeline.work.label: percent(int(g.dur[g.cause == launch].sum()),
                                                g.timeline.span) for g in gaps}
+        to_copies = {g.timeline.work.label: launch_gaps_to_copies(activity, g) for g in gaps}
         report.findings.extend(launch_findings(stats, self.options.tiny_us, idle,
-                                               classify(trace)))
+                                               classify(trace), to_copies))
         return report
 
     def _graph_launches_table(self, activity: Activity, graphs: list[GraphLaunches],
@@ -343,21 +345,27 @@ def _size_table(stats: list[LaunchStats]) -> pa.Table:
 
 def launch_findings(stats: list[LaunchStats], tiny_us: float,
                     launch_idle_pct: dict[str, float] | None = None,
-                    program: Program | None = None) -> list[Finding]:
+                    program: Program | None = None,
+                    to_copies: dict[str, tuple[int, int, int, int]] | None = None,
+                    ) -> list[Finding]:
     """A finding per device whose kernels are mostly tiny and launched slower than they run,
     where the GPU idles waiting for launches (``launch_idle_pct``: per device label, the
     launch gaps' share of its span) for ``LAUNCH_IDLE_PCT`` or more: a busy GPU whose many
-    small kernels queue up behind long ones is not held back by launching."""
+    small kernels queue up behind long ones is not held back by launching. Where host-device
+    copies end half the launch gaps' time or more (``to_copies``: per device label,
+    ``launch_gaps_to_copies``), the GPU waits for copies issued one after another, whatever
+    its kernels' sizes, and the finding says so with the copy fix."""
     program = program or Program(gpu=True)
+    copied = _copy_findings(stats, launch_idle_pct or {}, program, to_copies or {})
+    findings = list(copied.values())
     graphs = "hipGraph" if program.api == "HIP" else "CUDA graph"
     fix = (f"fuse the small kernels: torch.compile, {graphs}s (torch.cuda.graphs / "
            "mode='reduce-overhead'), or larger batches" if program.pytorch else
            f"fuse the small kernels or give each more work, and replay repeated launch "
            f"sequences as a {graphs}")
-    findings = []
     for s in stats:
-        if not s.kernels or percent(s.tiny, s.kernels) < 50 or not s.launch_rate \
-                or s.launch_rate >= s.exec_rate:
+        if s.work.label in copied or not s.kernels or percent(s.tiny, s.kernels) < 50 \
+                or not s.launch_rate or s.launch_rate >= s.exec_rate:
             continue
         idle = (launch_idle_pct or {}).get(s.work.label)
         if launch_idle_pct is not None and (idle or 0.0) < LAUNCH_IDLE_PCT:
@@ -373,4 +381,26 @@ def launch_findings(stats: list[LaunchStats], tiny_us: float,
             title=f"{s.work.label}: {percent(s.tiny, s.kernels)}% of kernels run under "
                   f"{tiny_us:g}µs, launched slower than the GPU runs them",
             evidence=evidence, suggestion=fix, cost_ns=None))
+    return findings
+
+
+def _copy_findings(stats: list[LaunchStats], idle_pct: dict[str, float], program: Program,
+                   to_copies: dict[str, tuple[int, int, int, int]]) -> dict[str, Finding]:
+    """Per device whose launch gaps are mostly ended by host-device copies (and cost
+    ``LAUNCH_IDLE_PCT`` of its span or more): the copy finding, with the diagnosis' fix."""
+    findings = {}
+    for s in stats:
+        gaps, gaps_ns, copies, copies_ns = to_copies.get(s.work.label, (0, 0, 0, 0))
+        idle = idle_pct.get(s.work.label, 0.0)
+        if not (copies_ns * 2 >= gaps_ns > 0) or idle < LAUNCH_IDLE_PCT:
+            continue
+        facts = Facts(launch_gaps=(gaps, gaps_ns), launch_gaps_to_copies=(copies, copies_ns))
+        fix = fixes_for("launch", program, facts)[0]
+        findings[s.work.label] = Finding(
+            severity="warning",
+            title=f"{s.work.label}: the GPU waits for host-device copies issued one after "
+                  "another",
+            evidence={"launch_gaps": gaps, "ending_in_copy": copies,
+                      "ending_in_copy_ns": copies_ns, "launch_idle_pct": idle},
+            suggestion=f"{fix.text} ({fix.because})", cost_ns=copies_ns)
     return findings
