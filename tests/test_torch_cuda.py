@@ -238,6 +238,26 @@ def test_reads_inside_the_step_come_before_graphs():
     assert "take the reads" not in bottleneck("item_sync").findings[0].suggestion
 
 
+def test_short_reads_that_idle_the_gpu_are_a_sync_finding():
+    """sync_per_layer's 96 reads wait 0.6 ms in all, under 5% of the wall time, but the GPU
+    idles after each until the next launch: 31% of its span, from the JSON."""
+    doc, events = load(path("sync_per_layer"))
+    busy = [(ns(doc, e["ts"]), ns(doc, e["ts"] + e["dur"])) for e in events
+            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("name", "").startswith("ProfilerStep#")]
+    returns = [ns(doc, e["ts"] + e["dur"]) for e in events
+               if e.get("name") == "cudaStreamSynchronize"
+               and any(a <= e["ts"] < b for a, b in steps)]
+    idle = idle_after(busy, returns)
+    span = max(b for _, b in busy) - min(a for a, _ in busy)
+    [wait] = analysis("sync_per_layer", "sync").findings
+    assert wait.evidence["gpu_idle_after_ns"] == pytest.approx(idle, abs=200)
+    assert 100 * wait.evidence["sync_ns"] / wait.evidence["wall_ns"] < 5
+    assert wait.severity == "warning" and round(100 * idle / span, 1) == 31.3
+    assert wait.suggestion.startswith("remove per-step host reads of device values")
+
+
 @pytest.mark.parametrize("name", params(["resnet18_fp16_scaler", "transformer_bf16"]))
 def test_optimizer_implementation_is_read_from_the_ops_in_its_steps(name):
     """SGD and AdamW run foreach on CUDA by default: their steps hold aten::_foreach_ ops."""

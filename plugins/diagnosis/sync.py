@@ -25,6 +25,7 @@ from tracekit.plugins.diagnosis.activity import (
     host_reads,
     sync_api_calls,
 )
+from tracekit.plugins.diagnosis.gaps import CAUSES as GAP_CAUSES
 from tracekit.plugins.diagnosis.gaps import Gaps, all_gaps
 from tracekit.plugins.diagnosis.launch import LAUNCH_GAP_US
 from tracekit.plugins.diagnosis.program import Program, classify
@@ -324,8 +325,10 @@ def gpu_idle_after_waits(activity: Activity, gaps: list[Gaps], api: np.ndarray) 
     calls = activity.calls
     at = np.flatnonzero(api)
     idle = 0
+    startup = GAP_CAUSES.index("startup")
     for g in gaps:
-        ended = np.flatnonzero(g.call >= 0)
+        # One-time initialization is no wait's cost (the start-up finding tells of it).
+        ended = np.flatnonzero((g.call >= 0) & (g.cause != startup))
         if not len(ended) or not len(at):
             continue
         launch = g.call[ended]
@@ -364,14 +367,16 @@ def sync_findings(activity: Activity, wall: int, copies: PageableCopies,
     api = sync_api_calls(activity)
     set_up_ns = set_up_wait_ns(activity) if set_up_ns is None else set_up_ns
     api_time = int((calls.end - calls.start)[api].sum()) - set_up_ns
-    if wall and percent(api_time, wall) >= min_share_pct:
+    span = sum(g.timeline.span for g in gaps or [])
+    idle_after = gpu_idle_after_waits(activity, gaps, api) if gaps and api.any() else 0
+    # Short waits can still cost the GPU much: it idles after each until the next launch.
+    if wall and (percent(api_time, wall) >= min_share_pct
+                 or (span and percent(idle_after, span) >= min_share_pct)):
         top = grouped_stats(activity.events["name"].take(pa.array(calls.row[api])),
                             pa.array((calls.end - calls.start)[api]))
         count, reads = int(api.sum()), host_reads(activity)
         sources = sync_sources(activity, api)
         few = count <= FEW_SYNCS and not reads and not activity.has_steps
-        span = sum(g.timeline.span for g in gaps or [])
-        idle_after = gpu_idle_after_waits(activity, gaps, api) if gaps else 0
         busy_through = bool(span) and percent(idle_after, span) < min_share_pct
         if few:
             suggestion = (f"{count} wait{'s' if count != 1 else ''} for results the host "
