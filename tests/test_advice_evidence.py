@@ -1037,3 +1037,20 @@ def test_teardown_after_the_last_gpu_work_is_told() -> None:
     assert count == 5490 and late.severity == "info"
     assert late.title.endswith(f"most of it in 5,490 cuModuleUnload calls, {format_ns(unloading)}")
     assert late.suggestion.startswith("runtime calls take most of it: teardown")
+
+
+def test_start_up_gaps_are_no_part_of_the_idle_alarm() -> None:
+    """kokkos (rocprof v1): 217 ms of one-time set-up in a 228 ms span made '-a gaps' say
+    'idle 95.8%, critical'; the steady state idles 0.3%. The start-up gaps get their own
+    info finding; the idle share is of the span after them (the causes table's rows)."""
+    run = shared_path("rocprof-v1", "kokkos_2021_gfx906")
+    (report,) = tracekit.analyze(tracekit.read(run), "gaps")
+    causes = {r["cause"]: r["total"] for r in report.tables["causes"].to_pylist()}
+    [startup] = report.findings
+    assert startup.severity == "info" and startup.evidence["startup_ns"] == causes["startup"]
+    steady = sum(ns for cause, ns in causes.items() if cause != "startup")
+    span = startup.evidence["span_ns"]
+    assert 100 * steady / (span - causes["startup"]) < 10
+    assert startup.title == (f"GPU 0: start-up gaps take "
+                             f"{round(100 * causes['startup'] / span, 1)}% of its span, left "
+                             "out of its idle share")

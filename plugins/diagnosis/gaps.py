@@ -730,20 +730,39 @@ def _distribution_table(per_device: list[Gaps]) -> pa.Table:
 
 
 def gap_findings(per_device: list[Gaps], min_idle_pct: float = 10.0) -> list[Finding]:
-    """A finding per device whose GPU is idle for a large share of its span."""
+    """A finding per device whose GPU is idle for a large share of its span, start-up left
+    out (one-time initialization: the verdict is on the steady state), and one on the
+    start-up gaps where they take that share themselves."""
     findings = []
+    startup = CAUSES.index("startup")
     for g in per_device:
-        span, idle = g.timeline.span, int(g.dur.sum())
-        if not span or percent(idle, span) < min_idle_pct:
+        label, span = g.timeline.work.label, g.timeline.span
+        early = g.cause == startup
+        startup_ns = int(g.dur[early].sum())
+        if span and percent(startup_ns, span) >= min_idle_pct:
+            findings.append(Finding(
+                severity="info",
+                title=f"{label}: start-up gaps take {percent(startup_ns, span)}% of its span, "
+                      "left out of its idle share",
+                evidence={"startup_ns": startup_ns, "span_ns": span,
+                          "startup_gaps": int(early.sum())},
+                suggestion="one-time initialization: see 'tracekit analyze -a bottleneck' for "
+                           "what it holds, and cut it off with -O window=START:END",
+                cost_ns=startup_ns))
+        steady_span, idle = span - startup_ns, int(g.dur[~early].sum())
+        if steady_span <= 0 or percent(idle, steady_span) < min_idle_pct:
             continue
-        causes = sorted(g.by_cause().items(), key=lambda kv: -kv[1])
+        causes = sorted(((c, ns) for c, ns in g.by_cause().items() if c != "startup"),
+                        key=lambda kv: -kv[1])
         top, top_ns = causes[0]
         findings.append(Finding(
-            severity="warning" if percent(idle, span) < 30 else "critical",
-            title=f"{g.timeline.work.label} is idle {percent(idle, span)}% of its active span",
-            evidence={"idle_ns": idle, "span_ns": span, "gaps": len(g.lo),
-                      "largest_gap_ns": int(g.dur.max()) if len(g.dur) else 0,
-                      "top_cause": top, "top_cause_ns": top_ns},
+            severity="warning" if percent(idle, steady_span) < 30 else "critical",
+            title=f"{label} is idle {percent(idle, steady_span)}% of its active span"
+                  + (" after start-up" if startup_ns else ""),
+            evidence={"idle_ns": idle, "span_ns": steady_span, "gaps": int((~early).sum()),
+                      "largest_gap_ns": int(g.dur[~early].max()) if (~early).any() else 0,
+                      "top_cause": top, "top_cause_ns": top_ns,
+                      **({"startup_ns": startup_ns} if startup_ns else {})},
             suggestion=f"most idle time is '{top}' ({format_ns(top_ns)}); "
                        "see 'tracekit analyze -a bottleneck' for the fix",
             cost_ns=idle))
