@@ -81,19 +81,46 @@ def test_rank_3_is_the_straggler(report):
 
 @pytest.mark.slow
 def test_steps_and_overlap_per_rank(report):
-    """Per rank: its process's ProfilerStep ranges (count, median duration) from the JSON, and
-    the share of its communication kernel time hidden under other work."""
+    """Per rank: its process's ProfilerStep ranges (count) and their median length on the
+    GPU, from the JSON: each step from its host range's start (or the end of the step
+    before) to the end of its host range or of the GPU work its runtime calls launched,
+    whichever is later; and the share of its communication kernel time hidden under other
+    work."""
     from decimal import Decimal
 
     doc = json.loads(gzip.decompress(shared_path(*MERGED).read_bytes()), parse_float=Decimal)
-    steps: dict[int, list[int]] = defaultdict(list)
+    ns = lambda t: int(Decimal(t) * 1000)  # noqa: E731
+    rank_of_pid, calls, work_end = {}, {}, defaultdict(list)
+    ranges: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for e in doc["traceEvents"]:
-        if e.get("ph") == "X" and e.get("cat") == "user_annotation" \
+        args = e.get("args") or {}
+        if e.get("cat") == "cuda_runtime":
+            rank_of_pid[e["pid"]] = args["rank"]
+            calls[(args["rank"], args["correlation"])] = ns(e["ts"])
+    for e in doc["traceEvents"]:
+        args = e.get("args") or {}
+        if e.get("cat") in ("kernel", "gpu_memcpy") and "correlation" in args:
+            work_end[args["rank"]].append((args["correlation"], ns(e["ts"]) + ns(e["dur"])))
+        elif e.get("ph") == "X" and e.get("cat") == "user_annotation" \
                 and str(e.get("name", "")).startswith("ProfilerStep#"):  # host steps
-            steps[e["pid"]].append(int(Decimal(e["dur"]) * 1000))
+            ranges[rank_of_pid[e["pid"]]].append((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])))
+    medians = []
+    for rank, steps in ranges.items():
+        steps.sort()
+        last = [-(2**62)] * len(steps)
+        for corr, end in work_end[rank]:
+            launched = calls.get((rank, corr))
+            for i, (lo, hi) in enumerate(steps):
+                if launched is not None and lo <= launched < hi:
+                    last[i] = max(last[i], end)
+        lengths, before = [], -(2**62)
+        for (lo, hi), gpu in zip(steps, last, strict=True):
+            start = max(lo, before)
+            before = max(hi, gpu, start)
+            lengths.append(before - start)
+        medians.append((len(lengths), int(np.median(lengths))))
     table = report.tables["ranks"].to_pylist()
-    assert sorted((r["steps"], r["median_step"]) for r in table) == sorted(
-        (len(v), int(np.median(v))) for v in steps.values())
+    assert sorted((r["steps"], r["median_step"]) for r in table) == sorted(medians)
     for r in table:
         exposed = r["communication_pct"] * r["span"] / 100
         assert r["comm_overlap_pct"] == pytest.approx(
