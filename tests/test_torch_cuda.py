@@ -511,8 +511,10 @@ def test_diff_says_where_the_kernels_saving_went():
     registry = load_registry(dists={"tracekit"}, environ={})
     [diff] = tracekit.analyze(tracekit.read([path("resnet18_fp32"), path("resnet18_amp")],
                                             registry=registry), "diff", registry=registry)
-    saving = finding(diff, "Kernels ")
+    saving = finding(diff, "Kernel time ")
     assert saving.evidence["kernel_change_pct"] == round(100 * (k_b - k_a) / k_a, 1) == -58.1
+    # 58.1% less time is 2.4 times as fast, not "58.1% faster".
+    assert saving.title.startswith(f"Kernel time 58.1% less ({k_a / k_b:.2g}× faster)")
     assert saving.evidence["span_change_pct"] == round(100 * (span_b - span_a) / span_a, 1)
     assert "idle gaps" in saving.suggestion
 

@@ -316,7 +316,8 @@ def _saving_lost(kernel: dict, span: dict | None, idle: dict | None) -> list[Fin
     if kernel["change_pct"] > -KERNEL_SAVING_PCT or span["change_pct"] * 2 <= kernel["change_pct"]:
         return []
     return [Finding(
-        "warning", f"Kernels {-kernel['change_pct']:g}% faster, the GPU's span only "
+        "warning", f"Kernel time {-kernel['change_pct']:g}% less "
+        f"({kernel['baseline'] / kernel['candidate']:.2g}× faster), the GPU's span only "
         f"{-span['change_pct']:g}% shorter: the GPU idles {format_ns(idle['change'])} more",
         {"kernel_change_pct": kernel["change_pct"], "span_change_pct": span["change_pct"],
          "idle_change_ns": idle["change"]},
