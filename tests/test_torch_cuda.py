@@ -590,6 +590,11 @@ def test_work_queued_before_the_recording_is_noted():
     assert early == 1837  # 9,837 kernels against 4 x 2,000 replayed in the window
     assert any(n.startswith(f"{early:,} GPU operations ran before the first one")
                for n in bottleneck("cuda_graph").notes)
+    # They have no launch to measure: '-a launch' leaves them out and says so.
+    launch = analysis("cuda_graph", "launch")
+    [row] = launch.tables["delay"].to_pylist()
+    assert (row["kernels"], row["linked"], row["graph_nodes"]) == (0, 0, 4 * 2000)
+    assert any(n.startswith(f"{early:,} kernels ran before the first one") for n in launch.notes)
 
 
 @pytest.mark.slow

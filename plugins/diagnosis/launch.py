@@ -89,6 +89,7 @@ class LaunchStats:
     launch_rate: float  # launches per second while launching
     exec_rate: float  # kernels per second at their mean duration
     graph_nodes: int = 0  # kernels launched by graph launches, left out of the above
+    before_recording: int = 0  # kernels queued before the recording, left out of the above
 
 
 def launch_stats(activity: Activity, work: DeviceWork, tiny_ns: int) -> LaunchStats:
@@ -96,7 +97,9 @@ def launch_stats(activity: Activity, work: DeviceWork, tiny_ns: int) -> LaunchSt
     calls = activity.calls
     all_kernels = _kernel_mask(activity, work)
     in_graph = graph_nodes(activity, work)
-    kernel = all_kernels & ~in_graph
+    # Launched before the recording began: no launch to measure (cuda_graph's warm-up replay).
+    early = all_kernels & work.before_recording
+    kernel = all_kernels & ~in_graph & ~early
     dur = (work.end - work.start)[kernel]
     api = work.api[kernel]
     linked = api >= 0
@@ -110,7 +113,7 @@ def launch_stats(activity: Activity, work: DeviceWork, tiny_ns: int) -> LaunchSt
     return LaunchStats(work, int(kernel.sum()), int(linked.sum()), delay, short,
                        int((dur < tiny_ns).sum()), int(dur[dur < tiny_ns].sum()),
                        int(dur.sum()), launch_rate, 1e9 / mean if mean else 0.0,
-                       int((all_kernels & in_graph).sum()))
+                       int((all_kernels & in_graph & ~early).sum()), int(early.sum()))
 
 
 def _kernel_mask(activity: Activity, work: DeviceWork) -> np.ndarray:
@@ -199,8 +202,13 @@ class LaunchAnalyzer(tracekit.Analyzer):
         report.table_titles["rates"] = (f"Short (< launch call), tiny (< "
                                         f"{self.options.tiny_us:g}µs) kernels; launch vs run rate")
         report.tables["kernels"] = self._kernels_table(activity)
-        report.table_titles["kernels"] = ("Most launched kernels (medians: run time, launch "
-                                          "call, delay)")
+        report.table_titles["kernels"] = ("Most launched kernels with a traced launch "
+                                          "(medians: run time, call, delay)")
+        early = sum(s.before_recording for s in stats)
+        if early:
+            report.notes.append(f"{early:,} kernel{'s' if early != 1 else ''} ran before the "
+                                "first one whose launching call the trace holds (queued "
+                                "before the recording began): left out of the tables")
         graphs = [graph_launches(activity, w) for w in activity.devices]
         if any(len(g.call) for g in graphs):
             report.tables["graphs"] = _graphs_table(graphs)
