@@ -502,6 +502,8 @@ def _devices_table(configs: list[KernelConfigs]) -> pa.Table:
         ("sms", "int", None, [c.info.sm_count for c in configs]),
         ("kernels", "int", None, [c.kernels for c in configs]),
         ("with_grid", "int", None, [c.configured for c in configs]),
+        # Unknown (null, "-") without the SM count or any kernel's grid, not 0.
         ("small_grid_time_pct", "float", "%",
-         [percent(small_grid_time(c), c.kernel_time) for c in configs]),
+         [percent(small_grid_time(c), c.kernel_time) if c.info.sm_count and c.configured
+          else None for c in configs]),
         ("occupancy", "str", None, [c.info.occupancy_note for c in configs])])
