@@ -171,10 +171,16 @@ def aggregate_rows(rows: pa.Table, trace: Trace | None = None) -> bool:
         return True
     if trace is None:
         return False
-    declared = {name for name, meta in trace.metadata.get("sources", {}).items()
-                if isinstance(meta, dict) and meta.get("sample_rows") == "aggregates"}
+    declared = aggregate_sources(trace)
     sources = pc.unique(rows["source"]).to_pylist() if "source" in rows.column_names else []
     return bool(declared) and bool(sources) and all(s in declared for s in sources)
+
+
+def aggregate_sources(trace: Trace) -> set[str]:
+    """The inputs whose reader declared its sample rows a report's totals
+    (``metadata["sample_rows"] == "aggregates"``)."""
+    return {name for name, meta in trace.metadata.get("sources", {}).items()
+            if isinstance(meta, dict) and meta.get("sample_rows") == "aggregates"}
 
 
 def sampled_events(trace: Trace) -> list[str]:

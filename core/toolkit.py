@@ -84,6 +84,7 @@ from tracekit.stacks import (
     CallSites,
     StackTree,
     aggregate_rows,
+    aggregate_sources,
     base_function,
     demangle,
     event_base,
@@ -165,6 +166,7 @@ SECTIONS: list[tuple[str, str, list[str]]] = [
     ("Launch links", "", ["launch_links"]),
     ("Call stacks and samples", "", [
         "CallSites", "StackTree", "sample_events", "sampled_events", "aggregate_rows",
+        "aggregate_sources",
         "SAMPLE_EVENT_ARG",
         "SAMPLE_COLUMNS", "sample_weights", "weight_unit", "time_event", "TIME_EVENTS",
         "event_base", "demangle", "base_function", "is_kernel", "thread_names", "idle_rows",
@@ -275,6 +277,7 @@ __all__ = [
     "SqliteInput",
     "StackTree",
     "aggregate_rows",
+    "aggregate_sources",
     "align_collectives",
     "any_true",
     "arg_strings",

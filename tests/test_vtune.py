@@ -56,6 +56,24 @@ def test_hotspots_by_function_equal_csv_sums(registry):
         by_module["driverForGraphClustering"] * 1e9, abs=len(rows))
 
 
+def test_a_hardware_event_report_folds_by_its_event_count(registry, tmp_path):
+    """A report row is a function's total, not a sample: without CPU time, its folded line
+    weighs the report's cycles (an expert's re-read found every line weighing 1)."""
+    path = shared_path("vtune-csv", "utools", "grappolo-friendster-t192-dram-hw-events-fn.csv")
+    want: Counter = Counter()
+    for r in csv.DictReader(path.open()):
+        want[r["Function"].replace(";", ":")] += int(
+            r["Hardware Event Count:CPU_CLK_UNHALTED.THREAD"])
+    out = tmp_path / "hw.folded"
+    tracekit.write(tracekit.read(path, registry=registry), out, registry=registry)
+    got: Counter = Counter()
+    for line in out.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        got[stack] += int(n)
+    assert got == +want
+    assert got["buildLocalMapCounter"] == 100218524115780
+
+
 @pytest.mark.parametrize("folder, profile, others", [
     ("utools", "grappolo-friendster-t192-dram-hotspots-fn.csv",
      ["grappolo-friendster-t192-dram-hotspots-pkg.csv (CPU time by Package)",

@@ -6,7 +6,8 @@ taken under: a thread renamed by exec folds under each name in turn), ``;`` insi
 name becomes ``:``, and only one sampled
 event is folded (the most frequent unless ``-O event=NAME``): adding cycles to instructions
 would mean nothing. The count is the number of samples, or their summed value (perf's period)
-with ``-O weight=value``; untimed aggregates (VTune rows) count their CPU time in µs, and
+with ``-O weight=value``; untimed aggregates (VTune rows) count their CPU time in µs, or,
+without one, their value (the event count of a hardware-event report), and
 stacks that weigh nothing (tree nodes with no self time) are left out. Lines are sorted, so
 the output is deterministic.
 
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import EmptyOutputError, OptionError, Trace
 from tracekit.plugins.folded.groups import COUNTED, NATIVE, NULL_ID, SampleGroups
-from tracekit.toolkit import StackTree, fields, sampled_events
+from tracekit.toolkit import StackTree, aggregate_sources, fields, sampled_events
 
 _BATCH_ROWS = 131_072  # rows grouped at a time: the temporaries of grouping follow it
 
@@ -95,9 +96,17 @@ class FoldedWriter(tracekit.Writer):
         keep = chosen & has_stack
         aggregate = table["aggregate"].to_numpy(zero_copy_only=False)
         unit = "ns" if keep.any() and aggregate[keep].all() else ""
+        # Report rows without CPU time (VTune's hardware-event reports, declared aggregates
+        # by their reader) are totals of their value, the event count: a row per function is
+        # no sample count. Untimed perf samples (no -F time) stay samples.
+        declared = aggregate_sources(trace)
+        totals = keep.any() and bool(declared) and \
+            table["untimed"].to_numpy(zero_copy_only=False)[keep].all() and \
+            set(table["source"].filter(pa.array(keep)).to_pylist()) <= declared
+        by_value = self.options.weight == "value" or (unit != "ns" and totals)
         if unit == "ns":
             weights = table["dur_us"].to_numpy(zero_copy_only=False).astype(np.float64)
-        elif self.options.weight == "samples":
+        elif not by_value:
             weights = n.astype(np.float64)
         else:
             weights = table["value"].to_numpy(zero_copy_only=False)
@@ -112,7 +121,7 @@ class FoldedWriter(tracekit.Writer):
         presence = groups.presence()
         folded = _of_event(presence, trace, self.options.event or None) & \
             presence["has_stack"].to_numpy(zero_copy_only=False)
-        if unit != "ns" and self.options.weight == "value":
+        if unit != "ns" and by_value:
             folded &= presence["finite"].to_numpy(zero_copy_only=False)
         _count_fields(kept, presence.filter(pa.array(folded)), unit, tree, result.skipped)
         labels = _roots(trace, kept)

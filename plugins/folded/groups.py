@@ -23,16 +23,16 @@ NATIVE = frozenset({"kind", "category", "name", "stack_id", "pid", "tid", "sourc
 COUNTED = tuple(c for c in (*fields.TYPED_COLUMNS, "args")
                 if c not in NATIVE or c in ("dur_ns", "name"))
 _KEYS = ("event", "has_stack", "stack_id", "source", "pid", "tid", "comm", "aggregate",
-         "finite", "name")
+         "untimed", "finite", "name")
 #: What the per-column counts depend on besides the rows: the event folded, whether a sample
 #: has a stack, an aggregate (the unit) and a finite weight.
-PRESENCE_KEYS = ("event", "has_stack", "aggregate", "finite")
+PRESENCE_KEYS = ("event", "has_stack", "aggregate", "untimed", "finite")
 NULL_ID = -(2**62)  # a null id in a group key
 _REGROUP_ROWS = 1 << 20  # groups kept apart before they are merged again
 _KEY_TYPES = {"event": pa.string(), "has_stack": pa.bool_(), "stack_id": pa.int64(),
               "source": pa.string(), "pid": pa.int64(), "tid": pa.int64(),
-              "comm": pa.string(), "aggregate": pa.bool_(), "finite": pa.bool_(),
-              "name": pa.string()}
+              "comm": pa.string(), "aggregate": pa.bool_(), "untimed": pa.bool_(),
+              "finite": pa.bool_(), "name": pa.string()}
 
 
 class SampleGroups:
@@ -108,6 +108,8 @@ def _group_columns(samples: pa.Table) -> tuple[dict[str, Any], dict[str, Any],
         "tid": samples["tid"].fill_null(NULL_ID),
         "comm": _comms(texts).take(index),
         "aggregate": pc.and_(pc.is_null(samples["ts_ns"]), pc.is_valid(samples["dur_ns"])),
+        # A report row without a time: one function's total, not one sample.
+        "untimed": pc.is_null(samples["ts_ns"]),
         "finite": pc.is_finite(value),
         "name": samples["name"].cast(pa.string()),
     }
