@@ -366,7 +366,10 @@ def independent_fold(text: str, event: str | None = None) -> Counter:
         comm, ev = m.group(1), m.group(2)
         events[ev] += 1
         parsed.append((comm, ev, s["frames"]))
-    keep = event or events.most_common(1)[0][0]
+    # The event CPU time is ranked by (cpu-clock, task-clock, cycles), else the most frequent.
+    timed = [e for want in ("cpu-clock", "task-clock", "cycles") for e in events
+             if e.split(":")[0] == want]
+    keep = event or (timed[0] if timed else events.most_common(1)[0][0])
     for comm, ev, frames in parsed:
         if ev == keep and frames:
             # ';' separates frames, so one inside a name (Java's Lpkg/Class;.m) becomes ':'.

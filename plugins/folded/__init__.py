@@ -3,13 +3,13 @@ count``, root first — what FlameGraph's flamegraph.pl, inferno and speedscope 
 
 Like stackcollapse-perf, the process (thread) name is the root frame (the name the sample was
 taken under: a thread renamed by exec folds under each name in turn), ``;`` inside a frame
-name becomes ``:``, and only one sampled
-event is folded (the most frequent unless ``-O event=NAME``): adding cycles to instructions
-would mean nothing. The count is the number of samples, or their summed value (perf's period)
-with ``-O weight=value``; untimed aggregates (VTune rows) count their CPU time in µs, or,
-without one, their value (the event count of a hardware-event report), and
-stacks that weigh nothing (tree nodes with no self time) are left out. Lines are sorted, so
-the output is deterministic.
+name becomes ``:``, and only one sampled event is folded (the one the CPU reports rank time
+by, cpu-clock, task-clock or cycles, else the most frequent; or ``-O event=NAME``): adding
+cycles to instructions would mean nothing. The count is the number of samples, or their
+summed value (perf's period) with ``-O weight=value``; untimed aggregates (VTune rows) count
+their CPU time in µs, or, without one, their value (the event count of a hardware-event
+report), and stacks that weigh nothing (tree nodes with no self time) are left out. Lines are
+sorted, so the output is deterministic.
 
 A line holds a sample's call stack (its leaf frame is the sample's name), its thread (the root
 frame) and its weight. What else the folded samples carry (their timestamps, their args, a
@@ -29,7 +29,13 @@ import pyarrow.compute as pc
 import tracekit
 from tracekit import EmptyOutputError, OptionError, Trace
 from tracekit.plugins.folded.groups import COUNTED, NATIVE, NULL_ID, SampleGroups
-from tracekit.toolkit import StackTree, aggregate_sources, fields, sampled_events
+from tracekit.toolkit import (
+    StackTree,
+    aggregate_sources,
+    fields,
+    sampled_events,
+    time_event,
+)
 
 _BATCH_ROWS = 131_072  # rows grouped at a time: the temporaries of grouping follow it
 
@@ -83,8 +89,9 @@ class FoldedWriter(tracekit.Writer):
         all_samples = int(n.sum())
         chosen = _of_event(table, trace, self.options.event or None)
         if all_samples > int(n[chosen].sum()):
-            result.skipped["samples of another event (-O event=NAME picks one)"] += \
-                all_samples - int(n[chosen].sum())
+            folded = self.options.event or time_event(sampled_events(trace))
+            result.skipped[f"samples of another event than '{folded}', the one folded "
+                           "(-O event=NAME picks one)"] += all_samples - int(n[chosen].sum())
         other = groups.rows - all_samples
         if other:
             result.skipped["events that are not CPU samples"] += other
@@ -163,13 +170,13 @@ class _FoldingSink(tracekit.BatchSink):
 
 
 def _of_event(groups: pa.Table, trace: Trace, event: str | None) -> np.ndarray:
-    """Per group: whether its samples are of the sampled event folded: ``event``, or the
-    most frequent where the readers declared several (as ``toolkit.sample_events`` picks
-    them)."""
+    """Per group: whether its samples are of the sampled event folded: ``event``, or, where
+    the readers declared several, the one the CPU reports rank time by
+    (``toolkit.time_event``: cpu-clock, task-clock, cycles, else the most frequent)."""
     seen = sampled_events(trace)
     if len(seen) <= 1 and event is None:
         return np.ones(groups.num_rows, dtype=bool)
-    keep = event if event is not None else seen[0]
+    keep = event if event is not None else time_event(seen)
     return pc.fill_null(pc.equal(groups["event"], keep), False).to_numpy(zero_copy_only=False)
 
 
