@@ -418,6 +418,24 @@ def test_stacks_that_do_not_reach_a_threads_start_are_said_to_be_cut_short():
     assert not any("cut short" in f.title for f in cpu_report(burn).findings)
 
 
+def test_stacks_cut_under_dwarf_unwinding_are_told_a_larger_copy():
+    """graphviz was recorded with --call-graph dwarf (the header's cmdline and its event's
+    sample_stack_user = 8192): telling it to record with --call-graph dwarf would be no fix;
+    the copy of the stack is what ran out."""
+    import gzip
+
+    path = shared_path("perf-script", "firefox-profiler", "graphviz.perf.gz")
+    header = [line for line in gzip.decompress(path.read_bytes()).decode().splitlines()[:60]
+              if line.startswith("#")]
+    assert any("--call-graph dwarf" in line for line in header)
+    assert any("sample_stack_user = 8192" in line for line in header)
+    [finding] = [f for f in cpu_report(path).findings if "cut short" in f.title]
+    assert finding.evidence["unwinding"] == "dwarf, 8192 bytes"
+    assert finding.suggestion.startswith("The DWARF unwinder stops where the copy of the user "
+                                         "stack ends (8,192 bytes a sample): record with a "
+                                         "larger copy, `perf record --call-graph dwarf,65528`")
+
+
 def test_threads_contending_for_one_mutex_are_said_to_serialize_on_a_lock():
     """locks: four threads increment one counter under one mutex; the leaf functions of a
     third of the samples are glibc's mutex and lll lock functions."""

@@ -320,7 +320,8 @@ class CpuAnalyzer(tracekit.Analyzer):
         report.findings.append(Finding("info", title, evidence))
         report.findings.extend(self._sample_findings(trace, rows, prof, unit, event, evidence,
                                                      aggregate, values))
-        cut = _cut_stacks_finding(rows, weights, ~idle, tree) if not aggregate else None
+        cut = _cut_stacks_finding(rows, weights, ~idle, tree, _unwinding(trace)) \
+            if not aggregate else None
         if cut:
             report.findings.append(cut)
         stalls = memory_stall_finding(counts) if counts else None
@@ -1807,12 +1808,36 @@ class _Profile:
             self.unknown_side += w
 
 
+def _unwinding(trace: Trace) -> tuple[str, int | None]:
+    """How perf unwound the stacks, as the ``perf script --header`` block says: ``dwarf``
+    (with the bytes of user stack each sample copied, where given), ``lbr``, ``fp`` (``-g``
+    alone), or ``""`` where no input says."""
+    modes = set()
+    size = None
+    for meta in trace.metadata.get("sources", {}).values():
+        if not isinstance(meta, dict):
+            continue
+        line = str(meta.get("command_line") or "")
+        events = " ".join(str(e) for e in meta.get("event_descriptions") or ())
+        if m := re.search(r"--call-graph[= ](dwarf|lbr|fp)(?:,(\d+))?", line):
+            modes.add(m.group(1))
+            size = int(m.group(2)) if m.group(2) else size
+        elif re.search(r"(^|\s)-g(\s|$)", line):
+            modes.add("fp")
+        if m := re.search(r"sample_stack_user = (\d+)", events):
+            modes.add("dwarf")
+            size = int(m.group(1))
+    return (modes.pop(), size) if len(modes) == 1 else ("", None)
+
+
 def _cut_stacks_finding(rows: pa.Table, weights: np.ndarray, busy: np.ndarray,
-                        tree: StackTree) -> Finding | None:
+                        tree: StackTree, unwinding: tuple[str, int | None] = ("", None),
+                        ) -> Finding | None:
     """Where call stacks were recorded but at least ``CUT_STACKS_MIN_PCT`` of busy weight
     has a stack cut short (a caller perf could not name, or the leaf alone): the unwinder
-    lost the callers (code built without frame pointers, JIT code), so totals and paths
-    under-count the callers."""
+    lost the callers (code built without frame pointers, JIT code, a DWARF copy of the stack
+    too small for deep stacks), so totals and paths under-count the callers. The fix follows
+    how the stacks were unwound (``_unwinding``)."""
     stack = pc.fill_null(rows["stack_id"], -1).to_numpy(zero_copy_only=False)
     ids, inverse = np.unique(stack, return_inverse=True)
     names = [tree.names_of(int(i)) if i >= 0 else [] for i in ids]
@@ -1824,12 +1849,25 @@ def _cut_stacks_finding(rows: pa.Table, weights: np.ndarray, busy: np.ndarray,
     share = percent(float(weights[cut].sum()), total) if total else 0.0
     if share < CUT_STACKS_MIN_PCT:
         return None
+    mode, size = unwinding
+    if mode == "dwarf":
+        copied = f" ({size:,} bytes a sample)" if size else ""
+        how = ("The DWARF unwinder stops where the copy of the user stack ends"
+               f"{copied}: record with a larger copy, `perf record --call-graph dwarf,65528`, or "
+               "build with -fno-omit-frame-pointer and use `--call-graph fp`")
+    elif mode == "lbr":
+        how = ("LBR call stacks hold as many frames as the CPU's branch records (8 to 32): "
+               "record with `perf record --call-graph dwarf`")
+    else:
+        how = ("The unwinder lost the callers: record with `perf record --call-graph dwarf` "
+               "(or build with -fno-omit-frame-pointer)")
+    evidence: dict[str, object] = {"cut_stacks_pct": share, "samples": int(cut.sum())}
+    if mode:
+        evidence["unwinding"] = mode + (f", {size} bytes" if size else "")
     return Finding(
         "warning", f"{share}% of busy time has call stacks cut short: callers' totals and the "
-        "paths under-count them", {"cut_stacks_pct": share, "samples": int(cut.sum())},
-        "The unwinder lost the callers: record with `perf record --call-graph dwarf` (or "
-        "build with -fno-omit-frame-pointer); for JIT code (Java, Node.js) write a perf map. "
-        "Self times stay right.")
+        "paths under-count them", evidence,
+        f"{how}; for JIT code (Java, Node.js) write a perf map. Self times stay right.")
 
 
 def _cut_short(root_to_leaf: list[str]) -> bool:
