@@ -141,8 +141,36 @@ def test_the_minimum_sample_count_to_rank(tmp_path, n, ranked):
     path.write_text(_perf_text([(1, 1 + i / 1000, "hot" if i % 2 else "cold")
                                 for i in range(n)]))
     report = cpu_report(path)
-    assert bool(_titled(report, "One function")) is ranked
+    # hot and cold take turns: ranked, they tie.
+    assert bool(_titled(report, "Two functions take about the same")) is ranked
     assert bool(_titled(report, "Too few samples")) is not ranked
+
+
+def test_two_functions_within_the_sampling_margin_are_not_ranked():
+    """funcab: func_b 88 samples, func_a 81 of 169; the difference (4.1 points) is well
+    within its 95% margin, so neither is 'the one to optimize first'."""
+    import re
+
+    text = shared_path("perf-script", "flamegraph", "perf-funcab-cmd-01.txt").read_text()
+    leaves: Counter = Counter()
+    header = False  # the line before is a sample's header: this one is its leaf frame
+    for line in text.splitlines():
+        if line and not line[0].isspace() and not line.startswith("#"):
+            header = True
+        elif header and line.strip():
+            leaves[re.match(r"\s*[0-9a-f]+ (\S+?)(\+0x|\s|$)", line).group(1)] += 1
+            header = False
+    n = sum(leaves.values())
+    (top, a), (second, b) = leaves.most_common(2)
+    pa_, pb = a / n, b / n
+    margin = round(196 * ((pa_ + pb - (pa_ - pb) ** 2) / n) ** 0.5, 1)
+    assert (top, a, second, b, n) == ("func_b", 88, "func_a", 81, 169)
+    [tie] = _titled(cpu_report(shared_path("perf-script", "flamegraph",
+                                           "perf-funcab-cmd-01.txt")), "Two functions")
+    assert tie.evidence["difference_margin_points"] == margin
+    assert tie.title == (f"Two functions take about the same busy time: func_b "
+                         f"{round(100 * pa_, 1)}%, func_a {round(100 * pb, 1)}%")
+    assert "Optimize func_b first" not in tie.suggestion
 
 
 def test_aggregate_rows_are_ranked_whatever_their_count():

@@ -460,9 +460,10 @@ class CpuAnalyzer(tracekit.Analyzer):
             out.append(interpreter)  # its C functions are no code of the program to optimize
         elif top and busy and top[1] / busy >= 0.2 and not debug and function_rows and (
                 aggregate or base in TIME_BASES):
+            runner_up = None if aggregate else _runner_up(prof.self_w, top, busy, n_busy)
             out.append(_too_few_to_rank(top, busy, n_busy) if not aggregate
                        and n_busy < MIN_RANK_SAMPLES else _top_function(
-                           top, busy, lever, prof.has_call_paths()))
+                           top, busy, lever, prof.has_call_paths(), runner_up))
         out.extend(_vtune_findings(rows, prof, report))
         if serial and not lever:
             out.append(serial)
@@ -1942,17 +1943,44 @@ def _interpreter_finding(prof: _Profile) -> Finding | None:
         "any Python code runs, not code to optimize.")
 
 
+def _runner_up(self_w: dict[tuple[str, str], float], top: tuple[tuple[str, str], float],
+               busy: float, samples: int) -> tuple[str, float, float] | None:
+    """The second function by busy self time where the top one's lead over it is within the
+    sampling margin of their difference (95 %, ``samples`` busy samples): (name, its share
+    0..1, the margin in points); None where the top one leads clearly."""
+    (key, w) = top
+    second = max(((k, v) for k, v in self_w.items() if k != key),
+                 key=lambda kv: (kv[1], kv[0]), default=None)
+    if second is None or not busy or not samples:
+        return None
+    a, b = w / busy, second[1] / busy
+    # The margin of a difference of two shares of the same samples (multinomial).
+    margin = 196.0 * ((a + b - (a - b) ** 2) / samples) ** 0.5
+    return (second[0][0], b, round(margin, 1)) if 100.0 * (a - b) <= margin else None
+
+
 def _top_function(top: tuple[tuple[str, str], float], busy: float,
-                  lever: Finding | None, paths: bool) -> Finding:
+                  lever: Finding | None, paths: bool,
+                  runner_up: tuple[str, float, float] | None = None) -> Finding:
     """The function with the most busy self time; under a serial lever that is not it, the
     finding names the serial function as the one to optimize first. ``paths``: whether the
-    profile has call paths to look at (who calls it how often)."""
+    profile has call paths to look at (who calls it how often). ``runner_up``
+    (``_runner_up``): a second function the samples cannot tell from the top one."""
     (fn, mod), w = top
     evidence: dict[str, Any] = {"function": fn, "module": mod or None,
                                 "self_pct": percent(w, busy)}
     fix = (f"Optimize {short_name(fn, 60)} first ({mod or 'unknown module'}): its algorithm, "
            "its memory access, or how often it is called" + (" (see the paths)." if paths
                                                               else "."))
+    if runner_up and not lever:
+        other, share, margin = runner_up
+        evidence.update({"second_function": other, "second_pct": percent(share, 1.0),
+                         "difference_margin_points": margin})
+        fix = (f"{short_name(fn, 60)} and {short_name(other, 60)} take about the same time: "
+               f"{percent(w, busy)}% and {percent(share, 1.0)}%, a difference within the "
+               f"sampling margin (±{margin} points); weigh both (their algorithm, memory access, "
+               "or how often they are called), or record more samples to rank them"
+               + (" (see the paths)." if paths else "."))
     if HYPERCALL.fullmatch(fn.split("+0x", 1)[0]):
         fix = (f"{short_name(fn, 60)} is a call into the hypervisor: its samples are time the "
                "hypervisor spent for this guest, not work of the function's own code; see "
@@ -1967,6 +1995,11 @@ def _top_function(top: tuple[tuple[str, str], float], busy: float,
                f"(see 'Serial critical path'), then {short_name(fn, 60)} ("
                f"{mod or 'unknown module'}): its algorithm, its memory access, or how often "
                "it is called.")
+    if runner_up and not lever:
+        return Finding("info", f"Two functions take about the same busy time: "
+                       f"{short_name(fn, 60)} {percent(w, busy)}%, "
+                       f"{short_name(runner_up[0], 60)} {percent(runner_up[1], 1.0)}%",
+                       evidence, fix)
     return Finding("info", f"One function takes {percent(w, busy)}% of busy time: "
                    f"{short_name(fn, 80)}", evidence, fix)
 
