@@ -483,3 +483,15 @@ def test_perf_samples_without_timestamps_are_samples_not_a_reports_aggregates():
     assert evidence["idle"].startswith("not measured: no sample of the idle task")
     assert "cpus_used" not in evidence  # no timestamps: no span
     assert evidence["weight_unit"] == "samples"
+
+
+def test_the_top_function_is_one_perf_could_name():
+    """graphviz: [unknown] frames (no symbols) hold 3.1% of the cycles, more than any named
+    function: no function to optimize; the verdict names the top named one."""
+    report = cpu_report(shared_path("perf-script", "firefox-profiler", "graphviz.perf.gz"))
+    rows = report.tables["functions"].to_pylist()
+    assert rows[0]["function"] == "[unknown]"
+    named = next(r for r in rows if r["function"] != "[unknown]")
+    verdict = report.findings[0]
+    assert (verdict.evidence["top_function"], verdict.evidence["top_function_pct"]) == (
+        named["function"], named["self_pct"]) == ("FcStrBufChar", 2.3)

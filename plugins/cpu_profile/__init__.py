@@ -297,7 +297,7 @@ class CpuAnalyzer(tracekit.Analyzer):
         evidence["kernel_pct"] = percent(prof.kernel, busy)
         if prof.unknown_side:
             evidence["unattributed_pct"] = percent(prof.unknown_side, busy)
-        top_fn = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+        top_fn = _top_named(prof.self_w)
         top_mod = max(prof.mod_self.items(), key=lambda kv: (kv[1], kv[0]), default=None)
         if _group_by(rows, aggregate) not in (None, "Function", "Function Stack"):
             evidence["grouped_by"] = _group_by(rows, aggregate)
@@ -443,7 +443,7 @@ class CpuAnalyzer(tracekit.Analyzer):
                 "Build with optimizations first (cargo build --release, -O2/-O3 with "
                 "-fno-omit-frame-pointer to keep stacks): these functions are inlined away in "
                 "an optimized build, so this profile does not show the real hotspots."))
-        top = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+        top = _top_named(prof.self_w)
         function_rows = _group_by(rows, aggregate) in (None, "Function", "Function Stack",
                                              "Source Function", "Function / Call Stack")
         serial = _serial_thread(rows, prof, aggregate)
@@ -1949,8 +1949,8 @@ def _runner_up(self_w: dict[tuple[str, str], float], top: tuple[tuple[str, str],
     sampling margin of their difference (95 %, ``samples`` busy samples): (name, its share
     0..1, the margin in points); None where the top one leads clearly."""
     (key, w) = top
-    second = max(((k, v) for k, v in self_w.items() if k != key),
-                 key=lambda kv: (kv[1], kv[0]), default=None)
+    second = max(((k, v) for k, v in self_w.items() if k != key and k[0] not in UNKNOWN
+                  and not k[0].startswith("0x")), key=lambda kv: (kv[1], kv[0]), default=None)
     if second is None or not busy or not samples:
         return None
     a, b = w / busy, second[1] / busy
@@ -2018,11 +2018,20 @@ def _too_few_to_rank(top: tuple[tuple[str, str], float], busy: float, n: int) ->
         f"higher rate, to {MIN_RANK_SAMPLES} busy samples or more, then rank the functions.")
 
 
+def _top_named(self_w: dict[tuple[str, str], float]) -> tuple[tuple[str, str], float] | None:
+    """The (function, module) with the most self weight, of those perf could name: an
+    ``[unknown]`` frame or a bare address is no function to optimize (the symbols finding
+    tells of them); one only where nothing is named."""
+    named = [(k, w) for k, w in self_w.items()
+             if k[0] not in UNKNOWN and not k[0].startswith("0x")]
+    return max(named or self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+
+
 def _few_samples(rows: pa.Table, prof: _Profile, aggregate: bool) -> Finding | None:
     """The caveat of a profile of fewer than ``FEW_SAMPLES`` busy samples, with the 95 %
     margin of its top function's share (not for a report's aggregate rows)."""
     n = int(prof.rows_busy.sum()) if prof.rows_busy is not None else 0
-    top = max(prof.self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+    top = _top_named(prof.self_w)
     if not (0 < n < FEW_SAMPLES) or top is None or not prof.busy or aggregate:
         return None
     (fn, _), w = top
