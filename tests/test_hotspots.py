@@ -495,3 +495,21 @@ def test_the_top_function_is_one_perf_could_name():
     verdict = report.findings[0]
     assert (verdict.evidence["top_function"], verdict.evidence["top_function_pct"]) == (
         named["function"], named["self_pct"]) == ("FcStrBufChar", 2.3)
+
+
+def test_unresolved_kernel_addresses_count_as_kernel_time():
+    """nishkp: perf could not read kallsyms, so its kernel frames print as '[unknown]
+    ([unknown])' at addresses above 0xffff000000000000: kernel time all the same, not user
+    time (an expert re-read found 0% kernel)."""
+    text = shared_path("perf-script", "nishkp_unknown_syms", "out.perf").read_text()
+    leaves, header = [], False
+    for line in text.splitlines():
+        if line and not line[0].isspace() and not line.startswith("#"):
+            header = True
+        elif header and line.strip():
+            leaves.append(line.split()[0])
+            header = False
+    kernel = sum(1 for a in leaves if len(a) == 16 and int(a, 16) >= 0xFFFF_0000_0000_0000)
+    verdict = cpu_report(shared_path("perf-script", "nishkp_unknown_syms", "out.perf")).findings[0]
+    assert kernel == 2 and len(leaves) == verdict.evidence["samples"] == 111
+    assert verdict.evidence["kernel_pct"] == round(100 * kernel / len(leaves), 1)

@@ -166,10 +166,26 @@ def _rest(rest: str) -> tuple[int | None, str | None, str] | Malformed:
     return value, event, tail
 
 
+#: Where kernel text starts (x86-64 above 0xffff800000000000, arm64 above this): an address
+#: perf could not resolve at or above it is kernel code all the same.
+KERNEL_TEXT = 0xFFFF_0000_0000_0000
+#: The dso perf names kernel code by; an unresolved kernel address gets it (kallsyms could not
+#: be read: kptr_restrict, no root), so that kernel time is not counted as user time.
+KERNEL_DSO = "[kernel.kallsyms]"
+
+
 def parse_frame(line: str) -> tuple[str, str | None] | None:
     """(symbol without offset, dso) of a frame line, or None. The dso is the last balanced
     parenthesized group, so ``(/lib/x.so (deleted))`` stays whole; an empty symbol (old perf)
-    is ``[unknown]``."""
+    is ``[unknown]``; an ``[unknown]`` dso at a kernel address is ``KERNEL_DSO``."""
+    frame = _parse_frame(line)
+    if frame is not None and frame[0] == UNKNOWN and frame[1] in (None, UNKNOWN) and \
+            len(addr := FRAME.match(line)["addr"]) == 16 and int(addr, 16) >= KERNEL_TEXT:
+        return UNKNOWN, KERNEL_DSO
+    return frame
+
+
+def _parse_frame(line: str) -> tuple[str, str | None] | None:
     m = FRAME.match(line)
     if not m:
         return None
