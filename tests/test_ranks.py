@@ -72,8 +72,19 @@ def test_rank_3_is_the_straggler(report):
     assert "its host is slower" in finding.suggestion
     # Its GPU does less work than the others': no input to balance.
     assert "balance its input" not in finding.suggestion
-    # The wait is the other three ranks' in all, and each one's share.
+    # The wait is the other three ranks' in all, and each one's share: at each collective,
+    # rank 3's start minus theirs, but never more than their own kernel ran (they wait in it).
+    doc = json.loads(gzip.decompress(shared_path(*MERGED).read_bytes()))
+    kernels: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" in e["name"].lower():
+            kernels[e["args"]["device"]].append((round(float(e["ts"]) * 1000),
+                                                 round(float(e["dur"]) * 1000)))
+    runs = [sorted(kernels[d]) for d in sorted(kernels)]  # ranks 0..3 by device
+    want = sum(min(max(late[0] - mine[0], 0), mine[1])
+               for other in runs[:3] for mine, late in zip(other, runs[3], strict=True))
     wait = finding.evidence["wait_caused_ns"]
+    assert wait == pytest.approx(want, abs=1000 * 21 * 3)
     assert finding.title.endswith(f"the other 3 ranks wait {format_ns(wait)} for it in all "
                                   f"({format_ns(wait // 3)} each)")
     assert "rank numbers from the device name" in report.notes

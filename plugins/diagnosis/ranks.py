@@ -95,6 +95,9 @@ class Skew:
     lateness: np.ndarray  # [rank, collective]: start - earliest start
     counts: list[int]  # communication kernels per rank
     paired: int = 0  # collectives matched by order, before the check of their ends
+    # [rank, collective]: how long its kernel ran, the most it can have waited in it (None:
+    # not known, no cap)
+    duration: np.ndarray | None = None
 
 
 def ranks_of(trace: Trace) -> list[Rank]:
@@ -194,12 +197,14 @@ def collective_skew(ranks: list[Rank]) -> Skew | None:
                            for r in ranks])
     aligned = ends + end_offsets(ends)[:, None]
     agree = aligned.max(axis=0) - aligned.min(axis=0) <= END_AGREEMENT_NS
+    timed = all(len(r.comm_end) == len(r.comm_start) for r in ranks)
+    duration = (ends - starts)[:, agree] if timed else None
     starts = starts[:, agree]
     if not starts.shape[1]:
         return Skew(0, np.empty(0, np.int64), starts, counts, paired)
     earliest = starts.min(axis=0)
     return Skew(starts.shape[1], starts.max(axis=0) - earliest, starts - earliest, counts,
-                paired)
+                paired, duration)
 
 
 def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
@@ -220,6 +225,9 @@ def straggler(ranks: list[Rank], skew: Skew) -> dict[str, Any] | None:
     # Last where strictly later than every other rank (a tie is nobody's lateness).
     last = mine > np.delete(skew.lateness, worst, axis=0).max(axis=0)
     caused = np.clip(mine[None, :] - skew.lateness, 0, None)
+    if skew.duration is not None:
+        # A rank waits inside its own collective kernel: never longer than that ran.
+        caused = np.minimum(caused, np.clip(skew.duration, 0, None))
     caused[worst] = 0
     rank = ranks[worst]
     # Each figure beside the same figure of the median other rank: totals, then per
