@@ -90,7 +90,14 @@ class SummaryAnalyzer(tracekit.Analyzer):
                 counted = pc.and_(pc.is_null(rows["ts_ns"]), pc.is_valid(rows[column]))
                 untimed_tabled += int(pc.sum(counted).as_py() or 0)
                 aggregates += int(pc.sum(pc.greater(rows["count"], 1)).as_py() or 0)
-        untimed = trace.events["ts_ns"].null_count - untimed_tabled
+        samples = int(pc.sum(equals(trace.events["kind"], "sample")).as_py() or 0)
+        if samples:
+            # The summary tables are of slices; samples are the CPU report's.
+            report.notes.append(f"{samples:,} CPU sample rows are not in these tables: "
+                                "'tracekit analyze -a cpu' (or -a hotspots) ranks them")
+        untimed = trace.events["ts_ns"].null_count - untimed_tabled - int(pc.sum(pc.and_(
+            equals(trace.events["kind"], "sample"), pc.is_null(trace.events["ts_ns"])))
+            .as_py() or 0)
         if untimed:
             report.notes.append(f"{untimed:,} untimed aggregate rows are not in these tables")
         if aggregates:

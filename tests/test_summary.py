@@ -154,3 +154,18 @@ def test_memory_operations_without_a_size_are_said_to_be_counted_by_time_only(re
     assert "2 memory operations with no size recorded (the later parts of a call done in " \
         "several, or a tool that gave none) count in the table by time, not by size" in \
         report.notes
+
+
+def test_cpu_samples_are_pointed_to_the_cpu_report(registry):
+    """A perf script profile has samples, no slices: the summary's tables are empty, and a
+    note says how many samples there are and which report ranks them."""
+    path = shared_path("perf-script", "flamegraph", "perf-funcab-cmd-01.txt")
+    text = path.read_text()
+    samples = sum(1 for line in text.splitlines()
+                  if line and not line[0].isspace() and not line.startswith("#"))
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "summary",
+                                registry=registry)
+    assert all(t.num_rows == 0 for t in report.tables.values())
+    assert report.notes == [f"{samples} CPU sample rows are not in these tables: 'tracekit "
+                            "analyze -a cpu' (or -a hotspots) ranks them"]
+    assert samples == 169
