@@ -216,6 +216,13 @@ _SUFFIX = re.compile(r"(\.(isra|constprop|part|cold|lto_priv|llvm)(\.\d+)?)+$")
 # (page-faults, context-switches) are not CPU time.
 TIME_EVENTS = ("cpu-clock", "task-clock", "cycles", "cpu-cycles", "ref-cycles")
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+# Legacy Rust mangling escapes characters a C++ identifier cannot hold ($LT$ for <, ..
+# for ::): what rustc-demangle undoes after the C++-style demangling.
+_RUST_ESCAPES = {"$SP$": "@", "$BP$": "*", "$RF$": "&", "$LT$": "<", "$GT$": ">",
+                 "$LP$": "(", "$RP$": ")", "$C$": ",", "$u7e$": "~", "$u20$": " ",
+                 "$u27$": "'", "$u3d$": "=", "$u5b$": "[", "$u5d$": "]", "$u7b$": "{",
+                 "$u7d$": "}", "$u3b$": ";", "$u2b$": "+", "$u22$": '"'}
+_RUST_ESCAPE = re.compile("|".join(re.escape(k) for k in _RUST_ESCAPES) + r"|\.\.")
 _MANGLED = re.compile(r"_Z[A-Za-z0-9_]|_R[A-Z0-9_]|__Z[A-Za-z0-9_]")
 
 
@@ -227,15 +234,31 @@ def demangle(name: str) -> str:
     names, which ``__cxa_demangle`` does not know, stay raw)."""
     if not _MANGLED.match(name):
         # perf and VTune print legacy Rust names demangled as C++ is, hash kept: drop it.
-        return _RUST_HASH.sub("", name) if "::h" in name else name
+        return _rust(name) if "::h" in name else name
     try:
         import cxxfilt
         out = cxxfilt.demangle(name.removeprefix("_") if name.startswith("__Z") else name)
     except Exception:  # cxxfilt.InvalidName, or cxxfilt absent or unloadable
         return name
     if name.startswith("_ZN") and name.endswith("E") and "17h" in name:
-        out = _RUST_HASH.sub("", out)
+        out = _rust(out)
     return out or name
+
+
+def _rust(name: str) -> str:
+    """A legacy Rust name demangled as C++ is (``core::cmp::impls::_$LT$impl$u20$...$GT$::lt
+    ::h8ab8e1f0a3b7cd2e``): the hash dropped and the escapes undone, as rustc-demangle does
+    (``core::cmp::impls::<impl core::cmp::PartialOrd for usize>::lt``); the name as it is
+    where it holds none of them."""
+    if not _RUST_HASH.search(name):
+        return name
+    name = _RUST_HASH.sub("", name)
+    if "$" not in name and ".." not in name:
+        return name
+    # A path segment that begins with an escape is written with a leading "_".
+    name = re.sub(r"(^|::)_(?=\$)", r"\1", name)
+    return _RUST_ESCAPE.sub(lambda m: "::" if m.group() == ".." else _RUST_ESCAPES[m.group()],
+                            name)
 
 
 def base_function(name: str) -> str:

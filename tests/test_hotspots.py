@@ -164,6 +164,15 @@ def test_demangling_with_libstdcxx_and_raw_fallback():
         "core::ptr::drop_in_place"
     assert demangle("_Zbad") == "_Zbad" and demangle("_Rb_tree") == "_Rb_tree"
     assert demangle("core::ptr::write::haabbb39ab969e5ac") == "core::ptr::write"
+    # Legacy Rust escapes, undone as rustc-demangle does.
+    assert demangle("_ZN4core3cmp5impls57_$LT$impl$u20$core..cmp..PartialOrd$u20$for$u20$"
+                    "usize$GT$2lt17h8ab8e1f0a3b7cd2eE") == \
+        "core::cmp::impls::<impl core::cmp::PartialOrd for usize>::lt"
+    rust = shared_path("perf-script", "flamegraph", "perf-rust-Yamakaky-dcpu.txt")
+    assert "$LT$" in rust.read_text()
+    names = {r["function"] for r in cpu_report(rust, "top=0").tables["functions"].to_pylist()}
+    assert not {n for n in names if "$LT$" in n or "$u20$" in n or ".." in n}
+    assert "core::cmp::impls::<impl core::cmp::PartialOrd for usize>::lt" in names
     path = shared_path("perf-script", "speedscope", "simple-with-header.linux-perf.txt")
     leaves = {s["frames"][0][0] for s in perf_samples(path) if s["frames"]}
     mangled = {n for n in leaves if n.startswith("_Z")}
