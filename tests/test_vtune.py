@@ -443,3 +443,17 @@ def test_reads_a_stream_once(registry, tmp_path):
     assert out.build().events.equals(direct.events)
     piped = read_through_fifo(data, tmp_path, registry)
     assert piped.events.drop_columns(["source"]).equals(direct.events.drop_columns(["source"]))
+
+
+def test_a_report_by_package_is_not_called_functions(registry):
+    """grappolo's per-package report: its rows are the four packages' CPU time, no function
+    and no module (an expert re-read found them under 'Busy functions' and a modules table of
+    '(none) 100%')."""
+    path = shared_path("vtune-csv", "utools", "grappolo-friendster-t192-dram-hotspots-pkg.csv")
+    packages = [r["Package"] for r in csv.DictReader(path.open())]
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "cpu",
+                                registry=registry)
+    assert report.table_titles["functions"] == "Busy packages by self time (idle left out)"
+    assert sorted(r["function"] for r in report.tables["functions"].to_pylist()) == \
+        sorted(packages) == ["package_0", "package_1", "package_2", "package_3"]
+    assert "modules" not in report.tables

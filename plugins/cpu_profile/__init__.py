@@ -327,7 +327,8 @@ class CpuAnalyzer(tracekit.Analyzer):
         stalls = memory_stall_finding(counts) if counts else None
         if stalls and not any(f.title.startswith("Memory bound") for f in report.findings):
             report.findings.append(stalls)
-        self._sample_tables(trace, report, prof, unit, ipc[1] if ipc else None)
+        self._sample_tables(trace, report, prof, unit, ipc[1] if ipc else None,
+                            _group_by(rows, aggregate))
         if left_out:
             report.findings.append(_reports_finding(rows, left_out, counted is not rows))
         packages = _package_balance(trace) if aggregate else None
@@ -472,7 +473,8 @@ class CpuAnalyzer(tracekit.Analyzer):
         return out
 
     def _sample_tables(self, trace: Trace, report: Report, prof: _Profile, unit: str,
-                       ipc: dict[tuple[str, str], float] | None) -> None:
+                       ipc: dict[tuple[str, str], float] | None,
+                       grouped_by: str | None = None) -> None:
         busy = prof.busy
         integral = prof.integral
         wkind, cast = ("int", int) if integral else ("float", float)
@@ -492,16 +494,14 @@ class CpuAnalyzer(tracekit.Analyzer):
         columns += [("module", "str", None, [k[1] or "-" for k, _ in rows]),
                     ("function", "str", None, [k[0] for k, _ in rows])]
         report.tables["functions"] = report_table(columns)
-        report.table_titles["functions"] = "Busy functions by self time (idle left out)"
-        mods = sorted(prof.mod_self.items(), key=lambda kv: (-kv[1], kv[0]))
-        mods = mods[: self.options.top] if self.options.top else mods
-        report.tables["modules"] = report_table([
-            ("self_pct", "float", "%", [percent(w, busy) for _, w in mods]),
-            ("self", wkind, tunit, [cast(w) for _, w in mods]),
-            ("space", "str", None, ["kernel" if is_kernel(m) else
-                                    "user" if m not in UNKNOWN else "-" for m, _ in mods]),
-            ("module", "str", None, [m or "(none)" for m, _ in mods])])
-        report.table_titles["modules"] = "Busy modules by self time"
+        # A report by package or thread holds no functions: its rows are named for what they are.
+        rows_are = "functions" if grouped_by in (None, "Function", "Function Stack",
+                                                 "Source Function", "Function / Call Stack") \
+            else f"{grouped_by.lower()}s"
+        report.table_titles["functions"] = f"Busy {rows_are} by self time (idle left out)"
+        # Rows of packages or threads have no module: no table of modules to give.
+        if rows_are == "functions" or prof.mod_self.keys() - set(UNKNOWN):
+            self._modules_table(report, prof, wkind, tunit, cast)
         threads = sorted(prof.thread_w.items(), key=lambda kv: (-kv[1], str(kv[0])))
         names = thread_names(trace)
         if len(threads) > 1:
@@ -523,6 +523,19 @@ class CpuAnalyzer(tracekit.Analyzer):
                                                          prof.tree.names_of(s)]))
                                    for s, _ in paths])])
         report.table_titles["paths"] = "Heaviest busy call paths (root ... leaf)"
+
+    def _modules_table(self, report: Report, prof: _Profile, wkind: str, tunit: str,
+                       cast: Any) -> None:
+        busy = prof.busy
+        mods = sorted(prof.mod_self.items(), key=lambda kv: (-kv[1], kv[0]))
+        mods = mods[: self.options.top] if self.options.top else mods
+        report.tables["modules"] = report_table([
+            ("self_pct", "float", "%", [percent(w, busy) for _, w in mods]),
+            ("self", wkind, tunit, [cast(w) for _, w in mods]),
+            ("space", "str", None, ["kernel" if is_kernel(m) else
+                                    "user" if m not in UNKNOWN else "-" for m, _ in mods]),
+            ("module", "str", None, [m or "(none)" for m, _ in mods])])
+        report.table_titles["modules"] = "Busy modules by self time"
 
     # --- PyTorch host ops -------------------------------------------------------------------
 
