@@ -572,8 +572,7 @@ def _header(trace: Trace, device_pid: dict[Any, int], base: int,
 
 
 _OWN_KEYS = frozenset({"schemaVersion", "deviceProperties", "distributedInfo", "host_name",
-                       "displayTimeUnit", "baseTimeNanoseconds", "traceEvents", "traceName",
-                       "tracekit"})
+                       "displayTimeUnit", "baseTimeNanoseconds", "traceEvents", "tracekit"})
 
 
 def _device_properties(trace: Trace, device_pid: dict[Any, int]) -> list[dict[str, Any]]:

@@ -160,6 +160,10 @@ def test_device_names_and_rank_survive_a_round_trip(tmp_path, registry):
     assert src["distributed"] == next(iter(original.metadata["sources"].values()))[
         "distributed"]
     assert set(again.processes["rank"].to_pylist()) == {0}
+    # The run's own top-level fields pass through, the trace's name among them.
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    source = json.loads(gzip.decompress(path.read_bytes()))
+    assert doc["traceName"] == source["traceName"]
 
 
 # -- a run: one file per rank (chrome-json-ranks), and ranks aligned on their collectives --
