@@ -129,8 +129,11 @@ class HotspotsAnalyzer(tracekit.Analyzer):
             [(m, "", mod_self.get(m, 0.0), t) for m, t in mod_total.items()], grand, unit,
             integral, module_table=True)
         report.table_titles["modules"] = "Modules by self weight"
-        report.tables["paths"] = self._paths(tree, paths, grand, unit, integral)
-        report.table_titles["paths"] = "Heaviest call paths (root ... leaf)"
+        # Stacks of one frame each (a per-function report, samples without callers) are no
+        # paths: they would repeat the functions table.
+        if any(len(tree.frames(sid)) > 1 for sid in paths):
+            report.tables["paths"] = self._paths(tree, paths, grand, unit, integral)
+            report.table_titles["paths"] = "Heaviest call paths (root ... leaf)"
         aggregate = aggregate_rows(rows, trace)
         report.notes.append(f"{plural(rows.num_rows, 'report row' if aggregate else 'sample')}, "
                             "total weight "
