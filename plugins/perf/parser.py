@@ -178,14 +178,6 @@ def parse_frame(line: str) -> tuple[str, str | None] | None:
     """(symbol without offset, dso) of a frame line, or None. The dso is the last balanced
     parenthesized group, so ``(/lib/x.so (deleted))`` stays whole; an empty symbol (old perf)
     is ``[unknown]``; an ``[unknown]`` dso at a kernel address is ``KERNEL_DSO``."""
-    frame = _parse_frame(line)
-    if frame is not None and frame[0] == UNKNOWN and frame[1] in (None, UNKNOWN) and \
-            len(addr := FRAME.match(line)["addr"]) == 16 and int(addr, 16) >= KERNEL_TEXT:
-        return UNKNOWN, KERNEL_DSO
-    return frame
-
-
-def _parse_frame(line: str) -> tuple[str, str | None] | None:
     m = FRAME.match(line)
     if not m:
         return None
@@ -194,7 +186,10 @@ def _parse_frame(line: str) -> tuple[str, str | None] | None:
     cut = body.rfind(" (")
     if body.endswith(")") and cut >= 0 and "(" not in (candidate := body[cut + 2:-1]) \
             and ")" not in candidate:
-        return OFFSET.sub("", body[:cut].rstrip()) or UNKNOWN, candidate
+        name = OFFSET.sub("", body[:cut].rstrip()) or UNKNOWN
+        if candidate == UNKNOWN and name == UNKNOWN and _kernel_address(m["addr"]):
+            return UNKNOWN, KERNEL_DSO
+        return name, candidate
     if body.endswith(")"):
         depth = 0
         for i in range(len(body) - 1, -1, -1):
@@ -210,8 +205,16 @@ def _parse_frame(line: str) -> tuple[str, str | None] | None:
                     break
     if not body:
         # Old perf prints an unresolved symbol as nothing at all; newer perf as [unknown].
-        return (UNKNOWN, dso) if dso is not None else None
+        if dso is None:
+            return None
+        return (UNKNOWN, KERNEL_DSO) if dso == UNKNOWN and _kernel_address(m["addr"]) else \
+            (UNKNOWN, dso)
     return OFFSET.sub("", body), dso
+
+
+def _kernel_address(addr: str) -> bool:
+    """Whether a frame's hex address is in kernel text (``KERNEL_TEXT`` and above)."""
+    return len(addr) == 16 and int(addr, 16) >= KERNEL_TEXT
 
 
 def _place_inlined(parsed: list[tuple[str, tuple[str, str | None]]]
