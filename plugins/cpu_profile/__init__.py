@@ -88,9 +88,11 @@ from tracekit.toolkit import intervals as iv
 
 # Trivial standard-library functions an optimized build inlines: self time in them is the
 # signature of an unoptimized (debug) build.
+_CORE_TRIVIAL = r"(cmp|ptr|iter|ops|num|slice|clone|mem|option|result|convert|cell|hint|array)"
 TRIVIAL_RUST = re.compile(
-    r"^(<|_\$LT\$)?[\w$.]*?core(::|\.\.)(cmp|ptr|iter|ops|num|slice|clone|mem|option|result"
-    r"|convert|cell|hint|array)(::|\.\.)")
+    rf"^(<|_\$LT\$)?[\w$.]*?core(::|\.\.){_CORE_TRIVIAL}(::|\.\.)"
+    # Demangled trait impls: <u8 as core::clone::Clone>::clone, <&'a mut T as core::ops::Deref>
+    rf"|^<.+ as core::{_CORE_TRIVIAL}::[\w:]+>::")
 TRIVIAL_CXX = re.compile(
     r"^(std::(__1::)?(vector|array|unique_ptr|shared_ptr|__shared_ptr|_Vector_base|forward"
     r"|move|get|min|max|pair|tuple|_Head_base|_Tuple_impl|__get_helper|_Rb_tree_iterator)\b"

@@ -169,6 +169,9 @@ def _rest(rest: str) -> tuple[int | None, str | None, str] | Malformed:
 #: Where kernel text starts (x86-64 above 0xffff800000000000, arm64 above this): an address
 #: perf could not resolve at or above it is kernel code all the same.
 KERNEL_TEXT = 0xFFFF_0000_0000_0000
+#: perf's call-chain context markers (PERF_CONTEXT_HV ... PERF_CONTEXT_MAX, -32 to -4095 as
+#: u64) and its -1 end of stack are no code.
+PERF_CONTEXT_MAX = 2**64 - 4095
 #: The dso perf names kernel code by; an unresolved kernel address gets it (kallsyms could not
 #: be read: kptr_restrict, no root), so that kernel time is not counted as user time.
 KERNEL_DSO = "[kernel.kallsyms]"
@@ -213,8 +216,10 @@ def parse_frame(line: str) -> tuple[str, str | None] | None:
 
 
 def _kernel_address(addr: str) -> bool:
-    """Whether a frame's hex address is in kernel text (``KERNEL_TEXT`` and above)."""
-    return len(addr) == 16 and int(addr, 16) >= KERNEL_TEXT
+    """Whether a frame's hex address is in kernel text (``KERNEL_TEXT`` and above), not one of
+    perf's context markers at the top of the address space (``PERF_CONTEXT_*``, -1 to -4095:
+    ``ffffffffffffffff [unknown]`` ends many user stacks)."""
+    return len(addr) == 16 and KERNEL_TEXT <= int(addr, 16) < PERF_CONTEXT_MAX
 
 
 def _place_inlined(parsed: list[tuple[str, tuple[str, str | None]]]
