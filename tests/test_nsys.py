@@ -217,6 +217,9 @@ def test_an_export_cut_to_a_window_says_so(registry):
     (report,) = tracekit.analyze(trace, "bottleneck", registry=registry)
     [note] = [n for n in report.notes if "GPU operations ran before" in n]
     assert f"launched before the window the export was cut to ({window})" in note
+    (launch,) = tracekit.analyze(trace, "launch", registry=registry)
+    [note] = [n for n in launch.notes if "kernels ran before" in n]
+    assert f"launched before the window the export was cut to ({window})" in note
 
 
 def test_scheduling_slices_get_a_track_beside_their_thread(registry, tmp_path):

@@ -374,6 +374,16 @@ def _host_calls(events: pa.Table, rows: np.ndarray, ts: np.ndarray, end: np.ndar
                      prev)
 
 
+def queued_before(trace: Trace) -> str:
+    """What GPU work without a launching call, before the first work with one, is: work
+    launched before the window an export was cut to (``metadata["export_window"]`` of a
+    source), else work queued before the recording began."""
+    windows = [s["export_window"] for s in trace.metadata.get("sources", {}).values()
+               if isinstance(s, dict) and s.get("export_window")]
+    return (f"launched before the window the export was cut to ({windows[0]})" if windows
+            else "queued before the recording began")
+
+
 def sync_api_calls(activity: Activity) -> np.ndarray:
     """Per host call: a synchronizing API call (not an op) of the program's steps; where the
     trace marks steps, those outside them are left out (``Activity.in_steps``)."""

@@ -40,6 +40,7 @@ from tracekit.plugins.diagnosis.activity import (
     SYNC_MEMSET_API,
     Activity,
     host_reads,
+    queued_before,
     sync_api_calls,
 )
 from tracekit.plugins.diagnosis.advice import (
@@ -395,14 +396,10 @@ class BottleneckAnalyzer(tracekit.Analyzer):
         report.findings.extend(kernels)
         early_work = _queued_before_recording(activity)
         if early_work:
-            windows = [s["export_window"] for s in trace.metadata.get("sources", {}).values()
-                       if isinstance(s, dict) and s.get("export_window")]
-            before = (f"launched before the window the export was cut to ({windows[0]})"
-                      if windows else "queued before the recording began")
             report.notes.append(
                 f"{early_work:,} GPU operation{'s' if early_work != 1 else ''} ran before the "
-                f"first one whose launching call the trace holds: {before} (counted in the "
-                "span and its shares; -a breakdown's steps leave them out)")
+                f"first one whose launching call the trace holds: {queued_before(trace)} "
+                "(counted in the span and its shares; -a breakdown's steps leave them out)")
         return report
 
 

@@ -34,6 +34,7 @@ from tracekit.plugins.diagnosis.activity import (
     Activity,
     DeviceWork,
     launches_work,  # noqa: F401 - part of this module's documented API
+    queued_before,
 )
 from tracekit.plugins.diagnosis.advice import Facts, fixes_for
 from tracekit.plugins.diagnosis.gaps import CAUSES, all_gaps, launch_gaps_to_copies
@@ -207,8 +208,8 @@ class LaunchAnalyzer(tracekit.Analyzer):
         early = sum(s.before_recording for s in stats)
         if early:
             report.notes.append(f"{early:,} kernel{'s' if early != 1 else ''} ran before the "
-                                "first one whose launching call the trace holds (queued "
-                                "before the recording began): left out of the tables")
+                                "first one whose launching call the trace holds ("
+                                f"{queued_before(trace)}): left out of the tables")
         graphs = [graph_launches(activity, w) for w in activity.devices]
         if any(len(g.call) for g in graphs):
             report.tables["graphs"] = _graphs_table(graphs)
