@@ -240,7 +240,8 @@ def test_reads_inside_the_step_come_before_graphs():
 
 def test_short_reads_that_idle_the_gpu_are_a_sync_finding():
     """sync_per_layer's 96 reads wait 0.6 ms in all, under 5% of the wall time, but the GPU
-    idles after each until the next launch: 31% of its span, from the JSON."""
+    idles after each until the host relaunches: a quarter of its span (the gaps of cause
+    sync or launch a read returns in; the JSON's holes bound it)."""
     doc, events = load(path("sync_per_layer"))
     busy = [(ns(doc, e["ts"]), ns(doc, e["ts"] + e["dur"])) for e in events
             if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
@@ -249,12 +250,15 @@ def test_short_reads_that_idle_the_gpu_are_a_sync_finding():
     returns = [ns(doc, e["ts"] + e["dur"]) for e in events
                if e.get("name") == "cudaStreamSynchronize"
                and any(a <= e["ts"] < b for a, b in steps)]
-    idle = idle_after(busy, returns)
+    idle = idle_after(busy, returns)  # every hole a read returns in: an upper bound
     span = max(b for _, b in busy) - min(a for a, _ in busy)
+    causes = {r["cause"]: r["total"]
+              for r in analysis("sync_per_layer", "gaps").tables["causes"].to_pylist()}
     [wait] = analysis("sync_per_layer", "sync").findings
-    assert wait.evidence["gpu_idle_after_ns"] == pytest.approx(idle, abs=200)
+    cost = wait.evidence["gpu_idle_after_ns"]
+    assert causes["sync"] <= cost <= min(causes["sync"] + causes["launch"], idle)
     assert 100 * wait.evidence["sync_ns"] / wait.evidence["wall_ns"] < 5
-    assert wait.severity == "warning" and round(100 * idle / span, 1) == 31.3
+    assert wait.severity == "warning" and 100 * cost / span >= 20
     assert wait.suggestion.startswith("remove per-step host reads of device values")
 
 

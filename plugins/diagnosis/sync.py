@@ -318,17 +318,23 @@ def _native_sync_fix(kind: str, prefix: str) -> str:
     }[kind]
 
 
+#: The causes of the gaps a wait can be charged with (``gaps.CAUSES``): the host waited for
+#: the GPU to drain, then relaunched (sync), or launched short work one after another.
+WAIT_GAPS = ("sync", "launch")
+
+
 def gpu_idle_after_waits(activity: Activity, gaps: list[Gaps], api: np.ndarray) -> int:
-    """GPU idle time (ns) in the gaps in which a synchronizing call ``api`` (a mask over
-    ``Activity.calls``) of the process that ends the gap returns: what the GPU waits for
-    while the host, released, gets to its next launch."""
+    """GPU idle time (ns) in the gaps of cause ``WAIT_GAPS`` in which a synchronizing call
+    ``api`` (a mask over ``Activity.calls``) of the process that ends the gap returns: what
+    the GPU waits for while the host, released, gets to its next launch."""
     calls = activity.calls
     at = np.flatnonzero(api)
     idle = 0
-    startup = GAP_CAUSES.index("startup")
+    # Only gaps the host's relaunch ends: where host work fills the gap after the wait
+    # (cause cpu), or one-time set-up does (startup), that work is the cost, not the wait.
+    waits = np.isin(np.arange(len(GAP_CAUSES)), [GAP_CAUSES.index(c) for c in WAIT_GAPS])
     for g in gaps:
-        # One-time initialization is no wait's cost (the start-up finding tells of it).
-        ended = np.flatnonzero((g.call >= 0) & (g.cause != startup))
+        ended = np.flatnonzero((g.call >= 0) & waits[g.cause])
         if not len(ended) or not len(at):
             continue
         launch = g.call[ended]
