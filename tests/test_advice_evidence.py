@@ -1060,3 +1060,29 @@ def test_start_up_gaps_are_no_part_of_the_idle_alarm() -> None:
     assert startup.title == (f"GPU 0: start-up gaps take "
                              f"{round(100 * causes['startup'] / span, 1)}% of its span, left "
                              "out of its idle share")
+
+
+def test_threads_waiting_after_the_last_gpu_work_are_no_work() -> None:
+    """mordred (nsys): 4.49 s after its last GPU work, two helper threads sit in
+    pthread_cond_timedwait and poll (the OS runtime trace), and nothing else runs: idle wall
+    time, not 'the program's own work' (an expert's diff of the reports)."""
+    import sqlite3
+
+    from independent import merge
+
+    path = shared_path("nsys-sqlite", "mordred_nsys2021_quadro-rtx6000_report1.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        gpu_end = db.execute("SELECT max(end) FROM (SELECT end FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                             "UNION ALL SELECT end FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
+                             "SELECT end FROM CUPTI_ACTIVITY_KIND_MEMSET)").fetchone()[0]
+        waits = db.execute(
+            "SELECT max(o.start, ?), o.end FROM OSRT_API o JOIN StringIds s ON o.nameId = s.id "
+            "WHERE s.value IN ('pthread_cond_timedwait', 'poll') AND o.end > ?",
+            (gpu_end, gpu_end)).fetchall()
+    waited = sum(e - s for s, e in merge(waits))
+    (report,) = tracekit.analyze(tracekit.read(path), "bottleneck")
+    [late] = [f for f in report.findings if f.title.startswith("after the last GPU work")]
+    assert late.evidence["in_os_waits_ns"] == waited
+    assert waited * 2 >= late.evidence["after_last_gpu_ns"]
+    assert late.title.endswith("its threads wait in pthread_cond_timedwait, poll most of it")
+    assert late.suggestion.startswith("nothing runs: the threads wait in OS calls")

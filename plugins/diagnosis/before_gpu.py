@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from tracekit import Finding, Trace
 from tracekit.plugins.diagnosis.activity import PROGRAM_CATEGORIES, Activity
 from tracekit.plugins.diagnosis.program import classify
-from tracekit.toolkit import format_ns, grouped_stats, is_in, percent, time_span
+from tracekit.toolkit import format_ns, grouped_stats, is_in, matches, percent, time_span
 from tracekit.toolkit import intervals as iv
 
 #: Host time before the first GPU work is told at this length or more, ...
@@ -20,6 +21,11 @@ MIN_NS = 1_000_000_000
 MIN_PCT = 25.0
 
 
+#: OS calls in which a thread waits without running (nsys' OS runtime trace): host time in
+#: them after the last GPU work is no work of the program.
+OS_WAITS = (r"^(pthread_cond_(timed|clock)?wait|pthread_join|sem_(timed|clock)?wait|poll|ppoll"
+            r"|epoll_p?wait|select|pselect6?|futex|nanosleep|clock_nanosleep|usleep|sleep"
+            r"|waitpid|wait4|sigtimedwait|sigwaitinfo)$")
 #: Host time after the last GPU work is told at this length or more (teardown is short
 #: unless something is wrong or the program goes on without the GPU), and from ``MIN_PCT``.
 MIN_AFTER_NS = 100_000_000
@@ -105,9 +111,18 @@ def after_last_gpu(trace: Trace, activity: Activity) -> Finding | None:
         in_calls = iv.total(iv.union(start, calls.end[late]))
         evidence.update({"top_call": name, "top_call_count": count, "top_call_ns": total,
                          "in_runtime_calls_ns": in_calls})
+    waiting = _os_waits_after(trace, last_gpu, last)
     if in_calls * 2 >= after:
         title += f"; most of it in {count:,} {name} call{'s' if count != 1 else ''}, " \
                  f"{format_ns(total)}"
+    elif waiting and waiting[0] * 2 >= after:
+        evidence.update({"in_os_waits_ns": waiting[0], "os_waits": waiting[1]})
+        title += f"; its threads wait in {waiting[1]} most of it"
+        return Finding("info", title, evidence,
+                       "nothing runs: the threads wait in OS calls after the GPU part (the "
+                       "program idles, or waits on I/O or another process); leave it out of "
+                       "the recording (-O window=START:END), and see what they wait for if "
+                       "the run should have ended")
     fix = ("runtime calls take most of it: teardown (modules unloaded, memory and the context "
            "freed), which the GPU timeline leaves out; stop recording before it, or cut it "
            "off with -O window=START:END, for a trace of the work itself"
@@ -115,3 +130,25 @@ def after_last_gpu(trace: Trace, activity: Activity) -> Finding | None:
            "the program's own work after its last GPU work (writing results, evaluation on "
            "the host): not in the GPU timeline; cut it off with -O window=START:END")
     return Finding("info", title, evidence, fix)
+
+
+def _os_waits_after(trace: Trace, start: int, end: int) -> tuple[int, str] | None:
+    """The union (ns) of the OS calls in which threads wait (``OS_WAITS``) between ``start``
+    and ``end``, and their names, most time first; None where the trace holds none."""
+    ev = trace.events
+    os_calls = ev.filter(is_in(ev["category"], ("host.os",)))
+    if not os_calls.num_rows:
+        return None
+    os_calls = os_calls.filter(pc.and_(matches(os_calls["name"], OS_WAITS),
+                                       pc.and_(pc.is_valid(os_calls["ts_ns"]),
+                                               pc.is_valid(os_calls["dur_ns"]))))
+    if not os_calls.num_rows:
+        return None
+    lo = np.maximum(os_calls["ts_ns"].to_numpy(), start)
+    hi = np.minimum(os_calls["ts_ns"].to_numpy() + os_calls["dur_ns"].to_numpy(), end)
+    keep = hi > lo
+    if not keep.any():
+        return None
+    stats = grouped_stats(os_calls["name"].filter(pa.array(keep)), pa.array((hi - lo)[keep]))
+    names = ", ".join(stats["key"][:2])
+    return iv.total(iv.union(lo[keep], hi[keep])), names
