@@ -19,7 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import tracekit
 from tracekit import Report, Trace
-from tracekit.toolkit import equals, factorize, grouped_stats, is_in, report_table
+from tracekit.toolkit import (
+    aggregate_rows,
+    equals,
+    factorize,
+    grouped_stats,
+    is_in,
+    report_table,
+)
 from tracekit.toolkit import intervals as iv
 
 _TABLES = (
@@ -90,11 +97,15 @@ class SummaryAnalyzer(tracekit.Analyzer):
                 counted = pc.and_(pc.is_null(rows["ts_ns"]), pc.is_valid(rows[column]))
                 untimed_tabled += int(pc.sum(counted).as_py() or 0)
                 aggregates += int(pc.sum(pc.greater(rows["count"], 1)).as_py() or 0)
-        samples = int(pc.sum(equals(trace.events["kind"], "sample")).as_py() or 0)
+        is_sample = equals(trace.events["kind"], "sample")
+        samples = int(pc.sum(is_sample).as_py() or 0)
         if samples:
             # The summary tables are of slices; samples are the CPU report's.
-            report.notes.append(f"{samples:,} CPU sample rows are not in these tables: "
-                                "'tracekit analyze -a cpu' (or -a hotspots) ranks them")
+            rows = "CPU sample rows"
+            if aggregate_rows(trace.events.filter(is_sample), trace):
+                rows = "report rows of CPU time or event counts (a profiler's totals)"
+            report.notes.append(f"{samples:,} {rows} are not in these tables: 'tracekit "
+                                "analyze -a cpu' (or -a hotspots) ranks them")
         untimed = trace.events["ts_ns"].null_count - untimed_tabled - int(pc.sum(pc.and_(
             equals(trace.events["kind"], "sample"), pc.is_null(trace.events["ts_ns"])))
             .as_py() or 0)

@@ -169,3 +169,15 @@ def test_cpu_samples_are_pointed_to_the_cpu_report(registry):
     assert report.notes == [f"{samples} CPU sample rows are not in these tables: 'tracekit "
                             "analyze -a cpu' (or -a hotspots) ranks them"]
     assert samples == 169
+
+
+def test_a_vtune_report_is_called_report_rows(registry):
+    """VTune's per-package report: its four rows are the profiler's totals, not samples."""
+    path = shared_path("vtune-csv", "utools", "grappolo-friendster-t192-dram-hotspots-pkg.csv")
+    rows = len(_stats_csv_rows(path))
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "summary",
+                                registry=registry)
+    assert report.notes == [f"{rows} report rows of CPU time or event counts (a profiler's "
+                            "totals) are not in these tables: 'tracekit analyze -a cpu' (or "
+                            "-a hotspots) ranks them"]
+    assert rows == 4

@@ -50,7 +50,7 @@ class FoldedWriter(tracekit.Writer):
     # dur_ns for untimed aggregates); a name only where it is the leaf frame, dur_ns only as
     # an aggregate's weight. The options can leave some out (-O process=false, weight).
     native_columns = NATIVE
-    event_counts = ("samples",)
+    event_counts = ("samples", "report rows")
     takes_batches = True  # samples grouped as they come, folded at the end
     writes_at_close = True  # so a pipe in and a pipe out stream too
 
@@ -150,7 +150,8 @@ class FoldedWriter(tracekit.Writer):
         for lo in range(0, len(out), 10_000):
             stream.write("".join(out[lo:lo + 10_000]).encode())
         result.written["stacks"] = len(out)
-        result.written["samples"] = samples
+        # A report's rows (VTune) are totals, not samples.
+        result.written["report rows" if unit == "ns" or totals else "samples"] = samples
         return result
 
 
