@@ -32,14 +32,19 @@ def kernel_kinds(activity: Activity, timeline: DeviceTimeline,
     if not len(launched):
         return kinds
     host = HostRanges.of(activity)
+    if "collective_rows" not in activity.cache:
+        # Per events row, once per distinct name: a collective range's name (RE2 syntax).
+        activity.cache["collective_rows"] = activity.name_codes.matches(
+            NAMED_COLLECTIVE.pattern)
+    collective_rows = activity.cache["collective_rows"]
     threads = np.stack([calls.pid[api[launched]], calls.tid[api[launched]]], axis=1)
     for pid, tid in np.unique(threads, axis=0).tolist():
         mine = launched[(threads[:, 0] == pid) & (threads[:, 1] == tid)]
         at = calls.start[api[mine]]
         r_rows, r_tids, r_start, r_end, *_ = host.process(work.source, pid)
-        on = np.flatnonzero(r_tids == tid)
-        named = [(int(r_start[i]), int(r_end[i]), collective_kind(n))
-                 for i in on if NAMED_COLLECTIVE.search(n := activity.name(int(r_rows[i])))]
+        on = np.flatnonzero((r_tids == tid) & collective_rows[r_rows])
+        named = [(int(r_start[i]), int(r_end[i]), collective_kind(activity.name(int(r_rows[i]))))
+                 for i in on]
         named = [r for r in named if r[2] != "other"]
         if not named:
             continue
