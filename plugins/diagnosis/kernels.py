@@ -480,7 +480,7 @@ class KernelsAnalyzer(tracekit.Analyzer):
                 cols["occupancy"].append(occ.percent if occ else None)
                 cols["limiter"].append(occ.limiter if occ else "-")
                 cols["waves"].append(
-                    round(blocks / (c.info.sm_count * occ.blocks_per_sm), 3)
+                    _waves(blocks / (c.info.sm_count * occ.blocks_per_sm))
                     if occ and occ.blocks_per_sm and blocks and c.info.sm_count else None)
                 cols["name"].append(t["name"][i].as_py())
         return report_table([
@@ -507,3 +507,9 @@ def _devices_table(configs: list[KernelConfigs]) -> pa.Table:
          [percent(small_grid_time(c), c.kernel_time) if c.info.sm_count and c.configured
           else None for c in configs]),
         ("occupancy", "str", None, [c.info.occupancy_note for c in configs])])
+
+
+def _waves(waves: float) -> float:
+    """Waves to three decimals, or to three significant digits under 0.01: a one-block
+    kernel on 132 SMs is 0.000473 waves, not 0."""
+    return round(waves, 3) if waves >= 0.01 else float(f"{waves:.3g}")
