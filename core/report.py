@@ -312,7 +312,7 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
                 continue
             out.append("")
             out.append(report.table_titles.get(name, name))
-            out.append(render_table(table, table_width))
+            out.append(render_table(table, table_width, table_name=name))
         if empty:
             out.append("")
             out.extend(textwrap.wrap(f"(nothing in this trace for: {', '.join(empty)})",
@@ -327,8 +327,10 @@ def render_text(reports: list[Report], width: int | None = None) -> str:
 UNCUT = 1 << 20
 
 
-def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
-    """Render an Arrow table as aligned columns, durations in human units (µs, ms, s).
+def render_table(table: pa.Table, width: int = 100, max_rows: int = 50,
+                 table_name: str | None = None) -> str:
+    """Render an Arrow table as aligned columns, durations in human units (µs, ms, s); past
+    ``max_rows`` rows, a line says how to get them all (``table_name``: the report's).
 
     The longest text column (names) is cut to what the terminal leaves, but never below 32
     characters: a kernel name cut shorter says nothing.
@@ -372,7 +374,9 @@ def render_table(table: pa.Table, width: int = 100, max_rows: int = 50) -> str:
             parts.append(cut if i == last else cut.ljust(min(widths[i], room)))
         lines.append("  " + "  ".join(parts).rstrip())
     if table.num_rows > max_rows:
-        lines.append(f"  ... {table.num_rows - max_rows} more rows (use --format json for all)")
+        every = (f"--format csv --table {table_name} or --format json" if table_name
+                 else "--format json")
+        lines.append(f"  ... {table.num_rows - max_rows} more rows ({every} for all)")
     return "\n".join(lines)
 
 

@@ -465,3 +465,15 @@ def test_an_empty_folder_and_a_folder_as_output_are_named_so(tmp_path, capsys):
         "error: cannot tell the output format from 'out' (an existing directory); name the "
         "file with an extension or pass --to FORMAT (known: chrome-json (.json, .json.gz), ")
     assert list(out.iterdir()) == []
+
+
+def test_a_long_table_says_how_to_get_every_row():
+    """The text report shows 50 rows of a table; the line after says how to get them all,
+    naming the table for --format csv."""
+    import pyarrow as pa
+    from tracekit.report import render_table
+
+    table = pa.table({"count": list(range(60)), "name": [f"k{i}" for i in range(60)]})
+    lines = render_table(table, table_name="kernels").splitlines()
+    assert len(lines) == 1 + 50 + 1  # the header, 50 rows, the line
+    assert lines[-1] == "  ... 10 more rows (--format csv --table kernels or --format json for all)"
