@@ -31,12 +31,16 @@ OS_WAITS = (r"^(pthread_cond_(timed|clock)?wait|pthread_join|sem_(timed|clock)?w
 MIN_AFTER_NS = 100_000_000
 
 
-def _program_span(trace: Trace) -> tuple[int, int] | None:
+def _program_span(trace: Trace, activity: Activity) -> tuple[int, int] | None:
     """First start and last end of the program's own activity and its OS calls: not the
     profiler's range, its messages (nsys logs some from before the session starts) or what
-    it samples."""
-    ev = trace.events
-    return time_span(ev.filter(is_in(ev["category"], (*PROGRAM_CATEGORIES, "host.os"))))
+    it samples. Computed once per trace, over the two time columns only."""
+    if "program_span" not in activity.cache:
+        ev = trace.events
+        mine = is_in(ev["category"], (*PROGRAM_CATEGORIES, "host.os"))
+        activity.cache["program_span"] = time_span(pa.table({
+            "ts_ns": ev["ts_ns"].filter(mine), "dur_ns": ev["dur_ns"].filter(mine)}))
+    return activity.cache["program_span"]
 
 
 def before_first_gpu(trace: Trace, activity: Activity) -> Finding | None:
@@ -44,7 +48,7 @@ def before_first_gpu(trace: Trace, activity: Activity) -> Finding | None:
     calls, first_gpu = activity.calls, activity.first_work_ns
     if first_gpu is None or not len(calls.start):
         return None
-    span = _program_span(trace)
+    span = _program_span(trace, activity)
     if span is None:
         return None
     first, last = span
@@ -87,7 +91,7 @@ def after_last_gpu(trace: Trace, activity: Activity) -> Finding | None:
     program's own work after its GPU part."""
     calls = activity.calls
     ends = [int(w.end.max()) for w in activity.devices if len(w.end)]
-    span = _program_span(trace)
+    span = _program_span(trace, activity)
     if not ends or span is None:
         return None
     first, last = span
