@@ -459,3 +459,19 @@ def test_a_report_by_package_is_not_called_functions(registry):
     assert sorted(r["function"] for r in report.tables["functions"].to_pylist()) == \
         sorted(packages) == ["package_0", "package_1", "package_2", "package_3"]
     assert "modules" not in report.tables
+
+
+def test_a_hotspots_report_with_cpi_gives_ipc(registry):
+    """advanced-hotspots has Instructions Retired and CPI Rate per function: its cycles are
+    their product, so IPC is 1/CPI per function and instructions over cycles in all."""
+    path = shared_path("vtune-csv", "vtune-plot", "advanced-hotspots.csv")
+    rows = [r for r in csv.DictReader(path.open()) if r["Instructions Retired"] and r["CPI Rate"]]
+    instructions = sum(float(r["Instructions Retired"]) for r in rows)
+    cycles = sum(float(r["Instructions Retired"]) * float(r["CPI Rate"]) for r in rows)
+    [report] = tracekit.analyze(tracekit.read(path, registry=registry), "cpu",
+                                registry=registry)
+    assert report.findings[0].evidence["ipc"] == round(instructions / cycles, 2) == 2.22
+    top = max(rows, key=lambda r: float(r["CPU Time"]))
+    [row] = [r for r in report.tables["functions"].to_pylist()
+             if r["function"] == top["Function"]]
+    assert row["ipc"] == round(1 / float(top["CPI Rate"]), 2) == 2.42

@@ -36,6 +36,8 @@ EVENTS = {
     "local_dram": ("MEM_LOAD_L3_MISS_RETIRED.LOCAL_DRAM",),
     "remote_dram": ("MEM_LOAD_L3_MISS_RETIRED.REMOTE_DRAM",),
 }
+#: A hotspots report's instructions and cycles per instruction (VTune's advanced-hotspots).
+INSTRUCTIONS, CPI = "Instructions Retired", "CPI Rate"
 #: Stalled with a load outstanding on this share of cycles or more: the memory finding (the
 #: bar of the memory-bound finding from VTune's own Memory Bound column).
 MEMORY_STALL_PCT = 30.0
@@ -92,6 +94,11 @@ def event_counts(rows: pa.Table, tree: StackTree,
         column = next((have[e] for e in names if e in have), None)
         if column:
             chosen[quantity] = column
+    derived = "cycles" not in chosen and {INSTRUCTIONS, CPI} <= values[0].keys()
+    if derived:
+        # A hotspots report with Instructions Retired and its CPI Rate: its cycles are their
+        # product, as VTune computed the rate (advanced-hotspots).
+        chosen = {"instructions": INSTRUCTIONS, "cycles": f"{INSTRUCTIONS} × {CPI}"}
     if "cycles" not in chosen:
         return None
     counts = EventCounts(chosen)
@@ -101,11 +108,17 @@ def event_counts(rows: pa.Table, tree: StackTree,
         frames = tree.frames(sid) if sid is not None else []
         key = (demangle(tree.names[frames[-1]]), tree.modules[frames[-1]] or "") if frames \
             else (demangle(name or ""), "")
-        for quantity, column in chosen.items():
-            v = row.get(column)
-            if isinstance(v, (int, float)):
-                counts.total[quantity] += v
-                counts.by_function[key][quantity] += v
+        if derived:
+            instructions, cpi = row.get(INSTRUCTIONS), row.get(CPI)
+            if not (isinstance(instructions, (int, float)) and isinstance(cpi, (int, float))):
+                continue
+            found = {"instructions": instructions, "cycles": instructions * cpi}
+        else:
+            found = {q: v for q, column in chosen.items()
+                     if isinstance(v := row.get(column), (int, float))}
+        for quantity, v in found.items():
+            counts.total[quantity] += v
+            counts.by_function[key][quantity] += v
     return counts
 
 
