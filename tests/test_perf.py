@@ -27,7 +27,7 @@ from perfetto_check import decode_and_check
 from tracekit.cli import main
 from tracekit.errors import ReaderCrashError, TraceReadError
 from tracekit.overview import conversion_lines
-from tracekit.plugins.folded import FoldedWriter
+from tracekit.plugins.folded import VARYING_PERIODS, FoldedWriter
 from tracekit.plugins.perf import PerfScriptReader
 from tracekit.plugins.perf import blocks as perf_blocks
 from tracekit.plugins.perf.parser import PerfScriptParser
@@ -623,6 +623,10 @@ def test_folded_writer_keeps_or_counts_every_column():
     assert (want[f"field name: {why['name']}"], want[f"field ts_ns: {why['ts_ns']}"],
             want[f"field args: {why['args']}"],
             want["field grid_x: folded stacks have no field for it"]) == (17, 16, 5, 2)
+    # The lines count samples; these samples' values (periods) differ, so they are lost too.
+    values = [1.0 if v is None else v for v in ev["value"].to_pylist()]
+    assert max(values) > 1.01 * min(values)
+    want[f"field value: {VARYING_PERIODS}"] = 17
     assert result.skipped == want
 
 
@@ -1217,3 +1221,25 @@ def test_a_file_cut_short_is_warned_of(tmp_path, registry):
                "short, and its last sample incomplete")
     assert tracekit.read(cut, registry=registry).log.outcomes[("cut.perf", *warning)] == 1
     assert (whole.name, *warning) not in tracekit.read(whole, registry=registry).log.outcomes
+
+
+@pytest.mark.parametrize("rel,varies", [("firefox-profiler/graphviz.perf.gz", True),
+                                        ("flamegraph/perf-cycles-instructions-01.txt", False)])
+def test_folded_samples_say_when_their_periods_vary(rel, varies, registry, tmp_path):
+    """graphviz was recorded at a frequency (perf record -F 4000): its samples' periods vary,
+    so a count of samples is not the count of cycles, and the conversion says so; the
+    cycles-instructions file used fixed periods (-c), so counting samples loses nothing."""
+    path = shared_path("perf-script", *rel.split("/"))
+    text = gzip.decompress(path.read_bytes()).decode() if rel.endswith(".gz") else \
+        path.read_text()
+    periods: dict[str, set[int | None]] = {}
+    for line in text.splitlines():
+        if line and not line[0].isspace() and not line.startswith("#"):
+            m = re.search(r":\s+(?:(\d+)\s+)?([\w.:/-]+?):\s*$", line)
+            periods.setdefault(m.group(2), set()).add(int(m.group(1)) if m.group(1) else None)
+    trace = tracekit.read(path, registry=registry)
+    result = tracekit.write(trace, tmp_path / "out.folded", registry=registry)
+    assert "cycles" in periods  # the event folded; without a printed period, 1 each
+    assert (len(periods["cycles"]) > 1) is varies
+    lost = result.skipped.get(f"field value: {VARYING_PERIODS}", 0)
+    assert lost == (result.written["samples"] if varies else 0)

@@ -124,6 +124,8 @@ class FoldedWriter(tracekit.Writer):
             keep &= finite
         rows = np.flatnonzero(keep)
         kept = table.take(pa.array(rows))
+        if not by_value and unit != "ns" and _periods_vary(kept):
+            result.skipped[fields.field_skip("value", VARYING_PERIODS)] += int(n[rows].sum())
         tree = StackTree(trace)
         presence = groups.presence()
         folded = _of_event(presence, trace, self.options.event or None) & \
@@ -168,6 +170,23 @@ class _FoldingSink(tracekit.BatchSink):
 
     def close(self, trace: Trace) -> tracekit.WriteResult:
         return self._writer.fold(self._groups, trace, self._stream)
+
+
+#: Why a sample count loses the periods (perf record -F samples at a frequency, so each
+#: sample stands for a different number of events).
+VARYING_PERIODS = ("folded lines count samples and these samples' periods vary (perf record "
+                   "-F): -O weight=value sums the periods, as -a hotspots weighs them")
+
+
+def _periods_vary(kept: pa.Table) -> bool:
+    """Whether the folded groups' mean sample values (perf's periods) differ by more than 1%:
+    then a count of samples is not proportional to the events sampled."""
+    n = kept["n"].to_numpy(zero_copy_only=False)
+    finite = kept["finite"].to_numpy(zero_copy_only=False) & (n > 0)
+    if finite.sum() < 2:
+        return False
+    mean = kept["value"].to_numpy(zero_copy_only=False)[finite] / n[finite]
+    return bool(mean.max() - mean.min() > 0.01 * abs(mean.max()))
 
 
 def _of_event(groups: pa.Table, trace: Trace, event: str | None) -> np.ndarray:
