@@ -179,6 +179,12 @@ class Activity:
         starts = [int(w.start.min()) for w in self.devices if len(w.start)]
         return min(starts) if starts else None
 
+    @functools.cached_property
+    def last_work_ns(self) -> int | None:
+        """When the last GPU work of any device ends (None without GPU work)."""
+        ends = [int(w.end.max()) for w in self.devices if len(w.end)]
+        return max(ends) if ends else None
+
     @property
     def has_steps(self) -> bool:
         """Whether the trace marks steps (``ProfilerStep#N`` ranges)."""

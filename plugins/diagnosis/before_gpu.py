@@ -89,13 +89,11 @@ def after_last_gpu(trace: Trace, activity: Activity) -> Finding | None:
     """The finding on the host time after the last GPU work ends, where it is long: which
     runtime calls take most of it (teardown: modules unloaded, memory freed), or the
     program's own work after its GPU part."""
-    calls = activity.calls
-    ends = [int(w.end.max()) for w in activity.devices if len(w.end)]
+    calls, last_gpu = activity.calls, activity.last_work_ns
     span = _program_span(trace, activity)
-    if not ends or span is None:
+    if last_gpu is None or span is None:
         return None
     first, last = span
-    last_gpu = max(ends)
     after = last - last_gpu
     if after < MIN_AFTER_NS or percent(after, last - first) < MIN_PCT:
         return None
