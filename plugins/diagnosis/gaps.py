@@ -265,10 +265,13 @@ def launch_gaps_to_copies(activity: Activity, gaps: Gaps) -> tuple[int, int, int
     """A device's launch gaps (count, ns) and of them those that a host-device copy ends
     (count, ns): the GPU waited for the next copy call, not the next kernel. A device-to-device
     copy (DDP's bucket copies) does not count: it is not batched on the host."""
-    ev = activity.events
-    copy = activity.category.is_in(("gpu.memcpy",)) & pc.fill_null(pc.is_in(
-        ev["copy_kind"].cast(pa.string()), pa.array(["HtoD", "DtoH"])), False).to_numpy(
-        zero_copy_only=False)
+    if "host_device_copies" not in activity.cache:  # per events row, once per trace
+        ev = activity.events
+        activity.cache["host_device_copies"] = activity.category.is_in(("gpu.memcpy",)) & \
+            pc.fill_null(pc.is_in(ev["copy_kind"].cast(pa.string()),
+                                  pa.array(["HtoD", "DtoH"])), False).to_numpy(
+                zero_copy_only=False)
+    copy = activity.cache["host_device_copies"]
     mine = gaps.cause == CAUSES.index("launch")
     to_copy = mine & (gaps.next_row >= 0) & copy[np.maximum(gaps.next_row, 0)]
     return (int(mine.sum()), int(gaps.dur[mine].sum()), int(to_copy.sum()),
