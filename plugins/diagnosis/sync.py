@@ -290,14 +290,12 @@ def native_sync_kinds(activity: Activity, api: np.ndarray) -> dict[str, int]:
     time (ns): "copy" (synchronous copies and memsets), "event" (event waits), "device"
     (device, stream, context and signal waits)."""
     calls = activity.calls
-    at = np.flatnonzero(api)
-    names = activity.events["name"].take(pa.array(calls.row[at])).cast(pa.string())
-    took = (calls.end - calls.start)[at]
-    left = np.ones(len(at), dtype=bool)
+    rows = calls.row[np.flatnonzero(api)]
+    took = (calls.end - calls.start)[api]
+    left = np.ones(len(rows), dtype=bool)
     out = {}
     for kind, pattern in NATIVE_SYNC_KINDS:
-        hit = left & pc.match_substring_regex(names, pattern).fill_null(False).to_numpy(
-            zero_copy_only=False)
+        hit = left & activity.name_codes.matches(pattern)[rows]
         left &= ~hit
         if hit.any():
             out[kind] = int(took[hit].sum())
