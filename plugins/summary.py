@@ -97,18 +97,16 @@ class SummaryAnalyzer(tracekit.Analyzer):
                 counted = pc.and_(pc.is_null(rows["ts_ns"]), pc.is_valid(rows[column]))
                 untimed_tabled += int(pc.sum(counted).as_py() or 0)
                 aggregates += int(pc.sum(pc.greater(rows["count"], 1)).as_py() or 0)
-        is_sample = equals(trace.events["kind"], "sample")
-        samples = int(pc.sum(is_sample).as_py() or 0)
-        if samples:
-            # The summary tables are of slices; samples are the CPU report's.
-            rows = "CPU sample rows"
-            if aggregate_rows(trace.events.filter(is_sample), trace):
-                rows = "report rows of CPU time or event counts (a profiler's totals)"
-            report.notes.append(f"{samples:,} {rows} are not in these tables: 'tracekit "
-                                "analyze -a cpu' (or -a hotspots) ranks them")
-        untimed = trace.events["ts_ns"].null_count - untimed_tabled - int(pc.sum(pc.and_(
-            equals(trace.events["kind"], "sample"), pc.is_null(trace.events["ts_ns"])))
-            .as_py() or 0)
+        # Samples are the CPU report's: the summary tables are of slices.
+        samples = trace.events.select(["ts_ns", "dur_ns", "source"]).filter(
+            equals(trace.events["kind"], "sample"))
+        if samples.num_rows:
+            rows = "report rows of CPU time or event counts (a profiler's totals)" \
+                if aggregate_rows(samples, trace) else "CPU sample rows"
+            report.notes.append(f"{samples.num_rows:,} {rows} are not in these tables: "
+                                "'tracekit analyze -a cpu' (or -a hotspots) ranks them")
+        untimed = trace.events["ts_ns"].null_count - untimed_tabled - \
+            samples["ts_ns"].null_count
         if untimed:
             report.notes.append(f"{untimed:,} untimed aggregate rows are not in these tables")
         if aggregates:

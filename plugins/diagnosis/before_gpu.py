@@ -138,7 +138,7 @@ def _os_waits_after(trace: Trace, start: int, end: int) -> tuple[int, str] | Non
     """The union (ns) of the OS calls in which threads wait (``OS_WAITS``) between ``start``
     and ``end``, and their names, most time first; None where the trace holds none."""
     ev = trace.events
-    os_calls = ev.filter(is_in(ev["category"], ("host.os",)))
+    os_calls = ev.select(["name", "ts_ns", "dur_ns"]).filter(is_in(ev["category"], ("host.os",)))
     if not os_calls.num_rows:
         return None
     os_calls = os_calls.filter(pc.and_(matches(os_calls["name"], OS_WAITS),
