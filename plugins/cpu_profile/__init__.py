@@ -1813,7 +1813,7 @@ class _Profile:
     def _leaf(self, key: tuple[str, str], w: float, kernel: bool, known_side: bool) -> None:
         self.self_w[key] += w
         self.mod_self[key[1]] += w
-        if key[0] in UNKNOWN or key[0].startswith("0x"):
+        if not _named(key[0]):
             self.unknown_fn += w
         if kernel:
             self.kernel += w
@@ -1964,8 +1964,8 @@ def _runner_up(self_w: dict[tuple[str, str], float], top: tuple[tuple[str, str],
     sampling margin of their difference (95 %, ``samples`` busy samples): (name, its share
     0..1, the margin in points); None where the top one leads clearly."""
     (key, w) = top
-    second = max(((k, v) for k, v in self_w.items() if k != key and k[0] not in UNKNOWN
-                  and not k[0].startswith("0x")), key=lambda kv: (kv[1], kv[0]), default=None)
+    second = max(((k, v) for k, v in self_w.items() if k != key and _named(k[0])),
+                 key=lambda kv: (kv[1], kv[0]), default=None)
     if second is None or not busy or not samples:
         return None
     a, b = w / busy, second[1] / busy
@@ -1987,10 +1987,13 @@ def _top_function(top: tuple[tuple[str, str], float], busy: float,
     fix = (f"Optimize {short_name(fn, 60)} first ({mod or 'unknown module'}): its algorithm, "
            "its memory access, or how often it is called" + (" (see the paths)." if paths
                                                               else "."))
+    title = f"One function takes {percent(w, busy)}% of busy time: {short_name(fn, 80)}"
     if runner_up and not lever:
         other, share, margin = runner_up
         evidence.update({"second_function": other, "second_pct": percent(share, 1.0),
                          "difference_margin_points": margin})
+        title = (f"Two functions take about the same busy time: {short_name(fn, 60)} "
+                 f"{percent(w, busy)}%, {short_name(other, 60)} {percent(share, 1.0)}%")
         fix = (f"{short_name(fn, 60)} and {short_name(other, 60)} take about the same time: "
                f"{percent(w, busy)}% and {percent(share, 1.0)}%, a difference within the "
                f"sampling margin (±{margin} points); weigh both (their algorithm, memory access, "
@@ -2010,13 +2013,7 @@ def _top_function(top: tuple[tuple[str, str], float], busy: float,
                f"(see 'Serial critical path'), then {short_name(fn, 60)} ("
                f"{mod or 'unknown module'}): its algorithm, its memory access, or how often "
                "it is called.")
-    if runner_up and not lever:
-        return Finding("info", f"Two functions take about the same busy time: "
-                       f"{short_name(fn, 60)} {percent(w, busy)}%, "
-                       f"{short_name(runner_up[0], 60)} {percent(runner_up[1], 1.0)}%",
-                       evidence, fix)
-    return Finding("info", f"One function takes {percent(w, busy)}% of busy time: "
-                   f"{short_name(fn, 80)}", evidence, fix)
+    return Finding("info", title, evidence, fix)
 
 
 def _too_few_to_rank(top: tuple[tuple[str, str], float], busy: float, n: int) -> Finding:
@@ -2033,12 +2030,16 @@ def _too_few_to_rank(top: tuple[tuple[str, str], float], busy: float, n: int) ->
         f"higher rate, to {MIN_RANK_SAMPLES} busy samples or more, then rank the functions.")
 
 
+def _named(function: str) -> bool:
+    """Whether perf could name the function: not ``[unknown]`` or a bare address."""
+    return function not in UNKNOWN and not function.startswith("0x")
+
+
 def _top_named(self_w: dict[tuple[str, str], float]) -> tuple[tuple[str, str], float] | None:
     """The (function, module) with the most self weight, of those perf could name: an
     ``[unknown]`` frame or a bare address is no function to optimize (the symbols finding
     tells of them); one only where nothing is named."""
-    named = [(k, w) for k, w in self_w.items()
-             if k[0] not in UNKNOWN and not k[0].startswith("0x")]
+    named = [(k, w) for k, w in self_w.items() if _named(k[0])]
     return max(named or self_w.items(), key=lambda kv: (kv[1], kv[0]), default=None)
 
 
