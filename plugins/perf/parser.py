@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from tracekit.toolkit import CallSites
+from tracekit.toolkit import CallSites, is_kernel
 
 # The timestamp token, searched for (a leading ``.*?`` would backtrack quadratically over
 # long runs of blanks).
@@ -166,9 +166,6 @@ def _rest(rest: str) -> tuple[int | None, str | None, str] | Malformed:
     return value, event, tail
 
 
-#: Where kernel text starts (x86-64 above 0xffff800000000000, arm64 above this): an address
-#: perf could not resolve at or above it is kernel code all the same.
-KERNEL_TEXT = 0xFFFF_0000_0000_0000
 #: perf's call-chain context markers (PERF_CONTEXT_HV ... PERF_CONTEXT_MAX, -32 to -4095 as
 #: u64) and its -1 end of stack are no code.
 PERF_CONTEXT_MAX = 2**64 - 4095
@@ -216,10 +213,11 @@ def parse_frame(line: str) -> tuple[str, str | None] | None:
 
 
 def _kernel_address(addr: str) -> bool:
-    """Whether a frame's hex address is in kernel text (``KERNEL_TEXT`` and above), not one of
-    perf's context markers at the top of the address space (``PERF_CONTEXT_*``, -1 to -4095:
+    """Whether a frame's hex address is kernel code (``toolkit.is_kernel``'s address rule:
+    perf could not resolve it, but it is the kernel's all the same), not one of perf's
+    context markers at the top of the address space (``PERF_CONTEXT_*``, -1 to -4095:
     ``ffffffffffffffff [unknown]`` ends many user stacks)."""
-    return len(addr) == 16 and KERNEL_TEXT <= int(addr, 16) < PERF_CONTEXT_MAX
+    return len(addr) == 16 and (at := int(addr, 16)) < PERF_CONTEXT_MAX and is_kernel(None, at)
 
 
 def _place_inlined(parsed: list[tuple[str, tuple[str, str | None]]]
